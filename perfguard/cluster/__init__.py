@@ -1,0 +1,86 @@
+"""The embedded default: a real local Slurm cluster and a real local PostgreSQL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfguard.cluster.layout import ClusterLayout
+from perfguard.cluster.procs import port_in_use, require_binaries, require_root, terminate
+from perfguard.cluster.services import SERVICES, node_states
+from perfguard.errors import PerfguardError
+
+
+@dataclass
+class ComponentStatus:
+    name: str
+    running: bool
+    pids: list[int]
+    detail: str = ""
+
+
+def current_layout(state: Path) -> ClusterLayout:
+    layout = ClusterLayout.load(state)
+    if layout is None:
+        raise PerfguardError(f"no embedded cluster under {state}: run `perfguard cluster up`")
+    return layout
+
+
+def up(state: Path, nodes: int, port_base: int) -> ClusterLayout:
+    """Start whatever is not running yet; a second call is a no-op."""
+    require_root()
+    require_binaries()
+    layout = ClusterLayout.load(state) or ClusterLayout(state, nodes=nodes, port_base=port_base)
+    if any(s.running(layout) for s in SERVICES) and (layout.nodes, layout.port_base) != (
+            nodes, port_base):
+        raise PerfguardError(
+            f"a cluster with {layout.nodes} nodes on port base {layout.port_base} is running "
+            f"under {state}; run `perfguard cluster down` before changing its shape")
+    layout = ClusterLayout(state, nodes=nodes, port_base=port_base)
+    _check_ports(layout)
+    layout.save()
+    for service in SERVICES:
+        if not service.running(layout):
+            service.start(layout)
+    return layout
+
+
+def _check_ports(layout: ClusterLayout) -> None:
+    """A port taken by someone else is an error that names the port and its user."""
+    running = {s.name for s in SERVICES if s.running(layout)}
+    for name, port in layout.all_ports().items():
+        if name.split()[0] in running:
+            continue
+        if port_in_use(port):
+            raise PerfguardError(
+                f"port {port} (for {name}) is already in use by another program; "
+                f"stop it or pick other ports with `perfguard cluster up --port-base N`")
+
+
+def down(state: Path) -> list[str]:
+    """Stop every process the cluster started, newest first; return what was stopped."""
+    layout = ClusterLayout.load(state)
+    if layout is None:
+        return []
+    stopped = []
+    for service in reversed(SERVICES):
+        pids = service.pids(layout)
+        if pids:
+            terminate(pids, timeout=30 if service.name == "postgresql" else 15)
+            stopped.append(service.name)
+    return stopped
+
+
+def status(state: Path) -> list[ComponentStatus]:
+    layout = current_layout(state)
+    result = []
+    for service in SERVICES:
+        running = service.running(layout)
+        detail = ""
+        if service.name == "slurmd" and running:
+            states = node_states(layout)
+            detail = ", ".join(f"{n}={s}" for n, s in sorted(states.items()))
+        elif service.name == "postgresql":
+            detail = layout.dsn
+        result.append(ComponentStatus(service.name, running, service.pids(layout), detail))
+    return result

@@ -1,0 +1,172 @@
+"""Starting, finding and stopping the daemons of the embedded cluster, by pid."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from perfguard.errors import PerfguardError
+
+# The Debian package that provides each binary the embedded cluster runs.
+REQUIRED_BINARIES = {
+    "munged": "munge",
+    "mariadbd": "mariadb-server",
+    "mariadb-install-db": "mariadb-server",
+    "slurmdbd": "slurmdbd",
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "sinfo": "slurm-client",
+    "sacct": "slurm-client",
+    "sacctmgr": "slurm-client",
+    "mpicc": "libopenmpi-dev",
+    "unshare": "util-linux",
+    "runuser": "util-linux",
+}
+POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
+SETUP_COMMAND = "./install.sh"
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise PerfguardError(
+            "the embedded cluster needs root: it creates UTS/mount namespaces and "
+            "cpuset cgroups for the virtual nodes and runs slurmd as root. "
+            "Run it as root (e.g. `sudo .venv/bin/perfguard cluster up`)."
+        )
+
+
+def require_binaries() -> None:
+    missing = sorted({pkg for exe, pkg in REQUIRED_BINARIES.items() if not shutil.which(exe)})
+    if not (POSTGRES_BIN / "postgres").exists():
+        missing.append("postgresql")
+    if missing:
+        raise PerfguardError(
+            f"Debian package(s) missing: {', '.join(missing)}. "
+            f"Install them with the set-up command `{SETUP_COMMAND}`."
+        )
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def read_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def spawn(argv: Sequence[str], log_file: Path, pid_file: Path,
+          env: dict[str, str] | None = None) -> int:
+    """Start a foreground daemon detached from our session and record its pid."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(
+            list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, env=env,
+        )
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    pid_file.write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str,
+               log_file: Path | None = None, interval: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(interval)
+    hint = f"; see {log_file}" if log_file else ""
+    tail = ""
+    if log_file and log_file.exists():
+        lines = log_file.read_text(errors="replace").splitlines()[-5:]
+        tail = "\n  " + "\n  ".join(lines) if lines else ""
+    raise PerfguardError(f"timed out after {timeout:.0f}s waiting for {what}{hint}{tail}")
+
+
+def terminate(pids: Sequence[int], timeout: float = 15.0) -> None:
+    """SIGTERM, then SIGKILL whatever is still alive after ``timeout``."""
+    alive = [p for p in pids if pid_alive(p)]
+    for pid in alive:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in alive if pid_alive(p)]
+    for pid in alive:
+        _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if pid_alive(p)]
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def namespace_id(pid: int, kind: str = "uts") -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}")
+    except OSError:
+        return None
+
+
+def pids_in_namespace(ns_id: str, kind: str = "uts") -> list[int]:
+    """Every process in a namespace: a virtual node's slurmd, slurmstepds and job tasks."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and namespace_id(int(entry.name), kind) == ns_id:
+            found.append(int(entry.name))
+    return found
+
+
+def run(argv: Sequence[str], env: dict[str, str] | None = None, check: bool = True,
+        timeout: float = 60, input: str | None = None) -> subprocess.CompletedProcess:
+    """Run a helper command; a failure names the command and its output."""
+    try:
+        result = subprocess.run(list(argv), env=env, capture_output=True, text=True,
+                                timeout=timeout, input=input)
+    except subprocess.TimeoutExpired as exc:
+        raise PerfguardError(f"`{' '.join(argv)}` did not finish within {timeout}s") from exc
+    if check and result.returncode != 0:
+        output = (result.stderr or result.stdout).strip()
+        raise PerfguardError(f"`{' '.join(argv)}` failed ({result.returncode}): {output}")
+    return result

@@ -1,0 +1,270 @@
+"""The daemons of the embedded cluster, each with start, liveness and the pids it owns.
+
+Start order is munge → MariaDB → slurmdbd → slurmctld → slurmd nodes, and
+PostgreSQL beside them; ``down`` walks the list backwards.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Callable
+
+from perfguard.cluster.configs import SLURMDBD_DB, SLURMDBD_DB_USER, slurm_conf, slurmdbd_conf
+from perfguard.cluster.layout import CLUSTER_NAME, DB_NAME, DB_USER, ClusterLayout
+from perfguard.cluster.procs import (
+    POSTGRES_BIN,
+    namespace_id,
+    pid_alive,
+    pids_in_namespace,
+    read_pid,
+    run,
+    spawn,
+    wait_until,
+)
+from perfguard.errors import PerfguardError
+
+POSTGRES_USER = "postgres"
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    start: Callable[[ClusterLayout], None]
+    pids: Callable[[ClusterLayout], list[int]]
+    healthy: Callable[[ClusterLayout], bool] | None = None
+
+    def running(self, layout: ClusterLayout) -> bool:
+        if self.healthy is not None:
+            return self.healthy(layout)
+        return bool(self.pids(layout))
+
+
+def _own_pid(name: str) -> Callable[[ClusterLayout], list[int]]:
+    def pids(layout: ClusterLayout) -> list[int]:
+        pid = read_pid(layout.pid_file(name))
+        return [pid] if pid_alive(pid) else []
+    return pids
+
+
+# --- munge ---------------------------------------------------------------
+def start_munge(layout: ClusterLayout) -> None:
+    munge_dir = layout.munge_socket.parent
+    munge_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = munge_dir / "munge.key"
+    if not key.exists():
+        key.write_bytes(secrets.token_bytes(1024))
+        key.chmod(0o400)
+    spawn(["munged", "--foreground", "--force", f"--socket={layout.munge_socket}",
+           f"--key-file={key}", f"--seed-file={munge_dir / 'munge.seed'}",
+           f"--pid-file={munge_dir / 'munged.pid'}", f"--log-file={layout.log_file('munged')}"],
+          layout.log_file("munged.out"), layout.pid_file("munged"))
+    wait_until(lambda: layout.munge_socket.exists(), 20, "munged socket",
+               layout.log_file("munged"))
+
+
+# --- MariaDB (slurmdbd's storage) -----------------------------------------
+def _mariadb_password_file(layout: ClusterLayout) -> Path:
+    return layout.mariadb_dir / "slurm.password"
+
+
+def start_mariadb(layout: ClusterLayout) -> None:
+    data = layout.mariadb_dir / "data"
+    if not (data / "mysql").exists():
+        data.mkdir(parents=True, exist_ok=True)
+        run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
+             "--auth-root-authentication-method=socket", "--skip-test-db"], timeout=180)
+    spawn(["mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={layout.mariadb_socket}",
+           f"--port={layout.mariadb_port}", "--bind-address=127.0.0.1", "--user=root",
+           "--skip-name-resolve", f"--pid-file={layout.mariadb_dir / 'mariadbd.pid'}",
+           "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M",
+           f"--log-error={layout.log_file('mariadb')}"],
+          layout.log_file("mariadb.out"), layout.pid_file("mariadb"))
+    wait_until(lambda: _mariadb_sql(layout, "SELECT 1", check=False).returncode == 0, 60,
+               "MariaDB to accept connections", layout.log_file("mariadb"))
+    _ensure_slurm_db_user(layout)
+
+
+def _mariadb_sql(layout: ClusterLayout, sql: str, check: bool = True):
+    return run(["mariadb", f"--socket={layout.mariadb_socket}", "-u", "root", "-e", sql],
+               check=check)
+
+
+def _ensure_slurm_db_user(layout: ClusterLayout) -> None:
+    password_file = _mariadb_password_file(layout)
+    if not password_file.exists():
+        password_file.write_text(secrets.token_hex(16))
+        password_file.chmod(0o600)
+    password = password_file.read_text().strip()
+    _mariadb_sql(layout, (
+        f"CREATE USER IF NOT EXISTS '{SLURMDBD_DB_USER}'@'127.0.0.1' IDENTIFIED BY '{password}';"
+        f"ALTER USER '{SLURMDBD_DB_USER}'@'127.0.0.1' IDENTIFIED BY '{password}';"
+        f"GRANT ALL ON {SLURMDBD_DB}.* TO '{SLURMDBD_DB_USER}'@'127.0.0.1';"
+    ))
+
+
+# --- Slurm ----------------------------------------------------------------
+def write_slurm_configs(layout: ClusterLayout) -> None:
+    layout.etc.mkdir(parents=True, exist_ok=True)
+    layout.slurm_conf.write_text(slurm_conf(layout))
+    dbd_conf = layout.etc / "slurmdbd.conf"
+    password = _mariadb_password_file(layout).read_text().strip()
+    dbd_conf.write_text(slurmdbd_conf(layout, password))
+    dbd_conf.chmod(0o600)
+    (layout.etc / "cgroup.conf").write_text("CgroupPlugin=autodetect\n")
+    for sub in ("slurm/ctld", "slurm/d", "shared"):
+        (layout.state / sub).mkdir(parents=True, exist_ok=True)
+
+
+def start_slurmdbd(layout: ClusterLayout) -> None:
+    write_slurm_configs(layout)
+    spawn(["slurmdbd", "-D"], layout.log_file("slurmdbd.out"), layout.pid_file("slurmdbd"),
+          env=layout.client_env())
+    wait_until(lambda: _sacctmgr(layout, "show", "cluster", check=False).returncode == 0, 60,
+               "slurmdbd to answer", layout.log_file("slurmdbd"))
+    clusters = _sacctmgr(layout, "-n", "-P", "show", "cluster", "format=cluster").stdout.split()
+    if CLUSTER_NAME not in clusters:
+        _sacctmgr(layout, "-i", "add", "cluster", CLUSTER_NAME)
+
+
+def _sacctmgr(layout: ClusterLayout, *args: str, check: bool = True):
+    return run(["sacctmgr", *args], env=layout.client_env(), check=check, timeout=30)
+
+
+def start_slurmctld(layout: ClusterLayout) -> None:
+    write_slurm_configs(layout)
+    spawn(["slurmctld", "-D", "-i"], layout.log_file("slurmctld.out"),
+          layout.pid_file("slurmctld"), env=layout.client_env())
+    wait_until(lambda: run(["scontrol", "ping"], env=layout.client_env(),
+                           check=False).stdout.count("UP") > 0,
+               60, "slurmctld to answer `scontrol ping`", layout.log_file("slurmctld"))
+
+
+def start_nodes(layout: ClusterLayout) -> None:
+    for node in layout.node_specs():
+        if _node_pids(layout, node.name):
+            continue
+        tmp = layout.node_tmp(node.name)
+        tmp.mkdir(parents=True, exist_ok=True)
+        tmp.chmod(0o1777)
+        script = "; ".join([
+            f"hostname {node.name}",
+            f"mount --bind {tmp} /tmp",
+            f"exec slurmd -D -N {node.name}",
+        ])
+        pid = spawn(["unshare", "--uts", "--mount", "--propagation", "private",
+                     "sh", "-c", script],
+                    layout.log_file(f"slurmd-{node.name}.out"),
+                    layout.pid_file(f"slurmd-{node.name}"), env=layout.client_env())
+        wait_until(lambda p=pid: namespace_id(p) != namespace_id(os.getpid()), 10,
+                   f"{node.name} namespace")
+        (layout.run_dir / f"slurmd-{node.name}.uts").write_text(namespace_id(pid) or "")
+    wait_until(lambda: _all_nodes_idle(layout), 90, "all nodes idle in `sinfo`",
+               layout.logs / "slurmd-node1.log")
+
+
+def _node_pids(layout: ClusterLayout, node: str) -> list[int]:
+    """The node's slurmd plus everything running in its namespace (slurmstepd, job tasks)."""
+    pid = read_pid(layout.pid_file(f"slurmd-{node}"))
+    if not pid_alive(pid):
+        return []
+    uts_file = layout.run_dir / f"slurmd-{node}.uts"
+    uts = uts_file.read_text().strip() if uts_file.exists() else ""
+    others = pids_in_namespace(uts) if uts else []
+    return [pid] + [p for p in others if p != pid]
+
+
+def node_states(layout: ClusterLayout) -> dict[str, str]:
+    result = run(["sinfo", "-h", "-N", "-o", "%N %T"], env=layout.client_env(), check=False)
+    if result.returncode != 0:
+        return {}
+    return dict(line.split()[:2] for line in result.stdout.splitlines() if line.strip())
+
+
+def _all_nodes_idle(layout: ClusterLayout) -> bool:
+    states = node_states(layout)
+    names = {n.name for n in layout.node_specs()}
+    if set(states) != names:
+        return False
+    stuck = [n for n, s in states.items() if s.startswith(("down", "drain"))]
+    if stuck:
+        run(["scontrol", "update", f"NodeName={','.join(stuck)}", "State=RESUME"],
+            env=layout.client_env(), check=False)
+    return all(s in ("idle", "mixed", "allocated") for s in states.values())
+
+
+def nodes_running(layout: ClusterLayout) -> bool:
+    return all(_node_pids(layout, n.name) for n in layout.node_specs())
+
+
+def nodes_pids(layout: ClusterLayout) -> list[int]:
+    return [p for n in layout.node_specs() for p in _node_pids(layout, n.name)]
+
+
+# --- PostgreSQL -------------------------------------------------------------
+def _as_postgres(argv: list[str], layout: ClusterLayout, **kwargs):
+    return run(["runuser", "-u", POSTGRES_USER, "--", *argv], **kwargs)
+
+
+def start_postgres(layout: ClusterLayout) -> None:
+    _require_postgres_user()
+    pg = layout.postgres_dir
+    data = pg / "data"
+    if not (data / "PG_VERSION").exists():
+        pg.mkdir(parents=True, exist_ok=True)
+        shutil.chown(pg, POSTGRES_USER, POSTGRES_USER)
+        _as_postgres([str(POSTGRES_BIN / "initdb"), "-D", str(data), "-U", "postgres",
+                      "--auth=trust", "--encoding=UTF8", "--no-instructions"], layout,
+                     timeout=180)
+    log = layout.log_file("postgresql")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.touch()
+    shutil.chown(log, POSTGRES_USER, POSTGRES_USER)
+    user = pwd.getpwnam(POSTGRES_USER)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [str(POSTGRES_BIN / "postgres"), "-D", str(data), "-p", str(layout.postgres_port),
+             "-k", str(pg), "-c", "listen_addresses=127.0.0.1", "-c", "shared_buffers=512MB",
+             "-c", "max_wal_size=2GB", "-c", "fsync=on"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, user=user.pw_uid, group=user.pw_gid,
+        )
+    layout.pid_file("postgresql").write_text(f"{proc.pid}\n")
+    wait_until(lambda: _psql(layout, "SELECT 1", check=False).returncode == 0, 60,
+               "PostgreSQL to accept connections", log)
+    _ensure_database(layout)
+
+
+def _require_postgres_user() -> None:
+    try:
+        pwd.getpwnam(POSTGRES_USER)
+    except KeyError as exc:
+        raise PerfguardError("system user 'postgres' is missing: install the Debian package "
+                             "postgresql with `./install.sh`") from exc
+
+
+def _psql(layout: ClusterLayout, sql: str, db: str = "postgres", check: bool = True):
+    return run(["psql", "-h", str(layout.postgres_dir), "-p", str(layout.postgres_port),
+                "-U", "postgres", "-d", db, "-v", "ON_ERROR_STOP=1", "-tAc", sql], check=check)
+
+
+def _ensure_database(layout: ClusterLayout) -> None:
+    if not _psql(layout, f"SELECT 1 FROM pg_roles WHERE rolname='{DB_USER}'").stdout.strip():
+        _psql(layout, f"CREATE ROLE {DB_USER} LOGIN CREATEROLE")
+    if not _psql(layout, f"SELECT 1 FROM pg_database WHERE datname='{DB_NAME}'").stdout.strip():
+        _psql(layout, f"CREATE DATABASE {DB_NAME} OWNER {DB_USER}")
+
+
+SERVICES = [
+    Service("munge", start_munge, _own_pid("munged")),
+    Service("mariadb", start_mariadb, _own_pid("mariadb")),
+    Service("slurmdbd", start_slurmdbd, _own_pid("slurmdbd")),
+    Service("slurmctld", start_slurmctld, _own_pid("slurmctld")),
+    Service("slurmd", start_nodes, nodes_pids, nodes_running),
+    Service("postgresql", start_postgres, _own_pid("postgresql")),
+]
