@@ -1,0 +1,1 @@
+"""perfguard's ReFrame test library: shared logic in common/, one folder per benchmark."""

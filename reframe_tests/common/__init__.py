@@ -1,0 +1,1 @@
+"""Logic every perfguard check shares: launch options, binding proof, references."""

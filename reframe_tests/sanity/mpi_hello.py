@@ -1,0 +1,72 @@
+"""Cluster sanity: MPI ranks land on distinct nodes with the core binding we asked for.
+
+This is the template every perfguard check follows: parameters and variables at
+the top, launch and binding from ``common``, sanity that proves the job ran the
+way it was meant to run.
+"""
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import run_after, sanity_function, variable
+from reframe.core.exceptions import SanityError
+
+from reframe_tests.common.binding import mask_of, parse_mask, srun_masks
+from reframe_tests.common.launch import SrunLaunch
+
+
+@rfm.simple_test
+class MpiHelloCheck(rfm.RegressionTest, SrunLaunch):
+    descr = "MPI hello: ranks on distinct nodes, CPU mask as requested"
+    valid_systems = ["+mpi"]
+    valid_prog_environs = ["+mpi"]
+    sourcepath = "mpi_hello.c"
+    build_system = "SingleSource"
+    num_tasks = 2
+    num_tasks_per_node = 1
+    tags = {"sanity", "nightly", "acceptance"}
+    maintainers = ["perfguard"]
+
+    #: Expected CPU mask per host, e.g. ``node1:0x1,node2:0x2``. Empty: derived from
+    #: the partition's ``node_cpus`` (the cores each node owns) for ``--cpu-bind=cores``.
+    expected_masks = variable(typ.Dict[str, str], value={})
+
+    @run_after("setup")
+    def derive_expected_masks(self):
+        if self.expected_masks or self.cpu_bind != "cores":
+            return
+        node_cpus = self.current_partition.extras.get("node_cpus", {})
+        # One task per node bound to a core: the node's first own CPU.
+        self.expected_masks = {
+            host: hex(mask_of(cpus[:1])) for host, cpus in node_cpus.items() if cpus
+        }
+
+    @sanity_function
+    def validate(self):
+        """Every rank reported, on distinct hosts, bound as srun says and as expected."""
+        ranks = sn.evaluate(sn.extractall(
+            r"rank (?P<rank>\d+) of \d+ host (?P<host>\S+) affinity (?P<mask>0x[0-9a-f]+)",
+            self.stdout, tag=("rank", "host", "mask"), conv=(int, str, str)))
+        if len(ranks) != self.num_tasks:
+            raise SanityError(f"expected {self.num_tasks} ranks to report, got {len(ranks)}")
+        hosts = {host for _, host, _ in ranks}
+        if len(hosts) != self.num_tasks:
+            raise SanityError(f"ranks share a host: {sorted(hosts)}")
+        stderr = sn.evaluate(sn.extractall(r".*cpu-bind=.*", self.stderr))
+        reported = srun_masks("\n".join(stderr))
+        for rank, host, mask in ranks:
+            self.check_rank_binding(rank, host, parse_mask(mask), reported)
+        return True
+
+    def check_rank_binding(self, rank, host, actual, reported):
+        """srun's reported mask == the kernel's mask == the expected mask."""
+        if rank not in reported:
+            raise SanityError(f"srun reported no cpu-bind mask for task {rank}")
+        srun_host, srun_mask = reported[rank]
+        if (srun_host, srun_mask) != (host, actual):
+            raise SanityError(f"rank {rank}: srun bound {srun_host} to {hex(srun_mask)} but "
+                              f"the process on {host} runs with {hex(actual)}")
+        expected = self.expected_masks.get(host)
+        if expected is not None and parse_mask(expected) != actual:
+            raise SanityError(f"rank {rank} on {host}: CPU mask {hex(actual)}, "
+                              f"expected {expected}")

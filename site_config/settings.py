@@ -1,0 +1,104 @@
+"""ReFrame configuration for perfguard.
+
+System ``local`` is the embedded cluster: it is filled from the ``cluster.json``
+that `perfguard cluster up` writes, so partitions, nodes and CPUs are those of
+the cluster that is actually running. Real sites add their systems as topology
+files beside this one (see docs/).
+"""
+
+import json
+import os
+from pathlib import Path
+
+SITE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = SITE_DIR.parent
+
+
+def _state_dir() -> Path:
+    explicit = os.environ.get("PERFGUARD_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    return Path(xdg) / "perfguard" if xdg else REPO_ROOT / ".state"
+
+
+def _cluster_record() -> dict:
+    record = _state_dir() / "cluster.json"
+    if record.exists():
+        return json.loads(record.read_text())
+    # No cluster yet: a placeholder so `reframe --show-config` and listing still work.
+    return {"shared": str(_state_dir() / "shared"), "nodes_detail": [], "slurm_conf": ""}
+
+
+def embedded_system() -> dict:
+    cluster = _cluster_record()
+    shared = Path(cluster["shared"])
+    node_cpus = {n["name"]: n["cpus"] for n in cluster["nodes_detail"]}
+    cpus_per_node = min((len(c) for c in node_cpus.values()), default=1)
+    return {
+        "name": "local",
+        "descr": "perfguard embedded Slurm cluster (virtual nodes on one host)",
+        "hostnames": [".*"],
+        "stagedir": str(shared / "stage"),
+        "outputdir": str(shared / "output"),
+        "resourcesdir": str(shared / "resources"),
+        "partitions": [
+            {
+                "name": "compute",
+                "descr": "virtual slurmd nodes, one CPU set each, Open MPI over PMIx",
+                "scheduler": "slurm",
+                "launcher": "srun",
+                "access": ["--partition=compute"],
+                "environs": ["gnu-openmpi"],
+                "max_jobs": 4,
+                "time_limit": "10m",
+                "processor": {"num_cpus": cpus_per_node, "num_cpus_per_core": 1,
+                              "num_sockets": 1, "num_cpus_per_socket": cpus_per_node},
+                "env_vars": [
+                    # Virtual nodes share the host's cores: busy-polling ranks must yield.
+                    ["OMPI_MCA_mpi_yield_when_idle", "1"],
+                ],
+                "extras": {
+                    "srun_options": ["--mpi=pmix"],
+                    "node_cpus": node_cpus,
+                    "num_nodes": len(node_cpus),
+                    "binary_provider": "system",
+                },
+                "features": ["embedded", "mpi"],
+            }
+        ],
+    }
+
+
+site_configuration = {
+    "systems": [embedded_system()],
+    "environments": [
+        {
+            "name": "gnu-openmpi",
+            "cc": "mpicc",
+            "cxx": "mpicxx",
+            "ftn": "mpif90",
+            "features": ["mpi", "openmpi"],
+        },
+    ],
+    "general": [
+        {
+            "check_search_path": [str(REPO_ROOT / "reframe_tests")],
+            "check_search_recursive": True,
+        }
+    ],
+    # perfguard's PostgreSQL is the results store, not ReFrame's sqlite file.
+    "storage": [{"enable": False}],
+    "logging": [
+        {
+            "level": "debug",
+            "handlers": [
+                {"type": "stream", "name": "stdout", "level": "info",
+                 "format": "%(message)s"},
+                {"type": "file", "name": str(_state_dir() / "log" / "reframe.log"),
+                 "level": "debug", "format": "[%(asctime)s] %(levelname)s: %(message)s",
+                 "append": True},
+            ],
+        }
+    ],
+}
