@@ -70,6 +70,330 @@ def cmd_cluster_env(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- run / demo ------------------------------------------------------------------
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser(
+        "run", help="run ReFrame checks, ingest the report and print the verdict",
+        description="Runs reframe with perfguard's site config and test library, writes one "
+                    "report per run under STATE/reports, ingests it and prints the verdict.")
+    run.add_argument("--system", default="local", help="ReFrame system (default: local, the "
+                     "embedded cluster)")
+    run.add_argument("-n", "--name", action="append", default=[], help="check name filter")
+    run.add_argument("-t", "--tag", action="append", default=[], help="tag filter")
+    run.add_argument("-S", "--setvar", action="append", default=[],
+                     help="set a check variable, as reframe -S")
+    run.add_argument("--dry-run", action="store_true", help="generate job scripts only")
+    run.add_argument("--trigger", default="manual", help="why this run: nightly, upgrade, manual")
+    run.add_argument("--label", action="append", default=[],
+                     help="free label stored with the run (e.g. pre-upgrade)")
+    run.add_argument("--no-ingest", action="store_true", help="keep the report, do not ingest")
+    run.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN or the embedded one)")
+    run.add_argument("reframe_args", nargs=argparse.REMAINDER,
+                     help="after --: extra reframe options")
+    run.set_defaults(func=cmd_run)
+    demo = sub.add_parser("demo", help="cluster up, db upgrade, run the demo checks, verdict")
+    demo.set_defaults(func=cmd_demo)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from perfguard.run import RunRequest, run_and_ingest
+
+    extra = [a for a in args.reframe_args if a != "--"]
+    request = RunRequest(state=args.state_dir, system=args.system, names=tuple(args.name),
+                         tags=tuple(args.tag), setvars=tuple(args.setvar),
+                         dry_run=args.dry_run, extra=tuple(extra), trigger=args.trigger,
+                         labels=tuple(args.label))
+    return run_and_ingest(request, dsn=args.dsn, ingest=not args.no_ingest)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from perfguard import cluster, db
+    from perfguard.run import RunRequest, run_and_ingest
+
+    layout = cluster.up(args.state_dir, 4, 16800)
+    with db.connect(layout.dsn) as conn:
+        db.upgrade(conn)
+    request = RunRequest(state=args.state_dir, tags=("demo",), trigger="manual",
+                         labels=("demo",))
+    return run_and_ingest(request, dsn=layout.dsn, ingest=True)
+
+
+# --- db ----------------------------------------------------------------------------
+def _add_db(sub: argparse._SubParsersAction) -> None:
+    dbp = sub.add_parser("db", help="database schema: upgrade and status")
+    dbp.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN or the embedded one)")
+    actions = dbp.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("upgrade", help="apply pending SQL migrations").set_defaults(
+        func=cmd_db_upgrade)
+    actions.add_parser("status", help="list migrations and whether each is applied"
+                       ).set_defaults(func=cmd_db_status)
+
+
+def _connect(args: argparse.Namespace):
+    from perfguard import db
+
+    return db.connect(db.resolve_dsn(args.state_dir, getattr(args, "dsn", None)))
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from perfguard import db
+
+    with _connect(args) as conn:
+        newly = db.upgrade(conn)
+    for migration in newly:
+        print(f"applied {migration.version:04d} {migration.name}")
+    print("schema is current" if not newly else f"{len(newly)} migration(s) applied")
+    return 0
+
+
+def cmd_db_status(args: argparse.Namespace) -> int:
+    from perfguard import db
+
+    with _connect(args) as conn:
+        done = db.applied(conn)
+    pending = 0
+    for migration in db.migrations():
+        state = "applied" if migration.version in done else "pending"
+        pending += state == "pending"
+        print(f"{migration.version:04d} {migration.name:<30} {state}")
+    return 0 if not pending else 3
+
+
+# --- ingest --------------------------------------------------------------------------
+def _add_ingest(sub: argparse._SubParsersAction) -> None:
+    ing = sub.add_parser(
+        "ingest", help="load ReFrame JSON reports into the database",
+        description="Each report is stored in one transaction, idempotently by session uuid. "
+                    "A report that cannot be stored is kept in STATE/spool with the reason.")
+    ing.add_argument("reports", nargs="*", type=Path, help="ReFrame report files")
+    ing.add_argument("--spool", action="store_true", help="retry every spooled report")
+    ing.add_argument("--trigger", default="manual", help="trigger for reports without metadata")
+    ing.add_argument("--label", action="append", default=[], help="label for such reports")
+    ing.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN or the embedded one)")
+    ing.set_defaults(func=cmd_ingest)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from perfguard import db
+    from perfguard.ingest import RunMeta, ingest_paths, spooled
+
+    reports = list(args.reports) + (spooled(args.state_dir) if args.spool else [])
+    if not reports:
+        print("nothing to ingest" + (" (spool is empty)" if args.spool else ""))
+        return 0
+    dsn = db.resolve_dsn(args.state_dir, args.dsn)
+    results = ingest_paths(args.state_dir, dsn, reports,
+                           RunMeta(args.trigger, tuple(args.label)))
+    return _print_ingest(results)
+
+
+def _print_ingest(results) -> int:
+    for r in results:
+        if r.stored:
+            print(f"{r.report}: stored as run {r.run_id} ({r.testcases} test cases, "
+                  f"{r.samples} samples)")
+        elif r.run_id is not None:
+            print(f"{r.report}: {r.message} (run {r.run_id}); nothing changed")
+        else:
+            print(f"perfguard: error: {r.report}: {r.message}", file=sys.stderr)
+    return 0 if all(r.run_id is not None for r in results) else 1
+
+
+# --- thresholds -------------------------------------------------------------------
+def _add_thresholds(sub: argparse._SubParsersAction) -> None:
+    th = sub.add_parser("thresholds", help="reference thresholds: set, list, history, "
+                                           "import/export YAML, derive from a run")
+    th.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN or the embedded one)")
+    actions = th.add_subparsers(dest="action", required=True, metavar="ACTION")
+    tset = actions.add_parser(
+        "set", help="set the threshold of one scope (closes the previous one)",
+        description="Bounds: '10%%' / '-5%%' are fractions of the reference, plain numbers are "
+                    "absolute limits. Example: thresholds set --system local --check "
+                    "UcxPerftestCheck --param test=tag_bw --metric bw --reference 5000 "
+                    "--lower -10%% --unit MB/s --direction higher")
+    tset.add_argument("--system", required=True)
+    tset.add_argument("--partition")
+    tset.add_argument("--environ")
+    tset.add_argument("--check", required=True)
+    tset.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                      help="variant parameter the threshold applies to (repeatable)")
+    tset.add_argument("--metric", required=True)
+    tset.add_argument("--point", action="append", default=[], metavar="NAME=VALUE",
+                      help="measurement point, e.g. size=8 (default: the key figure)")
+    tset.add_argument("--reference", type=float, required=True)
+    tset.add_argument("--lower", help="lower bound: fraction with %% or absolute")
+    tset.add_argument("--upper", help="upper bound: fraction with %% or absolute")
+    tset.add_argument("--unit", default="")
+    tset.add_argument("--direction", choices=("higher", "lower"),
+                      help="which way is better (default: from the unit)")
+    tset.add_argument("--author", default=None)
+    tset.add_argument("--reason", default="")
+    tset.set_defaults(func=cmd_thresholds_set)
+    for name, helptext in (("list", "current thresholds"),
+                           ("history", "every threshold ever set, with validity")):
+        p = actions.add_parser(name, help=helptext)
+        p.add_argument("--system")
+        p.add_argument("--check")
+        p.set_defaults(func=cmd_thresholds_list, history=name == "history")
+    show = actions.add_parser("show", help="one threshold in full")
+    show.add_argument("id", type=int)
+    show.set_defaults(func=cmd_thresholds_show)
+    imp = actions.add_parser("import", help="set every threshold of a YAML file")
+    imp.add_argument("file", type=Path)
+    imp.set_defaults(func=cmd_thresholds_import)
+    exp = actions.add_parser("export", help="write a system's current thresholds as YAML")
+    exp.add_argument("--system", required=True)
+    exp.add_argument("-o", "--output", type=Path, help="file (default: stdout)")
+    exp.set_defaults(func=cmd_thresholds_export)
+    der = actions.add_parser("derive", help="propose thresholds from a known-good run")
+    der.add_argument("--from-run", required=True, help="run id, session uuid or label")
+    der.add_argument("--tolerance", default="10%", help="allowed degradation (default 10%%)")
+    der.add_argument("--apply", action="store_true", help="write them (default: show only)")
+    der.add_argument("--author", default=None)
+    der.set_defaults(func=cmd_thresholds_derive)
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    result = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise PerfguardError(f"{what} {item!r}: expected NAME=VALUE")
+        result[name] = value
+    return result
+
+
+def _point(items: list[str]) -> dict | None:
+    if not items:
+        return None
+    pairs = _pairs(items, "--point")
+    return {k: int(v) if v.lstrip("-").isdigit() else v for k, v in pairs.items()}
+
+
+def cmd_thresholds_set(args: argparse.Namespace) -> int:
+    from perfguard import thresholds as th
+
+    lower, lower_frac = th.parse_bound(args.lower)
+    upper, upper_frac = th.parse_bound(args.upper)
+    given = [f for v, f in ((lower, lower_frac), (upper, upper_frac)) if v is not None]
+    if len(set(given)) > 1:
+        raise PerfguardError("--lower and --upper must both be fractions (%) or both absolute")
+    threshold = th.Threshold(
+        system=args.system, partition=args.partition, environ=args.environ, check=args.check,
+        params=_pairs(args.param, "--param"), metric=args.metric, point=_point(args.point),
+        reference=args.reference, lower=lower, upper=upper,
+        bounds="fraction" if (given and given[0]) else "absolute", unit=args.unit,
+        direction=args.direction or th.direction_for_unit(args.unit), reason=args.reason)
+    if args.author:
+        threshold.author = args.author
+    with _connect(args) as conn:
+        stored, changed = th.set_threshold(conn, threshold)
+    print(("set" if changed else "unchanged") + f": #{stored.id} {stored.scope()}")
+    return 0
+
+
+def _threshold_line(t) -> str:
+    low, high = t.limits()
+    span = f"[{'-' if low is None else f'{low:.4g}'}, {'-' if high is None else f'{high:.4g}'}]"
+    valid = f"{t.valid_from:%Y-%m-%d %H:%M} → " + (
+        f"{t.valid_to:%Y-%m-%d %H:%M}" if t.valid_to else "now")
+    return (f"#{t.id:<5} {t.scope():<60} ref {t.reference:.4g} {t.unit} {span} "
+            f"({t.direction} is better) {valid} by {t.author}"
+            + (f": {t.reason}" if t.reason else ""))
+
+
+def cmd_thresholds_list(args: argparse.Namespace) -> int:
+    from perfguard import thresholds as th
+
+    with _connect(args) as conn:
+        rows = (th.history if args.history else th.current)(conn, args.system, args.check)
+    for t in rows:
+        print(_threshold_line(t))
+    if not rows:
+        print("no thresholds")
+    return 0
+
+
+def cmd_thresholds_show(args: argparse.Namespace) -> int:
+    from perfguard import thresholds as th
+
+    with _connect(args) as conn:
+        t = th.get(conn, args.id)
+    print(_threshold_line(t))
+    print(th.to_yaml(t.system, [t]))
+    return 0
+
+
+def cmd_thresholds_import(args: argparse.Namespace) -> int:
+    from perfguard import thresholds as th
+
+    entries = th.from_yaml(args.file)
+    changed = 0
+    with _connect(args) as conn:
+        for entry in entries:
+            changed += th.set_threshold(conn, entry)[1]
+    print(f"{args.file}: {len(entries)} thresholds, {changed} changed")
+    return 0
+
+
+def cmd_thresholds_export(args: argparse.Namespace) -> int:
+    from perfguard import thresholds as th
+
+    with _connect(args) as conn:
+        text = th.to_yaml(args.system, th.current(conn, args.system))
+    if args.output:
+        args.output.write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
+def cmd_thresholds_derive(args: argparse.Namespace) -> int:
+    import getpass
+
+    from perfguard import thresholds as th
+    from perfguard.verdict import resolve_run
+
+    tolerance, is_fraction = th.parse_bound(args.tolerance)
+    if tolerance is None or not is_fraction or tolerance <= 0:
+        raise PerfguardError(f"--tolerance {args.tolerance!r}: give a percentage such as 10%")
+    with _connect(args) as conn:
+        run_id = resolve_run(conn, args.from_run)
+        proposals = th.derive(conn, run_id, tolerance, args.author or getpass.getuser(),
+                              f"derived from run {run_id} ±{args.tolerance}")
+        if args.apply:
+            for t in proposals:
+                th.set_threshold(conn, t)
+    if proposals:
+        print(th.to_yaml(proposals[0].system, proposals), end="")
+    print(f"# {len(proposals)} thresholds " + ("written" if args.apply else
+                                                 "proposed; add --apply to write them"))
+    return 0
+
+
+# --- verdict -------------------------------------------------------------------------
+def _add_verdict(sub: argparse._SubParsersAction) -> None:
+    ver = sub.add_parser("verdict", help="a run's results against thresholds (exit 1 on fail)")
+    ver.add_argument("run", nargs="?", default=None,
+                     help="run id, session uuid or label (default: latest)")
+    ver.add_argument("--baseline", help="compare with this run (id, uuid or label)")
+    ver.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN or the embedded one)")
+    ver.set_defaults(func=cmd_verdict)
+
+
+def cmd_verdict(args: argparse.Namespace) -> int:
+    from perfguard import verdict as vd
+
+    with _connect(args) as conn:
+        run_id = vd.resolve_run(conn, args.run)
+        lines = vd.verdict(conn, run_id)
+        if args.baseline:
+            vd.with_baseline(lines, vd.verdict(conn, vd.resolve_run(conn, args.baseline)))
+    print(f"run {run_id}")
+    print(vd.render(lines, show_baseline=bool(args.baseline)))
+    return 1 if vd.failed(lines) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perfguard",
@@ -82,6 +406,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "$XDG_STATE_HOME/perfguard, or .state in the checkout)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_cluster(sub)
+    _add_run(sub)
+    _add_db(sub)
+    _add_ingest(sub)
+    _add_thresholds(sub)
+    _add_verdict(sub)
     return parser
 
 

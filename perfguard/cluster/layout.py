@@ -35,7 +35,8 @@ class ClusterLayout:
     state: Path
     nodes: int = DEFAULT_NODES
     port_base: int = DEFAULT_PORT_BASE
-    host_cpus: tuple[int, ...] = field(default_factory=lambda: tuple(sorted(os.sched_getaffinity(0))))
+    host_cpus: tuple[int, ...] = field(
+        default_factory=lambda: tuple(sorted(os.sched_getaffinity(0))))
 
     # --- ports -------------------------------------------------------------
     @property

@@ -11,9 +11,9 @@ import pwd
 import secrets
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 
 from perfguard.cluster.configs import SLURMDBD_DB, SLURMDBD_DB_USER, slurm_conf, slurmdbd_conf
 from perfguard.cluster.layout import CLUSTER_NAME, DB_NAME, DB_USER, ClusterLayout

@@ -1,0 +1,112 @@
+"""Connection to perfguard's PostgreSQL and the versioned SQL migrations."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from perfguard.errors import PerfguardError
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def resolve_dsn(state: Path, explicit: str | None = None) -> str:
+    """--dsn, then $PERFGUARD_DSN, then the embedded cluster's PostgreSQL."""
+    if explicit:
+        return explicit
+    if os.environ.get("PERFGUARD_DSN"):
+        return os.environ["PERFGUARD_DSN"]
+    from perfguard.cluster.layout import ClusterLayout
+
+    layout = ClusterLayout.load(state)
+    if layout is None:
+        raise PerfguardError("no database configured: pass --dsn, set PERFGUARD_DSN, or start "
+                             "the embedded one with `perfguard cluster up`")
+    return layout.dsn
+
+
+def connect(dsn: str) -> psycopg.Connection:
+    try:
+        return psycopg.connect(dsn, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PerfguardError(f"database {redact(dsn)} is unreachable: {reason}") from exc
+
+
+def redact(dsn: str) -> str:
+    """The DSN without its password, for messages."""
+    if "@" in dsn and "://" in dsn:
+        scheme, rest = dsn.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':')[0]}@{host}"
+    return dsn
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+    @property
+    def sql(self) -> str:
+        return self.path.read_text()
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def migrations() -> list[Migration]:
+    found = []
+    for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
+        number, _, name = path.stem.partition("_")
+        found.append(Migration(int(number), name, path))
+    return found
+
+
+_LEDGER = """
+CREATE TABLE IF NOT EXISTS schema_migration (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL,
+    checksum    text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+)"""
+
+
+def applied(conn: psycopg.Connection) -> dict[int, str]:
+    conn.execute(_LEDGER)
+    return dict(conn.execute("SELECT version, checksum FROM schema_migration").fetchall())
+
+
+def upgrade(conn: psycopg.Connection) -> list[Migration]:
+    """Apply every pending migration, each in its own transaction; refuse edited ones."""
+    done = applied(conn)
+    conn.commit()
+    newly = []
+    for migration in migrations():
+        if migration.version in done:
+            if done[migration.version] != migration.checksum:
+                raise PerfguardError(
+                    f"migration {migration.path.name} was edited after it was applied; "
+                    f"add a new migration instead")
+            continue
+        with conn.transaction():
+            conn.execute(migration.sql)
+            conn.execute("INSERT INTO schema_migration (version, name, checksum) "
+                         "VALUES (%s, %s, %s)",
+                         (migration.version, migration.name, migration.checksum))
+        newly.append(migration)
+    return newly
+
+
+def require_current(conn: psycopg.Connection) -> None:
+    pending = [m for m in migrations() if m.version not in applied(conn)]
+    conn.commit()
+    if pending:
+        raise PerfguardError(f"database schema is behind ({len(pending)} migration(s) pending); "
+                             f"run `perfguard db upgrade`")

@@ -1,0 +1,245 @@
+"""Load ReFrame reports into PostgreSQL: one transaction per report, COPY for the bulk.
+
+Idempotent by session uuid: a report whose session is stored already changes
+nothing. A report that cannot be stored (malformed, DB down, constraint broken)
+is copied to the spool directory with the reason beside it; `ingest --spool`
+retries it later, so no result is ever lost.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from perfguard import db
+from perfguard.errors import PerfguardError
+from perfguard.report import Report, TestCase, load
+
+META_SUFFIX = ".meta.json"
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """What the report itself does not say: why the run happened and which library ran."""
+    trigger: str = "manual"
+    labels: tuple[str, ...] = ()
+    library_revision: str | None = None
+
+    def save_beside(self, report: Path) -> None:
+        meta_path(report).write_text(json.dumps({
+            "trigger": self.trigger, "labels": list(self.labels),
+            "library_revision": self.library_revision}) + "\n")
+
+    @classmethod
+    def beside(cls, report: Path, default: RunMeta | None = None) -> RunMeta:
+        path = meta_path(report)
+        if not path.exists():
+            return default or cls()
+        data = json.loads(path.read_text())
+        return cls(data.get("trigger", "manual"), tuple(data.get("labels", [])),
+                   data.get("library_revision"))
+
+
+def meta_path(report: Path) -> Path:
+    return report.with_name(report.name + META_SUFFIX)
+
+
+@dataclass
+class IngestResult:
+    report: Path
+    run_id: int | None
+    stored: bool
+    testcases: int = 0
+    samples: int = 0
+    message: str = ""
+
+
+def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta) -> IngestResult:
+    """Store one report atomically; raises PerfguardError with file and reason on failure."""
+    report = load(path)
+    try:
+        with conn.transaction():
+            existing = conn.execute("SELECT id FROM run WHERE session_uuid = %s",
+                                    (report.session_uuid,)).fetchone()
+            if existing:
+                return IngestResult(path, existing[0], False,
+                                    message=f"session {report.session_uuid} already stored")
+            run_id = _insert_run(conn, report, meta)
+            samples = _copy_testcases(conn, run_id, report)
+            _insert_fingerprints(conn, run_id, report)
+    except psycopg.Error as exc:
+        raise PerfguardError(f"{path}: database rejected the report: {exc}".strip()) from exc
+    return IngestResult(path, run_id, True, len(report.testcases), samples)
+
+
+# --- dimension rows -----------------------------------------------------------
+def _id(conn: psycopg.Connection, table: str, keys: dict[str, Any]) -> int:
+    columns = ", ".join(keys)
+    where = " AND ".join(f"{k} = %({k})s" for k in keys)
+    values = ", ".join(f"%({k})s" for k in keys)
+    row = conn.execute(f"SELECT id FROM {table} WHERE {where}", keys).fetchone()
+    if row:
+        return row[0]
+    return conn.execute(
+        f"INSERT INTO {table} ({columns}) VALUES ({values}) "
+        f"ON CONFLICT ({columns}) DO UPDATE SET {list(keys)[0]} = EXCLUDED.{list(keys)[0]} "
+        f"RETURNING id", keys).fetchone()[0]
+
+
+def system_id(conn: psycopg.Connection, name: str) -> int:
+    return _id(conn, "system", {"name": name})
+
+
+def node_id(conn: psycopg.Connection, system: int, name: str) -> int:
+    return _id(conn, "node", {"system_id": system, "name": name})
+
+
+def _insert_run(conn: psycopg.Connection, report: Report, meta: RunMeta) -> int:
+    systems = {tc.system for tc in report.testcases} or {"unknown"}
+    if len(systems) > 1:
+        raise PerfguardError(f"{report.path}: one report, several systems {sorted(systems)}")
+    return conn.execute(
+        """INSERT INTO run (session_uuid, system_id, started_at, finished_at, reframe_version,
+                            cmdline, library_revision, trigger, labels, hostname, username,
+                            report_path)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id""",
+        (report.session_uuid, system_id(conn, systems.pop()), report.started, report.finished,
+         report.reframe_version, report.cmdline, meta.library_revision, meta.trigger,
+         list(meta.labels), report.hostname, report.user, str(report.path)),
+    ).fetchone()[0]
+
+
+def _metric_ids(conn: psycopg.Connection, report: Report) -> dict[tuple[str, str], int]:
+    wanted = {(s.metric, s.unit) for tc in report.testcases for s in tc.samples}
+    return {key: _id(conn, "metric", {"name": key[0], "unit": key[1]}) for key in sorted(wanted)}
+
+
+def _copy_testcases(conn: psycopg.Connection, run_id: int, report: Report) -> int:
+    """COPY test cases with ids drawn up front, then COPY their samples."""
+    if not report.testcases:
+        return 0
+    system = system_id(conn, report.testcases[0].system)
+    partitions = {tc.partition: _id(conn, "partition", {"system_id": system, "name": tc.partition})
+                  for tc in report.testcases}
+    environs = {tc.environ: _id(conn, "environ", {"name": tc.environ}) for tc in report.testcases}
+    metrics = _metric_ids(conn, report)
+    ids = [r[0] for r in conn.execute(
+        "SELECT nextval('testcase_id_seq') FROM generate_series(1, %s)",
+        (len(report.testcases),)).fetchall()]
+    with conn.cursor().copy(
+            "COPY testcase (id, run_id, check_name, unique_name, hashcode, params, partition_id,"
+            " environ_id, run_index, result, fail_phase, fail_reason, slurm_jobid, nodelist,"
+            " job_exitcode, time_total) FROM STDIN") as copy:
+        for tc_id, tc in zip(ids, report.testcases):
+            copy.write_row(_testcase_row(tc_id, run_id, tc, partitions, environs))
+    count = 0
+    with conn.cursor().copy(
+            "COPY sample (testcase_id, metric_id, value, point, ref_value, ref_lower, ref_upper)"
+            " FROM STDIN") as copy:
+        for tc_id, tc in zip(ids, report.testcases):
+            for s in tc.samples:
+                copy.write_row((tc_id, metrics[(s.metric, s.unit)], s.value, Jsonb(s.point),
+                                s.reference, s.lower, s.upper))
+                count += 1
+    return count
+
+
+def _testcase_row(tc_id: int, run_id: int, tc: TestCase, partitions: dict[str, int],
+                  environs: dict[str, int]) -> tuple:
+    return (tc_id, run_id, tc.check, tc.unique_name, tc.hashcode, Jsonb(tc.params),
+            partitions[tc.partition], environs[tc.environ], tc.run_index, tc.result,
+            tc.fail_phase, tc.fail_reason, tc.jobid, sorted(set(tc.nodelist)),
+            tc.job_exitcode, tc.time_total)
+
+
+FINGERPRINT_FIELDS = ("kernel", "os", "rdma_core", "ofed", "gpu_driver", "mpi", "ucx",
+                      "spack_lock_hash")
+
+
+def _insert_fingerprints(conn: psycopg.Connection, run_id: int, report: Report) -> None:
+    """Fingerprints per node; several test cases on one node record it once (first wins)."""
+    seen: set[str] = set()
+    for tc in report.testcases:
+        system = system_id(conn, tc.system)
+        for node, fp in tc.fingerprints.items():
+            if node in seen:
+                continue
+            seen.add(node)
+            extra = {k: v for k, v in fp.items()
+                     if k not in FINGERPRINT_FIELDS + ("hcas", "gpus", "collected_at")}
+            conn.execute(
+                "INSERT INTO fingerprint (run_id, node_id, collected_at, kernel, os, rdma_core,"
+                " ofed, gpu_driver, mpi, ucx, spack_lock_hash, hcas, gpus, extra)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (run_id, node_id(conn, system, node), fp.get("collected_at"),
+                 *(fp.get(f) or None for f in FINGERPRINT_FIELDS),
+                 Jsonb(fp.get("hcas") or []), Jsonb(fp.get("gpus") or []), Jsonb(extra)))
+
+
+# --- spool --------------------------------------------------------------------
+def spool_dir(state: Path) -> Path:
+    return state / "spool"
+
+
+def spool(state: Path, report: Path, reason: str) -> Path:
+    """Keep a copy of a report that could not be stored, with the reason beside it."""
+    target_dir = spool_dir(state)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / report.name
+    if report.resolve() != target.resolve():
+        shutil.copy2(report, target)
+        if meta_path(report).exists():
+            shutil.copy2(meta_path(report), meta_path(target))
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    target.with_name(target.name + ".reason").write_text(f"{stamp} {reason}\n")
+    return target
+
+
+def spooled(state: Path) -> list[Path]:
+    directory = spool_dir(state)
+    if not directory.exists():
+        return []
+    return sorted(p for p in directory.glob("*.json") if not p.name.endswith(META_SUFFIX))
+
+
+def unspool(report: Path) -> None:
+    for path in (report, meta_path(report), report.with_name(report.name + ".reason")):
+        path.unlink(missing_ok=True)
+
+
+def ingest_paths(state: Path, dsn: str, reports: list[Path],
+                 default_meta: RunMeta) -> list[IngestResult]:
+    """Ingest each report; failures are spooled and reported, never raised mid-way."""
+    results = []
+    try:
+        conn = db.connect(dsn)
+    except PerfguardError as exc:
+        for report in reports:
+            spool(state, report, str(exc))
+            results.append(IngestResult(report, None, False, message=f"spooled: {exc}"))
+        return results
+    with conn:
+        db.require_current(conn)
+        for report in reports:
+            results.append(_ingest_one(state, conn, report, default_meta))
+    return results
+
+
+def _ingest_one(state: Path, conn: psycopg.Connection, report: Path,
+                default_meta: RunMeta) -> IngestResult:
+    in_spool = report.parent.resolve() == spool_dir(state).resolve()
+    try:
+        result = ingest_report(conn, report, RunMeta.beside(report, default_meta))
+    except PerfguardError as exc:
+        spool(state, report, str(exc))
+        return IngestResult(report, None, False, message=f"spooled: {exc}")
+    if in_spool:
+        unspool(report)
+    return result

@@ -1,0 +1,138 @@
+"""`perfguard run`: ReFrame with the project's site config, test library and one report per run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from perfguard import paths
+from perfguard.cluster.layout import ClusterLayout
+from perfguard.errors import PerfguardError
+
+EMBEDDED_SYSTEM = "local"
+
+
+@dataclass
+class RunRequest:
+    state: Path
+    system: str = EMBEDDED_SYSTEM
+    names: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    setvars: tuple[str, ...] = ()
+    dry_run: bool = False
+    extra: tuple[str, ...] = ()
+    trigger: str = "manual"
+    labels: tuple[str, ...] = ()
+
+
+@dataclass
+class RunOutcome:
+    returncode: int
+    report: Path
+
+
+def reframe_executable() -> str:
+    """The reframe next to our interpreter (the venv), else the one on PATH."""
+    beside = Path(sys.executable).parent / "reframe"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("reframe")
+    if not found:
+        raise PerfguardError("reframe is not installed: run `./install.sh`")
+    return found
+
+
+def report_path(state: Path, system: str) -> Path:
+    stamp = datetime.now().strftime("%Y%m%dT%H%M%S%f")
+    return state / "reports" / f"{stamp}-{system}.json"
+
+
+def reframe_command(request: RunRequest, report: Path) -> list[str]:
+    command = [
+        reframe_executable(),
+        "-C", str(paths.SITE_CONFIG_DIR / "settings.py"),
+        "-c", str(paths.TESTS_DIR), "-R",
+        "--system", request.system,
+        "--report-file", str(report),
+    ]
+    for name in request.names:
+        command += ["-n", name]
+    for tag in request.tags:
+        command += ["-t", tag]
+    for setvar in request.setvars:
+        command += ["-S", setvar]
+    command += list(request.extra)
+    command.append("--dry-run" if request.dry_run else "-r")
+    return command
+
+
+def run_environment(request: RunRequest) -> dict[str, str]:
+    """What reframe and its jobs need: the test library importable, our cluster's Slurm."""
+    env = dict(os.environ)
+    env["PERFGUARD_STATE_DIR"] = str(request.state)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(paths.REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PERFGUARD_TRIGGER"] = request.trigger
+    if request.system == EMBEDDED_SYSTEM:
+        layout = ClusterLayout.load(request.state)
+        if layout is None and not request.dry_run:
+            raise PerfguardError(
+                f"system 'local' is the embedded cluster, but none is set up under "
+                f"{request.state}: run `perfguard cluster up` first")
+        if layout is not None:
+            env.update({k: v for k, v in layout.client_env().items()
+                        if k in ("SLURM_CONF", "PERFGUARD_DSN")})
+    return env
+
+
+def run_reframe(request: RunRequest) -> RunOutcome:
+    report = report_path(request.state, request.system)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    command = reframe_command(request, report)
+    workdir = request.state / "work"
+    workdir.mkdir(parents=True, exist_ok=True)
+    completed = subprocess.run(command, env=run_environment(request), cwd=workdir)
+    if not report.exists() and not request.dry_run:
+        raise PerfguardError(f"reframe exited with {completed.returncode} and wrote no report "
+                             f"({report}); see {request.state / 'log' / 'reframe.log'}")
+    return RunOutcome(completed.returncode, report)
+
+
+def library_revision() -> str | None:
+    """The test library's git revision, marked dirty when the checkout has local changes."""
+    try:
+        rev = subprocess.run(["git", "-C", str(paths.REPO_ROOT), "describe", "--always",
+                              "--dirty"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return rev.stdout.strip() or None
+
+
+def run_and_ingest(request: RunRequest, dsn: str | None, ingest: bool) -> int:
+    """Run, ingest, print the verdict. Exit code: reframe's failure or the verdict's."""
+    from perfguard import db
+    from perfguard import verdict as vd
+    from perfguard.ingest import RunMeta, ingest_paths
+
+    outcome = run_reframe(request)
+    if request.dry_run or not ingest:
+        print(f"report: {outcome.report}")
+        return outcome.returncode
+    RunMeta(request.trigger, request.labels, library_revision()).save_beside(outcome.report)
+    dsn = db.resolve_dsn(request.state, dsn)
+    [result] = ingest_paths(request.state, dsn, [outcome.report], RunMeta())
+    if result.run_id is None:
+        print(f"perfguard: error: {result.message}", file=sys.stderr)
+        print(f"report kept: {outcome.report}; retry with `perfguard ingest --spool`",
+              file=sys.stderr)
+        return outcome.returncode or 1
+    with db.connect(dsn) as conn:
+        lines = vd.verdict(conn, result.run_id)
+    print(f"\nperfguard verdict for run {result.run_id} (report {outcome.report}):")
+    print(vd.render(lines))
+    return outcome.returncode or (1 if vd.failed(lines) else 0)
