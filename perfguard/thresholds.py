@@ -263,3 +263,25 @@ def derive(conn: psycopg.Connection, run_id: int, tolerance: float,
             upper=tolerance if direction == "lower" else None,
             author=author, reason=reason))
     return proposals
+
+
+def _specificity(t: Threshold) -> int:
+    return (t.partition is not None) + (t.environ is not None) + len(t.params)
+
+
+def most_specific(candidates, check: str, params: dict[str, str], partition: str,
+                  environ: str) -> dict[str, Threshold]:
+    """Metric → the most specific key-figure threshold that applies to one test variant.
+
+    The same rule as the verdict's SQL: partition, environ and each matching
+    variant parameter make a threshold more specific.
+    """
+    best: dict[str, Threshold] = {}
+    for t in candidates:
+        if (t.check != check or t.point is not None
+                or t.partition not in (None, partition) or t.environ not in (None, environ)
+                or any(params.get(k) != v for k, v in t.params.items())):
+            continue
+        if t.metric not in best or _specificity(t) > _specificity(best[t.metric]):
+            best[t.metric] = t
+    return best

@@ -64,7 +64,7 @@ def embedded_system() -> dict:
                     "num_nodes": len(node_cpus),
                     "binary_provider": "system",
                 },
-                "features": ["embedded", "mpi"],
+                "features": ["embedded", "mpi", "ucx"],
             }
         ],
     }

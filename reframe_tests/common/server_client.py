@@ -1,0 +1,51 @@
+"""Two-sided benchmarks (ucx_perftest, perftest) in one Slurm job.
+
+The server starts on the first node of the allocation, the client on the last
+(the same node for loopback). The server's address is its Slurm ``NodeAddr``,
+the TCP port is derived from the job id and checked free, the client waits
+until the server's socket listens (no fixed sleep), and the server step is
+stopped when the client ends, whether it passed or failed.
+"""
+
+from __future__ import annotations
+
+# Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD`
+# runs one measurement. `$srun_server` / `$srun_client` are set by the check.
+PAIR_FUNCTIONS = r"""
+pg_nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
+pg_server_node=${pg_nodes[0]}
+pg_client_node=${pg_nodes[-1]}
+pg_server_addr=$(scontrol show node "$pg_server_node" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
+pg_port=$((20000 + SLURM_JOB_ID % 20000))
+pg_port_free() {
+    srun --overlap -N1 -n1 -w "$pg_server_node" bash -c "! ss -Hltn 'sport = :$1' | grep -q ."
+}
+pg_wait_listening() {
+    srun --overlap -N1 -n1 -w "$pg_server_node" timeout "${PG_READY_TIMEOUT:-60}" \
+        bash -c "until ss -Hltn 'sport = :$1' | grep -q .; do sleep 0.1; done"
+}
+run_pair() {
+    local server_cmd=$1 client_cmd=$2 rc
+    until pg_port_free "$pg_port"; do pg_port=$((pg_port + 1)); done
+    echo "# perfguard pair server=$pg_server_node($pg_server_addr)" \
+         "client=$pg_client_node port=$pg_port"
+    eval "$srun_server -w $pg_server_node $server_cmd" >>server.out 2>>server.err &
+    local server_pid=$!
+    if ! pg_wait_listening "$pg_port"; then
+        echo "perfguard: server on $pg_server_node did not listen on port $pg_port" >&2
+        kill "$server_pid" 2>/dev/null; wait "$server_pid"; return 1
+    fi
+    eval "$srun_client -w $pg_client_node $client_cmd"
+    rc=$?
+    if [ $rc -ne 0 ]; then kill "$server_pid" 2>/dev/null; fi
+    wait "$server_pid"
+    pg_port=$((pg_port + 1))
+    return $rc
+}
+""".strip("\n")
+
+
+def pair_prologue(srun_server: str, srun_client: str) -> list[str]:
+    """Job-script lines that define the node roles and the `run_pair` function."""
+    return [f"srun_server='{srun_server}'", f"srun_client='{srun_client}'",
+            *PAIR_FUNCTIONS.splitlines()]

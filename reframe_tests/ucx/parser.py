@@ -1,0 +1,54 @@
+"""Parse ucx_perftest client output, one measurement per `# perfguard size=N` block.
+
+The client prints a table whose last row starts with ``Final:``::
+
+    Final:   10000   0.280   0.299   0.299   25.52   25.52   3345007   3345007
+
+columns: iterations, latency 50th percentile / average / overall (usec),
+bandwidth average / overall (MB/s, where UCX's MB is 2^20 bytes), message rate
+average / overall (msg/s).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SIZE_MARK = re.compile(r"^# perfguard size=(\d+)\s*$", re.M)
+FINAL = re.compile(r"^Final:\s+(\d+)" + r"\s+([0-9.eE+-]+|inf|nan)" * 7 + r"\s*$", re.M)
+
+
+class ParseError(ValueError):
+    """Output that is not a complete ucx_perftest measurement."""
+
+
+@dataclass(frozen=True)
+class UcxResult:
+    size: int
+    iterations: int
+    latency_p50_us: float
+    latency_us: float
+    bandwidth_mib_s: float
+    message_rate: float
+
+
+def parse(output: str) -> list[UcxResult]:
+    """Every size block must end in a Final row; a truncated block is an error."""
+    marks = list(SIZE_MARK.finditer(output))
+    if not marks:
+        raise ParseError("no '# perfguard size=' marker: the measurement loop never ran")
+    results = []
+    for index, mark in enumerate(marks):
+        end = marks[index + 1].start() if index + 1 < len(marks) else len(output)
+        block = output[mark.end():end]
+        final = FINAL.search(block)
+        size = int(mark.group(1))
+        if final is None:
+            raise ParseError(f"message size {size}: no 'Final:' row (output truncated or the "
+                             f"client failed)")
+        values = [float(v) for v in final.groups()[1:]]
+        if any(v != v or v in (float("inf"), float("-inf")) for v in values):
+            raise ParseError(f"message size {size}: non-finite value in {final.group(0)!r}")
+        results.append(UcxResult(size, int(final.group(1)), values[0], values[2], values[4],
+                                 values[6]))
+    return results
