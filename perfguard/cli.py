@@ -11,6 +11,16 @@ from perfguard import __version__, paths
 from perfguard.errors import PerfguardError
 
 
+def _dsn_option() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN, else the "
+                                      "embedded cluster's database)")
+    return parent
+
+
+DSN = _dsn_option()
+
+
 def _add_cluster(sub: argparse._SubParsersAction) -> None:
     cluster = sub.add_parser(
         "cluster", help="start, stop or inspect the embedded Slurm cluster and PostgreSQL",
@@ -73,7 +83,7 @@ def cmd_cluster_env(args: argparse.Namespace) -> int:
 # --- run / demo ------------------------------------------------------------------
 def _add_run(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser(
-        "run", help="run ReFrame checks, ingest the report and print the verdict",
+        "run", parents=[DSN], help="run ReFrame checks, ingest the report and print the verdict",
         description="Runs reframe with perfguard's site config and test library, writes one "
                     "report per run under STATE/reports, ingests it and prints the verdict.")
     run.add_argument("--system", default="local", help="ReFrame system (default: local, the "
@@ -87,7 +97,6 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--label", action="append", default=[],
                      help="free label stored with the run (e.g. pre-upgrade)")
     run.add_argument("--no-ingest", action="store_true", help="keep the report, do not ingest")
-    run.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN or the embedded one)")
     run.add_argument("reframe_args", nargs=argparse.REMAINDER,
                      help="after --: extra reframe options")
     run.set_defaults(func=cmd_run)
@@ -121,11 +130,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --- db ----------------------------------------------------------------------------
 def _add_db(sub: argparse._SubParsersAction) -> None:
     dbp = sub.add_parser("db", help="database schema: upgrade and status")
-    dbp.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN or the embedded one)")
     actions = dbp.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("upgrade", help="apply pending SQL migrations").set_defaults(
+    actions.add_parser("upgrade", parents=[DSN], help="apply pending SQL migrations").set_defaults(
         func=cmd_db_upgrade)
-    actions.add_parser("status", help="list migrations and whether each is applied"
+    actions.add_parser("status", parents=[DSN], help="list migrations and whether each is applied"
                        ).set_defaults(func=cmd_db_status)
 
 
@@ -162,14 +170,13 @@ def cmd_db_status(args: argparse.Namespace) -> int:
 # --- ingest --------------------------------------------------------------------------
 def _add_ingest(sub: argparse._SubParsersAction) -> None:
     ing = sub.add_parser(
-        "ingest", help="load ReFrame JSON reports into the database",
+        "ingest", parents=[DSN], help="load ReFrame JSON reports into the database",
         description="Each report is stored in one transaction, idempotently by session uuid. "
                     "A report that cannot be stored is kept in STATE/spool with the reason.")
     ing.add_argument("reports", nargs="*", type=Path, help="ReFrame report files")
     ing.add_argument("--spool", action="store_true", help="retry every spooled report")
     ing.add_argument("--trigger", default="manual", help="trigger for reports without metadata")
     ing.add_argument("--label", action="append", default=[], help="label for such reports")
-    ing.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN or the embedded one)")
     ing.set_defaults(func=cmd_ingest)
 
 
@@ -203,14 +210,13 @@ def _print_ingest(results) -> int:
 def _add_thresholds(sub: argparse._SubParsersAction) -> None:
     th = sub.add_parser("thresholds", help="reference thresholds: set, list, history, "
                                            "import/export YAML, derive from a run")
-    th.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN or the embedded one)")
     actions = th.add_subparsers(dest="action", required=True, metavar="ACTION")
     tset = actions.add_parser(
-        "set", help="set the threshold of one scope (closes the previous one)",
+        "set", parents=[DSN], help="set the threshold of one scope (closes the previous one)",
         description="Bounds: '10%%' / '-5%%' are fractions of the reference, plain numbers are "
                     "absolute limits. Example: thresholds set --system local --check "
                     "UcxPerftestCheck --param test=tag_bw --metric bw --reference 5000 "
-                    "--lower -10%% --unit MB/s --direction higher")
+                    "--lower=-10%% --unit MB/s --direction higher")
     tset.add_argument("--system", required=True)
     tset.add_argument("--partition")
     tset.add_argument("--environ")
@@ -231,21 +237,23 @@ def _add_thresholds(sub: argparse._SubParsersAction) -> None:
     tset.set_defaults(func=cmd_thresholds_set)
     for name, helptext in (("list", "current thresholds"),
                            ("history", "every threshold ever set, with validity")):
-        p = actions.add_parser(name, help=helptext)
+        p = actions.add_parser(name, parents=[DSN], help=helptext)
         p.add_argument("--system")
         p.add_argument("--check")
         p.set_defaults(func=cmd_thresholds_list, history=name == "history")
-    show = actions.add_parser("show", help="one threshold in full")
+    show = actions.add_parser("show", parents=[DSN], help="one threshold in full")
     show.add_argument("id", type=int)
     show.set_defaults(func=cmd_thresholds_show)
-    imp = actions.add_parser("import", help="set every threshold of a YAML file")
+    imp = actions.add_parser("import", parents=[DSN], help="set every threshold of a YAML file")
     imp.add_argument("file", type=Path)
     imp.set_defaults(func=cmd_thresholds_import)
-    exp = actions.add_parser("export", help="write a system's current thresholds as YAML")
+    exp = actions.add_parser("export", parents=[DSN],
+        help="write a system's current thresholds as YAML")
     exp.add_argument("--system", required=True)
     exp.add_argument("-o", "--output", type=Path, help="file (default: stdout)")
     exp.set_defaults(func=cmd_thresholds_export)
-    der = actions.add_parser("derive", help="propose thresholds from a known-good run")
+    der = actions.add_parser("derive", parents=[DSN],
+        help="propose thresholds from a known-good run")
     der.add_argument("--from-run", required=True, help="run id, session uuid or label")
     der.add_argument("--tolerance", default="10%", help="allowed degradation (default 10%%)")
     der.add_argument("--apply", action="store_true", help="write them (default: show only)")
@@ -373,11 +381,11 @@ def cmd_thresholds_derive(args: argparse.Namespace) -> int:
 
 # --- verdict -------------------------------------------------------------------------
 def _add_verdict(sub: argparse._SubParsersAction) -> None:
-    ver = sub.add_parser("verdict", help="a run's results against thresholds (exit 1 on fail)")
+    ver = sub.add_parser("verdict", parents=[DSN],
+        help="a run's results against thresholds (exit 1 on fail)")
     ver.add_argument("run", nargs="?", default=None,
                      help="run id, session uuid or label (default: latest)")
     ver.add_argument("--baseline", help="compare with this run (id, uuid or label)")
-    ver.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN or the embedded one)")
     ver.set_defaults(func=cmd_verdict)
 
 

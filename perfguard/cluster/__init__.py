@@ -30,6 +30,7 @@ def up(state: Path, nodes: int, port_base: int) -> ClusterLayout:
     """Start whatever is not running yet; a second call is a no-op."""
     require_root()
     require_binaries()
+    _require_visible_from_nodes(state)
     layout = ClusterLayout.load(state) or ClusterLayout(state, nodes=nodes, port_base=port_base)
     if any(s.running(layout) for s in SERVICES) and (layout.nodes, layout.port_base) != (
             nodes, port_base):
@@ -43,6 +44,16 @@ def up(state: Path, nodes: int, port_base: int) -> ClusterLayout:
         if not service.running(layout):
             service.start(layout)
     return layout
+
+
+def _require_visible_from_nodes(state: Path) -> None:
+    """Every virtual node mounts a private /tmp, hiding anything the host keeps there."""
+    resolved = state.resolve()
+    if resolved == Path("/tmp") or Path("/tmp") in resolved.parents:
+        raise PerfguardError(
+            f"state directory {resolved} is under /tmp, which each virtual node replaces with "
+            f"its own private /tmp; use a directory elsewhere (--state-dir or "
+            f"PERFGUARD_STATE_DIR)")
 
 
 def _check_ports(layout: ClusterLayout) -> None:

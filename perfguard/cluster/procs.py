@@ -35,8 +35,8 @@ SETUP_COMMAND = "./install.sh"
 def require_root() -> None:
     if os.geteuid() != 0:
         raise PerfguardError(
-            "the embedded cluster needs root: it creates UTS/mount namespaces and "
-            "cpuset cgroups for the virtual nodes and runs slurmd as root. "
+            "the embedded cluster needs root: it creates UTS/mount namespaces for "
+            "the virtual nodes and runs slurmd as root. "
             "Run it as root (e.g. `sudo .venv/bin/perfguard cluster up`)."
         )
 

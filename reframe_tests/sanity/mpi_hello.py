@@ -24,7 +24,7 @@ class MpiHelloCheck(rfm.RegressionTest, SrunLaunch):
     build_system = "SingleSource"
     num_tasks = 2
     num_tasks_per_node = 1
-    tags = {"sanity", "nightly", "acceptance"}
+    tags = {"sanity", "demo", "nightly", "acceptance"}
     maintainers = ["perfguard"]
 
     #: Expected CPU mask per host, e.g. ``node1:0x1,node2:0x2``. Empty: derived from

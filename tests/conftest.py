@@ -1,0 +1,93 @@
+"""Shared fixtures: one real embedded cluster (Slurm + PostgreSQL) for the whole session.
+
+The tests use their own state directory and ports, so they never touch a
+cluster a user started with `perfguard cluster up`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from perfguard import cluster, db
+from perfguard.cluster.layout import ClusterLayout
+from perfguard.run import RunRequest, run_reframe
+
+# Not under /tmp: every virtual node mounts a private /tmp over it.
+TEST_ROOT = Path(__file__).resolve().parents[1] / ".state-test"
+TEST_STATE = Path(os.environ.get("PERFGUARD_TEST_STATE", TEST_ROOT / "session"))
+TEST_PORT_BASE = 17800
+DATA = Path(__file__).parent / "data"
+
+
+def perfguard(*args: str, state: Path | None = None, env: dict | None = None,
+              check: bool = False) -> subprocess.CompletedProcess:
+    """Run the real `perfguard` command line."""
+    command = [sys.executable, "-m", "perfguard.cli"]
+    if state is not None:
+        command += ["--state-dir", str(state)]
+    result = subprocess.run(command + list(args), capture_output=True, text=True,
+                            env={**os.environ, **(env or {})}, timeout=600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"perfguard {' '.join(args)} failed:\n{result.stdout}\n"
+                             f"{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="session")
+def layout() -> ClusterLayout:
+    running = cluster.up(TEST_STATE, nodes=2, port_base=TEST_PORT_BASE)
+    yield running
+    cluster.down(TEST_STATE)
+
+
+@pytest.fixture()
+def new_database(layout: ClusterLayout):
+    """Factory of new, empty databases on the test cluster's PostgreSQL, dropped afterwards."""
+    admin = f"postgresql://postgres@127.0.0.1:{layout.postgres_port}/postgres"
+    created = []
+
+    def create() -> str:
+        name = f"pgtest_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name} OWNER perfguard")
+        created.append(name)
+        return f"postgresql://perfguard@127.0.0.1:{layout.postgres_port}/{name}"
+
+    yield create
+    with psycopg.connect(admin, autocommit=True) as conn:
+        for name in created:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture()
+def fresh_dsn(new_database) -> str:
+    return new_database()
+
+
+@pytest.fixture()
+def migrated_dsn(fresh_dsn: str) -> str:
+    with db.connect(fresh_dsn) as conn:
+        db.upgrade(conn)
+    return fresh_dsn
+
+
+@pytest.fixture(scope="session")
+def demo_report(layout: ClusterLayout) -> Path:
+    """A real report: the sanity and UCX checks run through Slurm on the test cluster."""
+    outcome = run_reframe(RunRequest(state=TEST_STATE, tags=("demo",),
+                                     setvars=("UcxPerftestCheck.iterations=2000",)))
+    assert outcome.returncode == 0, f"demo checks failed, see {outcome.report}"
+    return outcome.report
+
+
+def counts(dsn: str) -> dict[str, int]:
+    tables = ("run", "testcase", "sample", "metric", "fingerprint", "threshold")
+    with psycopg.connect(dsn) as conn:
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}

@@ -1,0 +1,109 @@
+"""The embedded cluster's lifecycle on its own state dir and ports: up, status, sacct, down."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from perfguard import cluster
+from perfguard.cluster.layout import ClusterLayout
+from perfguard.cluster.procs import pid_alive
+from perfguard.errors import PerfguardError
+from perfguard.paths import REPO_ROOT
+from tests.conftest import TEST_ROOT, perfguard
+
+PORT_BASE = 18800
+
+
+def processes_mentioning(text: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+def test_up_status_sacct_down_leaves_nothing() -> None:
+    state = TEST_ROOT / "lifecycle"
+    shutil.rmtree(state, ignore_errors=True)
+    try:
+        result = perfguard("cluster", "up", "--nodes", "2", "--port-base", str(PORT_BASE),
+                           state=state)
+        assert result.returncode == 0, result.stderr
+        layout = ClusterLayout.load(state)
+        status = perfguard("cluster", "status", state=state)
+        assert status.returncode == 0, status.stdout
+        assert "node1=idle" in status.stdout and "node2=idle" in status.stdout
+        assert layout.dsn in status.stdout
+        pids_before = {c.name: c.pids for c in cluster.status(state)}
+
+        # Idempotent: a second `up` starts nothing new.
+        assert perfguard("cluster", "up", "--nodes", "2", "--port-base", str(PORT_BASE),
+                         state=state).returncode == 0
+        assert {c.name: c.pids for c in cluster.status(state)} == pids_before
+
+        job = subprocess.run(["sbatch", "--parsable", "--wait", "-N2", "-o", "/dev/null",
+                              "--wrap", "srun hostname"], env=layout.client_env(),
+                             capture_output=True, text=True, timeout=120, cwd=layout.shared)
+        assert job.returncode == 0, job.stderr
+        jobid = job.stdout.strip()
+        sacct = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", jobid, "-o", "JobID,State,NodeList"],
+            env=layout.client_env(), capture_output=True, text=True)
+        assert sacct.stdout.strip() == f"{jobid}|COMPLETED|node[1-2]"
+    finally:
+        stopped = perfguard("cluster", "down", state=state)
+    assert stopped.returncode == 0
+    assert "slurmctld" in stopped.stdout
+    assert processes_mentioning(str(state)) == []
+    started = [pid for pids in pids_before.values() for pid in pids]
+    assert len(started) >= 7  # munge, mariadb, slurmdbd, slurmctld, 2 slurmd, postgres
+    assert [pid for pid in started if pid_alive(pid)] == []
+    assert perfguard("cluster", "status", state=state).returncode == 3
+
+
+def test_postgres_accepts_connection_at_printed_dsn(layout: ClusterLayout) -> None:
+    import psycopg
+
+    dsn_line = perfguard("cluster", "env", state=layout.state, check=True).stdout
+    dsn = dsn_line.split("PERFGUARD_DSN=")[1].split()[0]
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT current_database()").fetchone()[0] == "perfguard"
+
+
+def test_state_under_tmp_is_refused() -> None:
+    with pytest.raises(PerfguardError, match="under /tmp, which each virtual node replaces"):
+        cluster.up(Path("/tmp/perfguard-state"), nodes=2, port_base=PORT_BASE)
+
+
+def test_port_in_use_is_named() -> None:
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", PORT_BASE + 1000 + 17))
+    blocker.listen()
+    try:
+        with pytest.raises(PerfguardError, match=rf"port {PORT_BASE + 1017} \(for slurmctld\)"):
+            cluster.up(TEST_ROOT / "ports", nodes=2, port_base=PORT_BASE + 1000)
+    finally:
+        blocker.close()
+
+
+def test_not_root_is_explained() -> None:
+    # The distribution's python (the venv's may not be readable by nobody); the cluster
+    # code path needs no third-party package.
+    result = subprocess.run(
+        ["runuser", "-u", "nobody", "--", "env", f"PYTHONPATH={REPO_ROOT}", "/usr/bin/python3",
+         "-m", "perfguard.cli", "--state-dir", str(TEST_ROOT / "nobody"), "cluster", "up"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "needs root" in result.stderr and "Traceback" not in result.stderr

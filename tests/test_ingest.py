@@ -1,0 +1,113 @@
+"""Ingest of real ReFrame reports into the real PostgreSQL: lossless, idempotent, atomic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfguard import db
+from perfguard.ingest import RunMeta, ingest_paths, spooled
+from perfguard.report import ReportError, load
+from tests.conftest import counts, perfguard
+
+
+def test_migrations_from_empty_and_reapplied(fresh_dsn: str) -> None:
+    with db.connect(fresh_dsn) as conn:
+        first = db.upgrade(conn)
+        second = db.upgrade(conn)
+    assert [m.version for m in first] == [m.version for m in db.migrations()]
+    assert second == []
+    status = perfguard("db", "status", "--dsn", fresh_dsn)
+    assert status.returncode == 0 and "pending" not in status.stdout
+
+
+def test_real_report_is_stored_with_every_sample(migrated_dsn: str, demo_report: Path,
+                                                 tmp_path: Path) -> None:
+    report = load(demo_report)
+    [result] = ingest_paths(tmp_path, migrated_dsn, [demo_report], RunMeta("nightly", ("x",)))
+    assert result.stored
+    expected_samples = sum(len(tc.samples) for tc in report.testcases)
+    stored = counts(migrated_dsn)
+    assert stored["run"] == 1 and stored["testcase"] == len(report.testcases)
+    assert stored["sample"] == expected_samples
+    # The UCX checks store the whole size sweep, not only the key figure.
+    with db.connect(migrated_dsn) as conn:
+        sizes = conn.execute(
+            """SELECT array_agg(DISTINCT (s.point->>'size')::int)
+               FROM sample s JOIN testcase tc ON tc.id = s.testcase_id
+               JOIN metric m ON m.id = s.metric_id
+               WHERE tc.params->>'test' = 'tag_bw' AND m.name = 'bandwidth'
+                 AND s.point ? 'size'""").fetchone()[0]
+        trigger, labels = conn.execute("SELECT trigger, labels FROM run").fetchone()
+    assert sorted(sizes) == [8, 4096, 65536, 1048576]
+    assert (trigger, labels) == ("nightly", ["x"])
+
+
+def test_reingest_changes_nothing(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    ingest_paths(tmp_path, migrated_dsn, [demo_report], RunMeta())
+    before = counts(migrated_dsn)
+    [again] = ingest_paths(tmp_path, migrated_dsn, [demo_report], RunMeta())
+    assert not again.stored and again.run_id is not None
+    assert counts(migrated_dsn) == before
+
+
+def broken_copies(demo_report: Path, tmp_path: Path) -> dict[str, Path]:
+    text = demo_report.read_text()
+    raw = json.loads(text)
+    unknown = json.loads(text)
+    unknown["session_info"]["data_version"] = "3.1"
+    nan = json.loads(text)
+    case = next(tc for run in nan["runs"] for tc in run["testcases"] if tc["perfvalues"])
+    key = next(iter(case["perfvalues"]))
+    case["perfvalues"][key][0] = float("nan")
+    files = {
+        "truncated": text[: len(text) // 2],
+        "unknown_version": json.dumps(unknown),
+        "nan": json.dumps(nan),
+        "not_a_report": json.dumps({"hello": raw["session_info"]["uuid"]}),
+    }
+    paths = {}
+    for name, content in files.items():
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(content)
+    return paths
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("truncated", "not valid JSON at line"),
+    ("unknown_version", "unsupported report data_version '3.1'"),
+    ("nan", "is not finite"),
+    ("not_a_report", "not a ReFrame run report"),
+])
+def test_bad_report_is_spooled_and_db_unchanged(migrated_dsn: str, demo_report: Path,
+                                                tmp_path: Path, kind: str, message: str) -> None:
+    bad = broken_copies(demo_report, tmp_path)[kind]
+    before = counts(migrated_dsn)
+    state = tmp_path / "state"
+    result = perfguard("ingest", "--dsn", migrated_dsn, str(bad), state=state)
+    assert result.returncode == 1
+    assert message in result.stderr and str(bad) in result.stderr
+    assert counts(migrated_dsn) == before
+    [kept] = spooled(state)
+    assert kept.read_bytes() == bad.read_bytes()
+    assert message in kept.with_name(kept.name + ".reason").read_text()
+
+
+def test_db_down_spools_then_retry_stores(migrated_dsn: str, demo_report: Path,
+                                          tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    down = perfguard("ingest", "--dsn", "postgresql://perfguard@127.0.0.1:1/none",
+                     str(demo_report), state=state)
+    assert down.returncode == 1 and "unreachable" in down.stderr
+    assert [p.name for p in spooled(state)] == [demo_report.name]
+    retry = perfguard("ingest", "--spool", "--dsn", migrated_dsn, state=state)
+    assert retry.returncode == 0, retry.stderr
+    assert spooled(state) == []
+    assert counts(migrated_dsn)["run"] == 1
+
+
+def test_report_parser_rejects_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="cannot read report"):
+        load(tmp_path / "nope.json")

@@ -1,0 +1,43 @@
+"""Benchmark output parsers on real outputs and on malformed or truncated ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from reframe_tests.common.binding import mask_of, srun_masks
+from reframe_tests.ucx import parser as ucx
+from tests.conftest import DATA
+
+
+def test_ucx_bandwidth_sweep_from_real_run() -> None:
+    results = ucx.parse((DATA / "ucx_perftest_tag_bw.out").read_text())
+    assert [r.size for r in results] == [8, 4096, 65536, 1048576]
+    assert results[1].bandwidth_mib_s == pytest.approx(3356.17)
+    assert results[0].latency_p50_us == pytest.approx(0.278)
+    assert all(r.iterations == 20000 for r in results)
+
+
+def test_ucx_latency_from_real_run() -> None:
+    results = ucx.parse((DATA / "ucx_perftest_ucp_put_lat.out").read_text())
+    assert [r.size for r in results] == [8, 4096]
+    assert 0 < results[0].latency_us < results[1].latency_us
+
+
+def test_ucx_truncated_output_names_the_size() -> None:
+    text = (DATA / "ucx_perftest_tag_bw.out").read_text()
+    truncated = text[: text.rindex("Final:")]
+    with pytest.raises(ucx.ParseError, match="message size 1048576: no 'Final:' row"):
+        ucx.parse(truncated)
+
+
+def test_ucx_no_marker() -> None:
+    with pytest.raises(ucx.ParseError, match="never ran"):
+        ucx.parse("srun: error: node2: task 0: Exited with exit code 1\n")
+
+
+def test_srun_verbose_masks() -> None:
+    stderr = ("cpu-bind=MASK - node2, task  1  0 [6091]: mask 0x2 set\n"
+              "cpu-bind=MASK - node1, task  0  0 [6090]: mask 0x1 set\n"
+              "cpu-bind=MASK - node3, task  2  0 [7000]: mask 0xff00 set FAILED\n")
+    assert srun_masks(stderr) == {0: ("node1", 0x1), 1: ("node2", 0x2), 2: ("node3", 0xff00)}
+    assert mask_of([0, 1, 8]) == 0x103
