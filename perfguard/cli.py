@@ -119,9 +119,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from perfguard import cluster, db
     from perfguard.run import RunRequest, run_and_ingest
 
+    from perfguard import thresholds as th
+
     layout = cluster.up(args.state_dir, 4, 16800)
     with db.connect(layout.dsn) as conn:
         db.upgrade(conn)
+        for threshold in th.from_yaml(paths.SITE_CONFIG_DIR / "thresholds" / "local.yaml"):
+            th.set_threshold(conn, threshold)
     request = RunRequest(state=args.state_dir, tags=("demo",), trigger="manual",
                          labels=("demo",))
     return run_and_ingest(request, dsn=layout.dsn, ingest=True)
