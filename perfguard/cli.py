@@ -117,9 +117,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from perfguard import cluster, db
-    from perfguard.run import RunRequest, run_and_ingest
-
     from perfguard import thresholds as th
+    from perfguard.run import RunRequest, run_and_ingest
 
     layout = cluster.up(args.state_dir, 4, 16800)
     with db.connect(layout.dsn) as conn:

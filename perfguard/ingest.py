@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from perfguard import db
 from perfguard.errors import PerfguardError
-from perfguard.report import Report, TestCase, load
+from perfguard.report import Report, TestCase, load, no_cyclic_gc
 
 META_SUFFIX = ".meta.json"
 
@@ -65,7 +65,7 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta) -> Ingest
     """Store one report atomically; raises PerfguardError with file and reason on failure."""
     report = load(path)
     try:
-        with conn.transaction():
+        with conn.transaction(), no_cyclic_gc():
             existing = conn.execute("SELECT id FROM run WHERE session_uuid = %s",
                                     (report.session_uuid,)).fetchone()
             if existing:
@@ -116,9 +116,31 @@ def _insert_run(conn: psycopg.Connection, report: Report, meta: RunMeta) -> int:
     ).fetchone()[0]
 
 
-def _metric_ids(conn: psycopg.Connection, report: Report) -> dict[tuple[str, str], int]:
-    wanted = {(s.metric, s.unit) for tc in report.testcases for s in tc.samples}
-    return {key: _id(conn, "metric", {"name": key[0], "unit": key[1]}) for key in sorted(wanted)}
+def _dimension_ids(conn: psycopg.Connection, report: Report
+                   ) -> tuple[dict[tuple[str, str], int], dict[tuple, int]]:
+    """Ids of every metric and point of the report, upserted in bulk."""
+    metric_units: set[tuple[str, str]] = set()
+    keys: set[tuple] = set()
+    seen: set[tuple] = set()
+    for tc in report.testcases:
+        found_metrics, found_keys = tc.dimensions(seen)
+        metric_units |= found_metrics
+        keys |= found_keys
+    keys.discard(())
+    metrics = {key: _id(conn, "metric", {"name": key[0], "unit": key[1]})
+               for key in sorted(metric_units)}
+    documents = [Jsonb(dict(key)) for key in keys]
+    conn.execute("INSERT INTO point (coords) SELECT unnest(%s::jsonb[]) "
+                 "ON CONFLICT (coords) DO NOTHING", (documents,))
+    by_json = {_canonical(coords): point_id for point_id, coords in conn.execute(
+        "SELECT id, coords FROM point WHERE coords = ANY(%s::jsonb[])", (documents,))}
+    points = {key: by_json[_canonical(dict(key))] for key in keys}
+    points[()] = 0
+    return metrics, points
+
+
+def _canonical(coords: dict) -> str:
+    return json.dumps(coords, sort_keys=True)
 
 
 def _copy_testcases(conn: psycopg.Connection, run_id: int, report: Report) -> int:
@@ -126,10 +148,11 @@ def _copy_testcases(conn: psycopg.Connection, run_id: int, report: Report) -> in
     if not report.testcases:
         return 0
     system = system_id(conn, report.testcases[0].system)
-    partitions = {tc.partition: _id(conn, "partition", {"system_id": system, "name": tc.partition})
-                  for tc in report.testcases}
-    environs = {tc.environ: _id(conn, "environ", {"name": tc.environ}) for tc in report.testcases}
-    metrics = _metric_ids(conn, report)
+    partitions = {name: _id(conn, "partition", {"system_id": system, "name": name})
+                  for name in {tc.partition for tc in report.testcases}}
+    environs = {name: _id(conn, "environ", {"name": name})
+                for name in {tc.environ for tc in report.testcases}}
+    metrics, points = _dimension_ids(conn, report)
     ids = [r[0] for r in conn.execute(
         "SELECT nextval('testcase_id_seq') FROM generate_series(1, %s)",
         (len(report.testcases),)).fetchall()]
@@ -141,14 +164,43 @@ def _copy_testcases(conn: psycopg.Connection, run_id: int, report: Report) -> in
             copy.write_row(_testcase_row(tc_id, run_id, tc, partitions, environs))
     count = 0
     with conn.cursor().copy(
-            "COPY sample (testcase_id, metric_id, value, point, ref_value, ref_lower, ref_upper)"
-            " FROM STDIN") as copy:
-        for tc_id, tc in zip(ids, report.testcases):
-            for s in tc.samples:
-                copy.write_row((tc_id, metrics[(s.metric, s.unit)], s.value, Jsonb(s.point),
-                                s.reference, s.lower, s.upper))
-                count += 1
+            "COPY sample (testcase_id, metric_id, point_id, value, ref_value, ref_lower,"
+            " ref_upper) FROM STDIN") as copy:
+        for chunk, rows in _sample_lines(ids, report.testcases, metrics, points):
+            copy.write(chunk)
+            count += rows
     return count
+
+
+def _copy_value(value: float | None) -> str:
+    return "\\N" if value is None else repr(value)
+
+
+def _sample_lines(ids: list[int], testcases: list[TestCase],
+                  metrics: dict[tuple[str, str], int], points: dict[tuple, int],
+                  chunk_rows: int = 20000):
+    """COPY text rows built directly (adapting 250,000 rows one by one is the bottleneck),
+    streamed in chunks so the server parses one chunk while we build the next."""
+    lines: list[str] = []
+    no_reference = "\t\\N\t\\N\t\\N\n"
+    point_ids: dict[tuple, list[int]] = {}  # by series signature
+    for tc_id, tc in zip(ids, testcases):
+        for s in tc.key_samples:
+            lines.append(f"{tc_id}\t{metrics[(s.metric, s.unit)]}\t0\t{s.value!r}\t"
+                         f"{_copy_value(s.reference)}\t{_copy_value(s.lower)}\t"
+                         f"{_copy_value(s.upper)}\n")
+        for series in tc.series:
+            signature = series.signature()
+            if signature not in point_ids:
+                point_ids[signature] = [points[key] for key in series.point_keys()]
+            prefix = f"{tc_id}\t{metrics[(series.metric, series.unit)]}\t"
+            lines.extend(f"{prefix}{point_id}\t{value!r}{no_reference}"
+                         for point_id, value in zip(point_ids[signature], series.values))
+        if len(lines) >= chunk_rows:
+            yield "".join(lines), len(lines)
+            lines = []
+    if lines:
+        yield "".join(lines), len(lines)
 
 
 def _testcase_row(tc_id: int, run_id: int, tc: TestCase, partitions: dict[str, int],
@@ -167,11 +219,11 @@ def _insert_fingerprints(conn: psycopg.Connection, run_id: int, report: Report) 
     """Fingerprints per node; several test cases on one node record it once (first wins)."""
     seen: set[str] = set()
     for tc in report.testcases:
-        system = system_id(conn, tc.system)
         for node, fp in tc.fingerprints.items():
             if node in seen:
                 continue
             seen.add(node)
+            system = system_id(conn, tc.system)
             extra = {k: v for k, v in fp.items()
                      if k not in FINGERPRINT_FIELDS + ("hcas", "gpus", "collected_at")}
             conn.execute(

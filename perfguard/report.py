@@ -7,12 +7,15 @@ downstream ever sees half a report.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from perfguard.errors import PerfguardError
 
@@ -27,15 +30,47 @@ class ReportError(PerfguardError):
     """A report that cannot be stored, with the file and the reason."""
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(NamedTuple):
+    """One measured value (a tuple: reports carry hundreds of thousands of them)."""
     metric: str
     value: float
     unit: str
-    point: dict[str, Any] = field(default_factory=dict)
+    point: dict[str, Any]
     reference: float | None = None
     lower: float | None = None
     upper: float | None = None
+
+
+@dataclass
+class Series:
+    """One curve or sweep: a metric measured at points given by coordinate columns.
+
+    In the report (check variable ``perfguard_samples``) it is written columnar, so a
+    250,000-point report is lists of numbers, not 250,000 small objects::
+
+        {"metric": "bandwidth", "unit": "MB/s",
+         "coords": {"size": [1, 2, 4, ...], "nodes": 2}, "values": [0.9, 1.8, 3.7, ...]}
+
+    A scalar coordinate applies to every point.
+    """
+    metric: str
+    unit: str
+    names: tuple[str, ...]
+    columns: tuple[list, ...]
+    values: list[float]
+
+    def point(self, index: int) -> dict[str, Any]:
+        return {name: column[index] for name, column in zip(self.names, self.columns)}
+
+    def signature(self) -> tuple:
+        """Equal for series measured at the same points (every OMB curve of one sweep)."""
+        return self.names, tuple(map(tuple, self.columns)), len(self.values)
+
+    def point_keys(self) -> Iterator[tuple]:
+        """A hashable key per point, in order: ((name, value), ...)."""
+        names = self.names
+        return (tuple(zip(names, row)) for row in zip(*self.columns)) if names else \
+            iter([()] * len(self.values))
 
 
 @dataclass
@@ -56,8 +91,30 @@ class TestCase:
     job_exitcode: int | None
     time_total: float | None
     started: datetime | None
-    samples: list[Sample]
+    key_samples: list[Sample]
+    series: list[Series]
     fingerprints: dict[str, dict[str, Any]]
+
+    @property
+    def samples(self) -> list[Sample]:
+        """Key figures and every curve point, as Sample tuples (for small consumers;
+        ingestion reads `series` directly)."""
+        points = [Sample(s.metric, value, s.unit, s.point(i))
+                  for s in self.series for i, value in enumerate(s.values)]
+        return self.key_samples + points
+
+    def dimensions(self, seen: set[tuple]) -> tuple[set[tuple[str, str]], set[tuple]]:
+        """Every (metric, unit) and every distinct point key the test case measured;
+        series whose signature is in ``seen`` (updated here) add no keys again."""
+        metrics = {(s.metric, s.unit) for s in self.key_samples}
+        keys: set[tuple] = set()
+        for series in self.series:
+            metrics.add((series.metric, series.unit))
+            signature = series.signature()
+            if signature not in seen:
+                seen.add(signature)
+                keys.update(series.point_keys())
+        return metrics, keys
 
 
 @dataclass
@@ -74,17 +131,33 @@ class Report:
     testcases: list[TestCase]
 
 
+@contextmanager
+def no_cyclic_gc():
+    """A report allocates millions of acyclic containers; each one counts towards the
+    cyclic collector's thresholds, whose repeated full passes cost more than the parse."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def load(path: Path) -> Report:
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_bytes()
     except OSError as exc:
         raise ReportError(f"{path}: cannot read report ({exc.strerror})") from exc
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} "
-                          f"({exc.msg}); the report is truncated or malformed") from exc
-    return parse(raw, Path(path))
+    with no_cyclic_gc():
+        try:
+            raw = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            where = (f" at line {exc.lineno}, column {exc.colno} ({exc.msg})"
+                     if isinstance(exc, json.JSONDecodeError) else f" ({exc.reason})")
+            raise ReportError(f"{path}: not valid JSON{where}; the report is truncated or "
+                              f"malformed") from exc
+        return parse(raw, Path(path))
 
 
 def parse(raw: Any, path: Path) -> Report:
@@ -136,7 +209,6 @@ def _testcase(case: dict, where: str) -> TestCase:
         partition = case.get("partition") or system.split(":", 1)[-1]
     except (KeyError, TypeError) as exc:
         raise ReportError(f"{where}: missing field {exc}") from exc
-    samples = _perf_samples(case, where) + _point_samples(case, where)
     nodelist = case.get("job_nodelist") or []
     return TestCase(
         check=name.split()[0].split("%")[0],
@@ -155,7 +227,8 @@ def _testcase(case: dict, where: str) -> TestCase:
         job_exitcode=case.get("job_exitcode"),
         time_total=_finite_or_none(case.get("time_total")),
         started=_time(case.get("job_submit_time"), None),
-        samples=samples,
+        key_samples=_perf_samples(case, where),
+        series=_series(case.get(SAMPLES_VARIABLE) or [], f"{where}.{SAMPLES_VARIABLE}"),
         fingerprints=_fingerprints(case, where),
     )
 
@@ -171,6 +244,8 @@ def _params(case: dict) -> dict[str, Any]:
 
 
 def _finite(value: Any, where: str) -> float:
+    if type(value) is float and math.isfinite(value):  # the common case, fast
+        return value
     try:
         number = float(value)
     except (TypeError, ValueError) as exc:
@@ -204,26 +279,51 @@ def _perf_samples(case: dict, where: str) -> list[Sample]:
         if value is None:
             continue  # a perf variable that was never evaluated (test failed earlier)
         samples.append(Sample(
-            metric=metric, value=_finite(value, here), unit=str(unit or ""),
+            metric=metric, value=_finite(value, here), unit=str(unit or ""), point={},
             reference=_optional_bound(ref, here) if ref not in (0, None) else None,
             lower=_optional_bound(lower, here), upper=_optional_bound(upper, here),
         ))
     return samples
 
 
-def _point_samples(case: dict, where: str) -> list[Sample]:
-    """Every measured point the check listed (an OMB curve, a scaling sweep, ...)."""
-    samples = []
-    for index, entry in enumerate(case.get(SAMPLES_VARIABLE) or []):
-        here = f"{where}.{SAMPLES_VARIABLE}[{index}]"
-        if not isinstance(entry, dict) or "metric" not in entry or "value" not in entry:
-            raise ReportError(f"{here}: expected an object with metric and value")
-        point = entry.get("point") or {}
-        if not isinstance(point, dict):
-            raise ReportError(f"{here}: point must be an object")
-        samples.append(Sample(metric=str(entry["metric"]), value=_finite(entry["value"], here),
-                              unit=str(entry.get("unit", "")), point=point))
-    return samples
+def _series(raw: Any, where: str) -> list[Series]:
+    if not isinstance(raw, list):
+        raise ReportError(f"{where}: expected a list of series")
+    return [_one_series(entry, f"{where}[{index}]") for index, entry in enumerate(raw)]
+
+
+def _one_series(entry: Any, where: str) -> Series:
+    if not isinstance(entry, dict) or "metric" not in entry or "values" not in entry:
+        raise ReportError(f"{where}: expected an object with metric, values and coords")
+    values, coords = entry["values"], entry.get("coords") or {}
+    if not isinstance(values, list) or not isinstance(coords, dict):
+        raise ReportError(f"{where}: values must be a list and coords an object")
+    _require_finite(values, where)
+    columns = []
+    for name, column in coords.items():
+        if not isinstance(column, list):
+            column = [column] * len(values)
+        elif len(column) != len(values):
+            raise ReportError(f"{where}: coords[{name!r}] has {len(column)} entries for "
+                              f"{len(values)} values")
+        try:
+            hash(tuple(column))
+        except TypeError:
+            raise ReportError(f"{where}: coords[{name!r}] must hold numbers or strings, "
+                              f"not objects or lists") from None
+        columns.append(column)
+    return Series(str(entry["metric"]), str(entry.get("unit", "")), tuple(map(str, coords)),
+                  tuple(columns), values)
+
+
+def _require_finite(values: list, where: str) -> None:
+    try:
+        if all(map(math.isfinite, values)):
+            return
+    except TypeError:
+        pass
+    for index, value in enumerate(values):
+        _finite(value, f"{where}.values[{index}]")
 
 
 def _fingerprints(case: dict, where: str) -> dict[str, dict[str, Any]]:

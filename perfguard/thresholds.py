@@ -248,7 +248,7 @@ def derive(conn: psycopg.Connection, run_id: int, tolerance: float,
            FROM run r JOIN system sy ON sy.id = r.system_id
            JOIN testcase tc ON tc.run_id = r.id AND tc.result = 'pass'
            JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id
-           JOIN sample s ON s.testcase_id = tc.id AND s.point = '{}'::jsonb
+           JOIN sample s ON s.testcase_id = tc.id AND s.point_id = 0
            JOIN metric m ON m.id = s.metric_id
            WHERE r.id = %s ORDER BY tc.check_name, tc.params::text, m.name""",
         (run_id,)).fetchall()

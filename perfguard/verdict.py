@@ -18,35 +18,48 @@ from perfguard.thresholds import Threshold
 
 PASS, FAIL, NO_REFERENCE, TEST_FAILED = "pass", "fail", "no-reference", "test-failed"
 
-# The thresholds that apply to a sample, most specific first.
-_MATCHING_THRESHOLD = """
-    SELECT th.* FROM threshold th
-    WHERE th.system = r.s_system AND th.check_name = tc.check_name AND th.metric = m.name
-      AND (th.partition IS NULL OR th.partition = p.name)
-      AND (th.environ IS NULL OR th.environ = e.name)
-      AND tc.params @> th.params
-      AND ((th.point IS NULL AND s.point = '{}'::jsonb) OR th.point = s.point)
-      AND th.valid_from <= r.started_at AND (th.valid_to IS NULL OR th.valid_to > r.started_at)
-    ORDER BY (th.partition IS NOT NULL)::int + (th.environ IS NOT NULL)::int
-             + (SELECT count(*) FROM jsonb_object_keys(th.params)) DESC, th.valid_from DESC
-    LIMIT 1"""
-
-VERDICT_SQL = f"""
-WITH r AS (SELECT run.*, system.name AS s_system FROM run JOIN system ON system.id = run.system_id
-           WHERE run.id = %(run_id)s)
-SELECT tc.id AS testcase_id, tc.check_name, tc.params, p.name AS partition, e.name AS environ,
-       tc.result AS test_result, tc.fail_reason, m.name AS metric, m.unit, s.value, s.point,
-       th.id AS threshold_id, th.reference, th.lower, th.upper, th.bounds, th.direction,
-       th.unit AS th_unit
-FROM r
-JOIN testcase tc ON tc.run_id = r.id
-JOIN partition p ON p.id = tc.partition_id
-JOIN environ e ON e.id = tc.environ_id
-JOIN sample s ON s.testcase_id = tc.id
-JOIN metric m ON m.id = s.metric_id
-LEFT JOIN LATERAL ({_MATCHING_THRESHOLD}) th ON true
-WHERE s.point = '{{}}'::jsonb OR th.id IS NOT NULL
-ORDER BY tc.check_name, tc.params::text, p.name, e.name, m.name, s.point::text
+# Key figures (point '{}') of the run, plus the curve points that a point-threshold
+# names; only those need a threshold lookup (a run may hold 250,000 points).
+VERDICT_SQL = """
+WITH r AS (
+    SELECT run.id, run.started_at, system.name AS system
+    FROM run JOIN system ON system.id = run.system_id WHERE run.id = %(run_id)s),
+cases AS (
+    SELECT tc.id, tc.check_name, tc.params, tc.result, tc.fail_reason,
+           p.name AS partition, e.name AS environ
+    FROM r JOIN testcase tc ON tc.run_id = r.id
+    JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id),
+valid AS (
+    SELECT th.* FROM threshold th, r
+    WHERE th.system = r.system AND th.valid_from <= r.started_at
+      AND (th.valid_to IS NULL OR th.valid_to > r.started_at)),
+judged AS (
+    SELECT s.testcase_id, s.metric_id, s.value, '{}'::jsonb AS point FROM cases
+    JOIN sample s ON s.testcase_id = cases.id AND s.point_id = 0
+    UNION
+    SELECT s.testcase_id, s.metric_id, s.value, pt.coords
+    FROM valid th JOIN metric m ON m.name = th.metric
+    JOIN point pt ON pt.coords = th.point
+    JOIN cases ON cases.check_name = th.check_name AND cases.params @> th.params
+    JOIN sample s ON s.testcase_id = cases.id AND s.metric_id = m.id AND s.point_id = pt.id
+    WHERE th.point IS NOT NULL)
+SELECT cases.id AS testcase_id, cases.check_name, cases.params, cases.partition,
+       cases.environ, cases.result AS test_result, cases.fail_reason, m.name AS metric,
+       m.unit, j.value, j.point, th.id AS threshold_id, th.reference, th.lower, th.upper,
+       th.bounds, th.direction
+FROM judged j JOIN cases ON cases.id = j.testcase_id JOIN metric m ON m.id = j.metric_id
+LEFT JOIN LATERAL (
+    SELECT v.* FROM valid v
+    WHERE v.check_name = cases.check_name AND v.metric = m.name
+      AND (v.partition IS NULL OR v.partition = cases.partition)
+      AND (v.environ IS NULL OR v.environ = cases.environ)
+      AND cases.params @> v.params
+      AND ((v.point IS NULL AND j.point = '{}'::jsonb) OR v.point = j.point)
+    ORDER BY (v.partition IS NOT NULL)::int + (v.environ IS NOT NULL)::int
+             + (SELECT count(*) FROM jsonb_object_keys(v.params)) DESC, v.valid_from DESC
+    LIMIT 1) th ON true
+ORDER BY cases.check_name, cases.params::text, cases.partition, cases.environ, m.name,
+         j.point::text
 """
 
 TESTCASES_WITHOUT_SAMPLES = """
@@ -54,7 +67,7 @@ SELECT tc.id AS testcase_id, tc.check_name, tc.params, p.name AS partition,
        e.name AS environ, tc.result AS test_result, tc.fail_reason
 FROM testcase tc JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id
 WHERE tc.run_id = %(run_id)s
-  AND NOT EXISTS (SELECT 1 FROM sample s WHERE s.testcase_id = tc.id AND s.point = '{}'::jsonb)
+  AND NOT EXISTS (SELECT 1 FROM sample s WHERE s.testcase_id = tc.id AND s.point_id = 0)
 ORDER BY tc.check_name, tc.params::text
 """
 

@@ -35,11 +35,11 @@ def test_real_report_is_stored_with_every_sample(migrated_dsn: str, demo_report:
     # The UCX checks store the whole size sweep, not only the key figure.
     with db.connect(migrated_dsn) as conn:
         sizes = conn.execute(
-            """SELECT array_agg(DISTINCT (s.point->>'size')::int)
+            """SELECT array_agg(DISTINCT (pt.coords->>'size')::int)
                FROM sample s JOIN testcase tc ON tc.id = s.testcase_id
-               JOIN metric m ON m.id = s.metric_id
+               JOIN metric m ON m.id = s.metric_id JOIN point pt ON pt.id = s.point_id
                WHERE tc.params->>'test' = 'tag_bw' AND m.name = 'bandwidth'
-                 AND s.point ? 'size'""").fetchone()[0]
+                 AND pt.coords ? 'size'""").fetchone()[0]
         trigger, labels = conn.execute("SELECT trigger, labels FROM run").fetchone()
     assert sorted(sizes) == [8, 4096, 65536, 1048576]
     assert (trigger, labels) == ("nightly", ["x"])

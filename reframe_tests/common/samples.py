@@ -1,8 +1,9 @@
 """Every measured point of a check, carried to the database through the run report.
 
-ReFrame perf variables hold a check's key figures; a whole OMB curve or scaling
-sweep goes into ``perfguard_samples``, a check variable that ReFrame writes into
-the report, where `perfguard ingest` reads it.
+ReFrame perf variables hold a check's key figures; whole curves and sweeps go into
+``perfguard_samples``, a check variable that ReFrame writes into the report, where
+`perfguard ingest` reads it. A series is columnar (see perfguard.report.Series):
+one entry per curve, coordinates and values as lists.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from reframe.core.builtins import variable
 
 
 class RecordsSamples(rfm.RegressionTestPlugin):
-    #: [{"metric": ..., "value": ..., "unit": ..., "point": {...}}, ...]
+    #: [{"metric": ..., "unit": ..., "coords": {name: [..] or scalar}, "values": [..]}]
     perfguard_samples = variable(typ.List[typ.Dict[str, object]], value=[])
 
-    def record_sample(self, metric: str, value: float, unit: str, **point) -> None:
-        self.perfguard_samples = [*self.perfguard_samples,
-                                  {"metric": metric, "value": value, "unit": unit,
-                                   "point": point}]
+    def record_series(self, metric: str, unit: str, values: list[float], **coords) -> None:
+        """One curve: ``record_series("bandwidth", "MB/s", bws, size=sizes)``."""
+        self.perfguard_samples = [*self.perfguard_samples, {
+            "metric": metric, "unit": unit, "coords": coords,
+            "values": [float(v) for v in values]}]

@@ -87,11 +87,13 @@ class UcxPerftestCheck(rfm.RunOnlyRegressionTest, SrunLaunch, RecordsSamples,
         sizes = [r.size for r in results]
         if sizes != self.sizes:
             raise SanityError(f"measured sizes {sizes}, expected {self.sizes}")
-        for r in results:
-            self.record_sample("latency", r.latency_us, "us", size=r.size)
-            self.record_sample("latency_p50", r.latency_p50_us, "us", size=r.size)
-            self.record_sample("bandwidth", r.bandwidth_mib_s, "MiB/s", size=r.size)
-            self.record_sample("message_rate", r.message_rate, "msg/s", size=r.size)
+        sizes = [r.size for r in results]
+        self.record_series("latency", "us", [r.latency_us for r in results], size=sizes)
+        self.record_series("latency_p50", "us", [r.latency_p50_us for r in results], size=sizes)
+        self.record_series("bandwidth", "MiB/s", [r.bandwidth_mib_s for r in results],
+                           size=sizes)
+        self.record_series("message_rate", "msg/s", [r.message_rate for r in results],
+                           size=sizes)
         self.results = {r.size: r for r in results}
         return True
 

@@ -75,19 +75,37 @@ CREATE TABLE metric (
     UNIQUE (name, unit)
 );
 
--- Every measured value. `point` says where on a curve or sweep it was measured
--- ({"size": 65536}, {"nodes": 2, "ranks_per_node": 24}); '{}' marks a check's
--- key figure (a ReFrame perf variable). ref_* is what ReFrame itself compared to.
+-- Where on a curve or sweep a value was measured: {"size": 65536},
+-- {"nodes": 2, "ranks_per_node": 24}. Few distinct points exist, so each is stored
+-- once; point 0, '{}', marks a check's key figure (a ReFrame perf variable).
+CREATE TABLE point (
+    id      serial PRIMARY KEY,
+    coords  jsonb NOT NULL UNIQUE
+);
+INSERT INTO point (id, coords) VALUES (0, '{}');
+
+-- Every measured value; ref_* is what ReFrame itself compared a key figure to.
+-- The largest table by far, kept narrow and trigger-free: ingest writes a test case
+-- and its samples in one transaction, delete_run() removes both. Samples arrive in
+-- test-case order (ids are drawn per ingest), so a BRIN index finds a test case's
+-- curve at a fraction of a btree's insert cost; key figures get a partial btree.
 CREATE TABLE sample (
-    testcase_id  bigint NOT NULL REFERENCES testcase(id) ON DELETE CASCADE,
-    metric_id    smallint NOT NULL REFERENCES metric(id),
+    testcase_id  bigint NOT NULL,
+    metric_id    smallint NOT NULL,
+    point_id     integer NOT NULL,
     value        double precision NOT NULL,
-    point        jsonb NOT NULL DEFAULT '{}',
     ref_value    double precision,
     ref_lower    double precision,
     ref_upper    double precision
 );
-CREATE INDEX sample_testcase_metric ON sample (testcase_id, metric_id);
+CREATE INDEX sample_testcase_brin ON sample USING brin (testcase_id) WITH (pages_per_range = 16);
+CREATE INDEX sample_key_figures ON sample (testcase_id, metric_id) INCLUDE (value)
+    WHERE point_id = 0;
+
+CREATE FUNCTION delete_run(target bigint) RETURNS void LANGUAGE sql AS $$
+    DELETE FROM sample WHERE testcase_id IN (SELECT id FROM testcase WHERE run_id = target);
+    DELETE FROM run WHERE id = target;
+$$;
 
 -- Environment fingerprint per node and run.
 CREATE TABLE fingerprint (
