@@ -60,9 +60,15 @@ def embedded_system() -> dict:
                 ],
                 "extras": {
                     "srun_options": ["--mpi=pmix"],
+                    "mpi_flavour": "openmpi-ucx",
                     "node_cpus": node_cpus,
                     "num_nodes": len(node_cpus),
-                    "binary_provider": "system",
+                    # $PERFGUARD_PREFIX (e.g. an OMB installation) first, then Debian's.
+                    "binary_provider": [
+                        *([{"kind": "prefix", "path": os.environ["PERFGUARD_PREFIX"]}]
+                          if os.environ.get("PERFGUARD_PREFIX") else []),
+                        {"kind": "system"},
+                    ],
                 },
                 "features": ["embedded", "mpi", "ucx"],
             }
@@ -70,8 +76,51 @@ def embedded_system() -> dict:
     }
 
 
+def topology_systems() -> list:
+    """One ReFrame system per topology file in site_config/systems/."""
+    from perfguard.topology import load_systems
+
+    systems = []
+    for system in load_systems(SITE_DIR / "systems"):
+        partitions = []
+        for part in system.partitions:
+            partitions.append({
+                "name": part.name,
+                "descr": part.descr,
+                "scheduler": "slurm",
+                "launcher": "srun",
+                "access": list(part.access),
+                "environs": list(part.environs),
+                "max_jobs": part.max_jobs,
+                "features": list(part.features),
+                "processor": {"num_cpus": part.cpus_per_node, "num_cpus_per_core": 1,
+                              "num_sockets": len(part.node.numa),
+                              "num_cpus_per_socket": len(part.node.numa[0].cpus)},
+                "devices": [{"type": "gpu", "arch": "cuda", "num_devices": len(part.node.gpus)}]
+                           if part.node.gpus else [],
+                "resources": [{"name": "_rfm_gpu",
+                               "options": ["--gres=gpu:{num_gpus_per_node}"]}],
+                "extras": {
+                    "topology_file": str(system.path),
+                    "srun_options": list(part.srun_options),
+                    "num_nodes": part.nodes,
+                    "mpi_flavour": part.mpi_flavour,
+                    "binary_provider": dict(part.provider),
+                },
+            })
+        systems.append({
+            "name": system.name,
+            "descr": system.descr,
+            "hostnames": list(system.hostnames),
+            "stagedir": str(_state_dir() / "shared" / "stage"),
+            "outputdir": str(_state_dir() / "shared" / "output"),
+            "partitions": partitions,
+        })
+    return systems
+
+
 site_configuration = {
-    "systems": [embedded_system()],
+    "systems": [embedded_system(), *topology_systems()],
     "environments": [
         {
             "name": "gnu-openmpi",
@@ -79,6 +128,13 @@ site_configuration = {
             "cxx": "mpicxx",
             "ftn": "mpif90",
             "features": ["mpi", "openmpi"],
+        },
+        {
+            "name": "gnu-mvapich2",
+            "cc": "mpicc",
+            "cxx": "mpicxx",
+            "ftn": "mpif90",
+            "features": ["mpi", "mvapich2"],
         },
     ],
     "general": [

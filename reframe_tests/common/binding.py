@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import NamedTuple
 
 SRUN_MASK = re.compile(
     r"cpu-bind=(?P<kind>[A-Z_]+)\s*-\s*(?P<host>\S+),\s*task\s+(?P<task>\d+)\s+"
@@ -26,11 +27,34 @@ def mask_of(cpus: Iterable[int]) -> int:
     return mask
 
 
-def srun_masks(stderr: str) -> dict[int, tuple[str, int]]:
-    """Global task id → (host, mask) for every binding srun reported as set."""
-    return {
-        int(m["task"]): (m["host"], int(m["mask"], 16)) for m in SRUN_MASK.finditer(stderr)
-    }
+class SrunBinding(NamedTuple):
+    host: str
+    local_rank: int
+    mask: int
+
+
+def srun_masks(stderr: str) -> dict[int, SrunBinding]:
+    """Global task id → where srun bound it, for every binding srun reported as set."""
+    return {int(m["task"]): SrunBinding(m["host"], int(m["local"]), int(m["mask"], 16))
+            for m in SRUN_MASK.finditer(stderr)}
+
+
+def binding_errors(stderr: str, num_tasks: int, expected_cores: list[int]) -> list[str]:
+    """Why the binding srun reported is not the one requested; empty when it is.
+
+    ``expected_cores[local_rank]`` is the core each node's local rank must own;
+    with no expectation every task must still have been bound (a mask reported).
+    """
+    reported = srun_masks(stderr)
+    errors = [f"srun reported no cpu-bind mask for task {task}"
+              for task in range(num_tasks) if task not in reported]
+    for task, bound in sorted(reported.items()):
+        if expected_cores and bound.local_rank < len(expected_cores):
+            want = mask_of([expected_cores[bound.local_rank]])
+            if bound.mask != want:
+                errors.append(f"task {task} (local rank {bound.local_rank}) on {bound.host}: "
+                              f"mask {hex(bound.mask)}, expected {hex(want)}")
+    return errors
 
 
 def parse_mask(text: str) -> int:

@@ -62,7 +62,7 @@ class MpiHelloCheck(rfm.RegressionTest, SrunLaunch):
         """srun's reported mask == the kernel's mask == the expected mask."""
         if rank not in reported:
             raise SanityError(f"srun reported no cpu-bind mask for task {rank}")
-        srun_host, srun_mask = reported[rank]
+        srun_host, _, srun_mask = reported[rank]
         if (srun_host, srun_mask) != (host, actual):
             raise SanityError(f"rank {rank}: srun bound {srun_host} to {hex(srun_mask)} but "
                               f"the process on {host} runs with {hex(actual)}")

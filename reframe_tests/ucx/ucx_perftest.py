@@ -1,8 +1,9 @@
 """UCX perftest between two nodes: tag-matching and RMA put, latency and bandwidth.
 
 The one point-to-point measurement the embedded cluster can run end to end
-(Debian's ucx-utils), and on IB clusters a transport-level check below MPI:
-the HCA is chosen with ``UCX_NET_DEVICES``, GPU memory with ``-m cuda``.
+(Debian's ucx-utils), and on IB clusters a transport-level check below MPI: the
+HCA is chosen with ``UCX_NET_DEVICES``, GPU memory with ``-m cuda`` on the GPU
+closest to the HCA, both sides pinned to cores on the HCA's NUMA domain.
 """
 
 import reframe as rfm
@@ -17,8 +18,11 @@ from reframe.core.builtins import (
 )
 from reframe.core.exceptions import SanityError
 
+from reframe_tests.common.binding import binding_errors
 from reframe_tests.common.launch import SrunLaunch
 from reframe_tests.common.output import parsed, read_output
+from reframe_tests.common.pinning import HCA_CHOICES, HcaPinning, hca_valid_systems
+from reframe_tests.common.providers import BinaryProvider
 from reframe_tests.common.references import DatabaseReferences
 from reframe_tests.common.samples import RecordsSamples
 from reframe_tests.common.server_client import pair_prologue
@@ -28,36 +32,34 @@ LATENCY_TESTS = {"tag_lat", "ucp_put_lat"}
 
 
 @rfm.simple_test
-class UcxPerftestCheck(rfm.RunOnlyRegressionTest, SrunLaunch, RecordsSamples,
-                       DatabaseReferences):
+class UcxPerftestCheck(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, BinaryProvider,
+                       RecordsSamples, DatabaseReferences):
     descr = "ucx_perftest server/client across two nodes"
     test = parameter(["tag_lat", "tag_bw", "ucp_put_lat", "ucp_put_bw"])
     memory = parameter(["host", "cuda"])
-    valid_systems = ["+ucx"]
+    hca = parameter(HCA_CHOICES)
     valid_prog_environs = ["*"]
     num_tasks = 2
     num_tasks_per_node = 1
     uses_mpi = False
-    executable = "ucx_perftest"
+    self_launched = True
     tags = {"ucx", "demo", "nightly", "acceptance"}
     maintainers = ["perfguard"]
 
-    #: Message sizes in bytes; latency tests use the small ones only.
+    #: Message sizes in bytes; latency tests use those up to 4 KiB.
     message_sizes = variable(typ.List[int], value=[8, 4096, 65536, 1048576])
     iterations = variable(int, value=20000)
-    #: UCX device(s), e.g. ``mlx5_0:1``; empty lets UCX choose (the embedded cluster).
-    net_devices = variable(str, value="")
 
     @run_after("init")
-    def gpu_memory_needs_gpus(self):
-        if self.memory == "cuda":
-            self.valid_systems = ["+ucx +gpu"]
+    def only_partitions_with_this_hca(self):
+        self.valid_systems = hca_valid_systems(
+            self.hca, "+ucx +gpu" if self.memory == "cuda" else "+ucx")
 
     @run_after("setup")
-    def select_device(self):
-        devices = self.net_devices or self.current_partition.extras.get("ucx_net_devices", "")
-        if devices:
-            self.env_vars["UCX_NET_DEVICES"] = devices
+    def locate_and_pin(self):
+        self.ucx_perftest = self.provided("bin/ucx_perftest")
+        self.pin_to_hca(self.hca, 1, device_buffers=self.memory == "cuda",
+                        flavour="openmpi-ucx")
 
     @property
     def sizes(self) -> list[int]:
@@ -66,20 +68,17 @@ class UcxPerftestCheck(rfm.RunOnlyRegressionTest, SrunLaunch, RecordsSamples,
         return list(self.message_sizes)
 
     def ucx_options(self, size: int) -> str:
+        """Both sides get the same options; the client adds the server's address."""
         return (f"-p $pg_port -t {self.test} -s {size} -n {self.iterations} "
                 f"-m {self.memory},{self.memory}")
 
-    @run_before("run")
-    def server_and_client_steps(self):
-        srun = self.take_over_launch()
+    def compose_steps(self, srun: str) -> None:
         self.prerun_cmds = pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
-        loop = [
+        self.executable = "; ".join(
             f'echo "# perfguard size={size}"; '
-            f'run_pair "ucx_perftest {self.ucx_options(size)}" '
-            f'"ucx_perftest \\$pg_server_addr {self.ucx_options(size)}" || exit $?'
-            for size in self.sizes
-        ]
-        self.executable = "; ".join(loop)
+            f'run_pair "{self.ucx_perftest} {self.ucx_options(size)}" '
+            f'"{self.ucx_perftest} \\$pg_server_addr {self.ucx_options(size)}" || exit $?'
+            for size in self.sizes)
 
     @sanity_function
     def measured_every_size(self):
@@ -87,7 +86,9 @@ class UcxPerftestCheck(rfm.RunOnlyRegressionTest, SrunLaunch, RecordsSamples,
         sizes = [r.size for r in results]
         if sizes != self.sizes:
             raise SanityError(f"measured sizes {sizes}, expected {self.sizes}")
-        sizes = [r.size for r in results]
+        errors = binding_errors(read_output(self, "stderr"), 1, self.pinned_cores)
+        if errors:
+            raise SanityError("client binding differs from the request: " + "; ".join(errors))
         self.record_series("latency", "us", [r.latency_us for r in results], size=sizes)
         self.record_series("latency_p50", "us", [r.latency_p50_us for r in results], size=sizes)
         self.record_series("bandwidth", "MiB/s", [r.bandwidth_mib_s for r in results],

@@ -1,0 +1,232 @@
+"""Node topology of a system's partitions, read from ``site_config/systems/<system>.yaml``.
+
+The file says, per partition, what one node looks like: NUMA domains and their
+cores, HCAs (port, link layer, rate, NUMA domain), GPUs (NUMA domain and PCIe
+affinity to each HCA), the MPI flavour, and where the benchmarks come from. The
+ReFrame site config is generated from it, and the checks derive their pinning
+from it: which cores, which GPU and which HCA knob for a given HCA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from perfguard.errors import PerfguardError
+
+#: PCIe affinity between a GPU and an HCA, best first (nvidia-smi topo -m legend).
+AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+PROVIDER_KINDS = ("spack", "prefix", "system")
+
+
+@dataclass(frozen=True)
+class Numa:
+    id: int
+    cpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Hca:
+    name: str
+    port: int
+    link_layer: str
+    rate_gbps: float
+    numa: int
+    gid_index: int | None = None
+
+    @property
+    def data_rate_gbps(self) -> float:
+        """Payload rate: QDR and below use 8b/10b; FDR signals 56 Gb/s with 64b/66b;
+        EDR and later report the data rate already (100, 200, 400)."""
+        if self.rate_gbps <= 40:
+            return self.rate_gbps * 8 / 10
+        if self.rate_gbps == 56:
+            return self.rate_gbps * 64 / 66
+        return self.rate_gbps
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    model: str
+    numa: int
+    affinity: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeTopology:
+    numa: tuple[Numa, ...]
+    hcas: tuple[Hca, ...]
+    gpus: tuple[Gpu, ...]
+
+    def hca(self, name: str) -> Hca:
+        for hca in self.hcas:
+            if hca.name == name:
+                return hca
+        raise PerfguardError(f"no HCA {name!r} in this partition "
+                             f"(has {[h.name for h in self.hcas]})")
+
+    def cores_near(self, hca: Hca, count: int) -> list[int]:
+        """The first ``count`` cores of the HCA's NUMA domain."""
+        domain = next((d for d in self.numa if d.id == hca.numa), None)
+        if domain is None or len(domain.cpus) < count:
+            raise PerfguardError(f"HCA {hca.name}: NUMA domain {hca.numa} has no "
+                                 f"{count} cores in the topology")
+        return list(domain.cpus[:count])
+
+    def closest_gpu(self, hca: Hca) -> Gpu | None:
+        """The GPU with the best PCIe affinity to the HCA (PIX before PXB before PHB …)."""
+        if not self.gpus:
+            return None
+
+        def rank(gpu: Gpu) -> tuple[int, int]:
+            affinity = gpu.affinity.get(hca.name, "SYS")
+            order = AFFINITY_ORDER.index(affinity) if affinity in AFFINITY_ORDER else 99
+            return (order, gpu.index)
+
+        return min(self.gpus, key=rank)
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    descr: str
+    access: tuple[str, ...]
+    environs: tuple[str, ...]
+    features: tuple[str, ...]
+    max_jobs: int
+    nodes: int
+    mpi_flavour: str
+    srun_options: tuple[str, ...]
+    provider: dict[str, Any]
+    node: NodeTopology
+
+    @property
+    def cpus_per_node(self) -> int:
+        return sum(len(d.cpus) for d in self.node.numa)
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    descr: str
+    hostnames: tuple[str, ...]
+    partitions: tuple[Partition, ...]
+    path: Path
+
+    def partition(self, name: str) -> Partition:
+        for part in self.partitions:
+            if part.name == name:
+                return part
+        raise PerfguardError(f"{self.path}: no partition {name!r}")
+
+
+# --- loading --------------------------------------------------------------------
+def parse_cpu_list(text: str | int | list, where: str) -> tuple[int, ...]:
+    """'0-13,28-41' → (0, 1, …, 13, 28, …, 41)."""
+    if isinstance(text, int):
+        return (text,)
+    if isinstance(text, list):
+        return tuple(int(c) for c in text)
+    cpus: list[int] = []
+    try:
+        for part in str(text).split(","):
+            if "-" in part:
+                low, high = part.split("-")
+                cpus.extend(range(int(low), int(high) + 1))
+            elif part.strip():
+                cpus.append(int(part))
+    except ValueError as exc:
+        raise PerfguardError(f"{where}: bad CPU list {text!r}") from exc
+    return tuple(cpus)
+
+
+def _require(data: dict, key: str, where: str) -> Any:
+    if not isinstance(data, dict) or key not in data:
+        raise PerfguardError(f"{where}: missing '{key}'")
+    return data[key]
+
+
+def _node(data: dict, where: str) -> NodeTopology:
+    numa = tuple(Numa(int(_require(d, "id", f"{where}.numa[{i}]")),
+                      parse_cpu_list(_require(d, "cpus", f"{where}.numa[{i}]"),
+                                     f"{where}.numa[{i}].cpus"))
+                 for i, d in enumerate(data.get("numa") or []))
+    hcas = tuple(Hca(name=str(_require(h, "name", f"{where}.hcas[{i}]")),
+                     port=int(h.get("port", 1)), link_layer=str(h.get("link_layer", "InfiniBand")),
+                     rate_gbps=float(h.get("rate_gbps", 0)),
+                     numa=int(_require(h, "numa", f"{where}.hcas[{i}]")),
+                     gid_index=h.get("gid_index"))
+                 for i, h in enumerate(data.get("hcas") or []))
+    gpus = tuple(Gpu(index=int(_require(g, "index", f"{where}.gpus[{i}]")),
+                     model=str(g.get("model", "")), numa=int(g.get("numa", 0)),
+                     affinity={str(k): str(v) for k, v in (g.get("affinity") or {}).items()})
+                 for i, g in enumerate(data.get("gpus") or []))
+    numa_ids = {d.id for d in numa}
+    for hca in hcas:
+        if numa_ids and hca.numa not in numa_ids:
+            raise PerfguardError(f"{where}: HCA {hca.name} on NUMA {hca.numa}, which the "
+                                 f"node does not have ({sorted(numa_ids)})")
+    for gpu in gpus:
+        unknown = set(gpu.affinity) - {h.name for h in hcas}
+        bad = {v for v in gpu.affinity.values() if v not in AFFINITY_ORDER}
+        if unknown or bad:
+            raise PerfguardError(f"{where}: GPU {gpu.index} affinity names unknown HCAs "
+                                 f"{sorted(unknown)} or levels {sorted(bad)} "
+                                 f"(levels: {', '.join(AFFINITY_ORDER)})")
+    return NodeTopology(numa, hcas, gpus)
+
+
+def _partition(data: dict, where: str) -> Partition:
+    name = str(_require(data, "name", where))
+    where = f"{where} ({name})"
+    provider = data.get("binary_provider") or {"kind": "system"}
+    if provider.get("kind") not in PROVIDER_KINDS:
+        raise PerfguardError(f"{where}: binary_provider.kind must be one of {PROVIDER_KINDS}")
+    node = _node(_require(data, "node", where), f"{where}.node")
+    features = list(data.get("features") or [])
+    features += [f"hca_{h.name}" for h in node.hcas]
+    if node.hcas:
+        features.append("ib")
+    if node.gpus:
+        features.append("gpu")
+    return Partition(
+        name=name, descr=str(data.get("descr", "")),
+        access=tuple(data.get("access") or []), environs=tuple(_require(data, "environs", where)),
+        features=tuple(dict.fromkeys(features)), max_jobs=int(data.get("max_jobs", 8)),
+        nodes=int(data.get("nodes", 2)), mpi_flavour=str(_require(data, "mpi", where)),
+        srun_options=tuple(data.get("srun_options") or ["--mpi=pmix"]), provider=provider,
+        node=node)
+
+
+def load_system(path: Path) -> System:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise PerfguardError(f"{path}: cannot read topology file: {exc}") from exc
+    where = str(path)
+    try:
+        partitions = tuple(_partition(p, f"{where}: partitions[{i}]")
+                           for i, p in enumerate(_require(data, "partitions", where)))
+        return System(name=str(_require(data, "system", where)),
+                      descr=str(data.get("descr", "")),
+                      hostnames=tuple(data.get("hostnames") or [".*"]),
+                      partitions=partitions, path=Path(path))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise PerfguardError(f"{where}: malformed topology ({exc})") from exc
+
+
+def load_systems(directory: Path) -> list[System]:
+    return [load_system(p) for p in sorted(Path(directory).glob("*.yaml"))]
+
+
+def all_hca_names(directory: Path) -> list[str]:
+    """Every HCA named in any topology file: the values of the checks' `hca` parameter."""
+    names: dict[str, None] = {}
+    for system in load_systems(directory):
+        for part in system.partitions:
+            names.update((h.name, None) for h in part.node.hcas)
+    return list(names)

@@ -1,0 +1,106 @@
+"""Pinning from the topology: cores on the HCA's NUMA domain, the GPU closest to the HCA,
+the HCA and GPUDirect through the MPI flavour's knobs (site_config/mpi_flavours.yaml).
+
+For a partition without a topology file (the embedded cluster) nothing is pinned
+beyond ``--cpu-bind=cores``: the check runs on whatever the MPI library picks.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import reframe as rfm
+import yaml
+from reframe.core.builtins import variable
+
+from perfguard.paths import SITE_CONFIG_DIR
+from perfguard.topology import Hca, NodeTopology, Partition, all_hca_names, load_system
+
+#: The value of a check's ``hca`` parameter that means: no HCA pinning.
+AUTO_HCA = "auto"
+#: Values of the checks' ``hca`` parameter: every HCA any topology file names.
+HCA_CHOICES = [AUTO_HCA, *all_hca_names(SITE_CONFIG_DIR / "systems")]
+
+
+@functools.cache
+def mpi_flavours() -> dict:
+    return yaml.safe_load((SITE_CONFIG_DIR / "mpi_flavours.yaml").read_text())
+
+
+@functools.cache
+def _system(path: str):
+    return load_system(Path(path))
+
+
+def partition_topology(partition) -> Partition | None:
+    """The topology of a ReFrame partition, or None where there is no topology file."""
+    path = partition.extras.get("topology_file")
+    return _system(path).partition(partition.name) if path else None
+
+
+def hca_valid_systems(hca: str, extra_features: str = "") -> list[str]:
+    """Only partitions that have this HCA; 'auto' only those that have none."""
+    base = f"+hca_{hca}" if hca != AUTO_HCA else "+mpi -ib"
+    return [f"{base} {extra_features}".strip()]
+
+
+def flavour_env(flavour: str, hca: Hca | None, gpudirect: bool | None,
+                device_buffers: bool) -> dict[str, str]:
+    """The env vars that select ``hca`` and switch GPUDirect for one MPI flavour."""
+    table = mpi_flavours()[flavour]
+    env: dict[str, str] = {}
+    if hca is not None:
+        env.update({k: v.format(hca=hca.name, port=hca.port) for k, v in table["hca"].items()})
+    if device_buffers:
+        env.update(table.get("device_buffers") or {})
+    if gpudirect is not None:
+        env.update(table["gdr_on" if gpudirect else "gdr_off"])
+    return env
+
+
+def map_cpu(cores: list[int]) -> str:
+    return "map_cpu:" + ",".join(str(c) for c in cores)
+
+
+class HcaPinning(rfm.RegressionTestPlugin):
+    """Turns an ``hca`` choice into srun binding, GPU selection and MPI env vars.
+
+    A check calls ``pin_to_hca(self.hca, ranks_per_node, gpudirect, device_buffers)``
+    after setup; afterwards ``cpu_bind``, ``env_vars`` and ``pinned_cores`` say what
+    was applied and the sanity check compares srun's report with ``pinned_cores``.
+    """
+
+    #: Cores each node's ranks were pinned to (local rank order); empty: not pinned.
+    pinned_cores = variable(list, value=[])
+    #: The GPU index exposed to the ranks; -1 when none.
+    pinned_gpu = variable(int, value=-1)
+
+    def pin_to_hca(self, hca_name: str, ranks_per_node: int, gpudirect: bool | None = None,
+                   device_buffers: bool = False, flavour: str | None = None) -> None:
+        """``flavour`` overrides the partition's MPI flavour (UCX tools use UCX's knobs)."""
+        topology = partition_topology(self.current_partition)
+        flavour = flavour or self.current_partition.extras.get("mpi_flavour", "openmpi-ucx")
+        if topology is None or hca_name == AUTO_HCA:
+            self.env_vars.update(flavour_env(flavour, None, gpudirect, device_buffers))
+            return
+        node: NodeTopology = topology.node
+        hca = node.hca(hca_name)
+        self.pinned_cores = node.cores_near(hca, ranks_per_node)
+        self.cpu_bind = map_cpu(self.pinned_cores)
+        gpu = node.closest_gpu(hca)
+        if gpu is not None and device_buffers:
+            # Allocate the node's GPUs and bind each task to the one next to the HCA:
+            # --gpu-bind sets the task's CUDA_VISIBLE_DEVICES under Slurm's GRES, the
+            # exported variable does the same where GPUs are not GRES-managed.
+            self.pinned_gpu = gpu.index
+            self.num_gpus_per_node = len(node.gpus)
+            self.srun_extra = [*self.srun_extra, f"--gpu-bind=map_gpu:{gpu.index}"]
+            self.env_vars["CUDA_VISIBLE_DEVICES"] = str(gpu.index)
+        self.env_vars.update(flavour_env(flavour, hca, gpudirect, device_buffers))
+
+    def hca_rate_gbps(self, hca_name: str) -> float | None:
+        topology = partition_topology(self.current_partition)
+        if topology is None or hca_name == AUTO_HCA:
+            return None
+        return topology.node.hca(hca_name).data_rate_gbps
