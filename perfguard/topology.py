@@ -39,12 +39,12 @@ class Hca:
 
     @property
     def data_rate_gbps(self) -> float:
-        """Payload rate: QDR and below use 8b/10b; FDR signals 56 Gb/s with 64b/66b;
-        EDR and later report the data rate already (100, 200, 400)."""
+        """Payload rate: QDR and below use 8b/10b; FDR ("56") signals 4 × 14.0625 Gb/s
+        with 64b/66b; EDR and later report the data rate already (100, 200, 400)."""
         if self.rate_gbps <= 40:
             return self.rate_gbps * 8 / 10
         if self.rate_gbps == 56:
-            return self.rate_gbps * 64 / 66
+            return 4 * 14.0625 * 64 / 66
         return self.rate_gbps
 
 

@@ -6,6 +6,7 @@ cluster a user started with `perfguard cluster up`.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -91,3 +92,20 @@ def counts(dsn: str) -> dict[str, int]:
     tables = ("run", "testcase", "sample", "metric", "fingerprint", "threshold")
     with psycopg.connect(dsn) as conn:
         return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+
+
+def dry_run_scripts(system: str, *names: str, setvars: tuple[str, ...] = ()) -> dict[str, list]:
+    """Generate job scripts with `reframe --dry-run` for a system this machine is not;
+    display name → the script's lines."""
+    from perfguard.report import load as load_report
+
+    outcome = run_reframe(RunRequest(state=TEST_STATE, system=system, names=names,
+                                     setvars=setvars, dry_run=True))
+    assert outcome.returncode == 0, f"dry run failed, see {outcome.report}"
+    raw = json.loads(outcome.report.read_text())
+    load_report(outcome.report)  # the dry-run report is a valid report too
+    scripts = {}
+    for case in raw["runs"][0]["testcases"]:
+        script = Path(case["stagedir"]) / "rfm_job.sh"
+        scripts[case["display_name"]] = script.read_text().splitlines()
+    return scripts

@@ -1,0 +1,118 @@
+"""Job scripts for the example IB+GPU systems, asserted line by line.
+
+The seed-000 system (seedfdr: Open MPI 4 openib, mlx4_0 PIX / mlx4_1 PHB to one V100)
+and the 4-GPU/4-NDR system (ndr4x4: Open MPI 5 + UCX, two sockets).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import TEST_STATE, dry_run_scripts
+
+PT2PT = "OsuPt2PtCheck%hca={hca}%benchmark={bench}%transfer={transfer}%placement={placement}"
+OMB = "/opt/perfguard/gcc-openmpi-ucx-cuda/libexec/osu-micro-benchmarks/mpi"
+
+
+def body(lines: list[str]) -> list[str]:
+    """The script without the shebang and the job-name/output lines that carry hashes."""
+    return [line for line in lines[1:] if not line.startswith("#SBATCH --job-name")]
+
+
+def pt2pt(system: str, **choice: str) -> list[str]:
+    scripts = dry_run_scripts(system, PT2PT.format(**choice))
+    [lines] = scripts.values()
+    return body(lines)
+
+
+@pytest.fixture(scope="module")
+def seed_view() -> str:
+    """seedfdr builds OMB with Spack; the view lives under the state dir by default."""
+    return f"{TEST_STATE}/spack/views/gcc-openmpi-cuda/libexec/osu-micro-benchmarks/mpi"
+
+
+def test_seed000_gpudirect_through_pix_hca(seed_view: str) -> None:
+    assert pt2pt("seedfdr", hca="mlx4_0", bench="osu_bw", transfer="D-D-gdr",
+                 placement="inter") == [
+        "#SBATCH --ntasks=2",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --cpus-per-task=1",
+        "#SBATCH --output=rfm_job.out",
+        "#SBATCH --error=rfm_job.err",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --gres=gpu:1",
+        "export CUDA_VISIBLE_DEVICES=0",
+        "export OMPI_MCA_btl=openib,self,vader",
+        "export OMPI_MCA_btl_openib_if_include=mlx4_0:1",
+        "export OMPI_MCA_btl_openib_want_cuda_gdr=1",
+        "srun --cpus-per-task=1 --mpi=pmix --gpu-bind=map_gpu:0 --cpu-bind=verbose,map_cpu:0 "
+        f"{seed_view}/pt2pt/osu_bw -m 1:4194304 -d cuda D D",
+    ]
+
+
+def test_seed000_device_buffers_without_gpudirect_through_phb_hca(seed_view: str) -> None:
+    lines = pt2pt("seedfdr", hca="mlx4_1", bench="osu_latency", transfer="D-D",
+                  placement="inter")
+    assert "export OMPI_MCA_btl_openib_if_include=mlx4_1:1" in lines
+    assert "export OMPI_MCA_btl_openib_want_cuda_gdr=0" in lines
+    assert lines[-1] == ("srun --cpus-per-task=1 --mpi=pmix --gpu-bind=map_gpu:0 "
+                         "--cpu-bind=verbose,map_cpu:0 "
+                         f"{seed_view}/pt2pt/osu_latency -m 1:4194304 -d cuda D D")
+
+
+def test_seed000_host_buffers_take_no_gpu(seed_view: str) -> None:
+    lines = pt2pt("seedfdr", hca="mlx4_0", bench="osu_bw", transfer="H-H", placement="inter")
+    assert not any("gres" in line or "CUDA" in line or "cuda_gdr" in line for line in lines)
+    assert lines[-1] == ("srun --cpus-per-task=1 --mpi=pmix --cpu-bind=verbose,map_cpu:0 "
+                         f"{seed_view}/pt2pt/osu_bw -m 1:4194304")
+
+
+def test_ndr_hca_on_second_socket_pins_cores_gpu_and_ucx_device() -> None:
+    assert pt2pt("ndr4x4", hca="mlx5_3", bench="osu_bw", transfer="D-D-gdr",
+                 placement="inter") == [
+        "#SBATCH --ntasks=2",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --cpus-per-task=1",
+        "#SBATCH --output=rfm_job.out",
+        "#SBATCH --error=rfm_job.err",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --exclusive",
+        "#SBATCH --gres=gpu:4",
+        "export CUDA_VISIBLE_DEVICES=3",
+        "export UCX_NET_DEVICES=mlx5_3:1",
+        "export UCX_IB_GPU_DIRECT_RDMA=yes",
+        "srun --cpus-per-task=1 --mpi=pmix --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
+        f"{OMB}/pt2pt/osu_bw -m 1:4194304 -d cuda D D",
+    ]
+
+
+def test_ndr_intra_node_pins_two_ranks_near_hca() -> None:
+    lines = pt2pt("ndr4x4", hca="mlx5_2", bench="osu_latency", transfer="H-D-gdr",
+                  placement="intra")
+    assert "#SBATCH --ntasks-per-node=2" in lines
+    assert lines[-1] == ("srun --cpus-per-task=1 --mpi=pmix --gpu-bind=map_gpu:2 "
+                         "--cpu-bind=verbose,map_cpu:48,49 "
+                         f"{OMB}/pt2pt/osu_latency -m 1:4194304 -d cuda H D")
+
+
+def test_ndr_multi_pair_and_collectives() -> None:
+    scripts = dry_run_scripts("ndr4x4", "OsuMultiPairCheck%hca=mlx5_0",
+                              "OsuCollectiveCheck%hca=mlx5_2%benchmark=osu_allreduce",
+                              "OsuCollectiveCheck%hca=mlx5_2%benchmark=osu_barrier")
+    mbw = body(scripts["OsuMultiPairCheck %hca=mlx5_0"])
+    assert "#SBATCH --ntasks=8" in mbw and "#SBATCH --ntasks-per-node=4" in mbw
+    assert mbw[-1] == ("srun --cpus-per-task=1 --mpi=pmix --distribution=block:block "
+                       "--cpu-bind=verbose,map_cpu:0,1,2,3 "
+                       f"{OMB}/pt2pt/osu_mbw_mr -m 1:4194304")
+    allreduce = body(scripts["OsuCollectiveCheck %hca=mlx5_2 %benchmark=osu_allreduce"])
+    assert "#SBATCH --ntasks=4" in allreduce  # the partition's 4 nodes, one rank each
+    assert "export UCX_NET_DEVICES=mlx5_2:1" in allreduce
+    assert allreduce[-1] == ("srun --cpus-per-task=1 --mpi=pmix --cpu-bind=verbose,map_cpu:48 "
+                             f"{OMB}/collective/osu_allreduce -f -m 1:1048576")
+    barrier = body(scripts["OsuCollectiveCheck %hca=mlx5_2 %benchmark=osu_barrier"])
+    assert barrier[-1].endswith(f"{OMB}/collective/osu_barrier -f")
+
+
+def test_hca_variants_follow_the_topology() -> None:
+    names = set(dry_run_scripts("seedfdr", "OsuMultiPairCheck"))
+    assert names == {"OsuMultiPairCheck %hca=mlx4_0", "OsuMultiPairCheck %hca=mlx4_1"}

@@ -1,0 +1,50 @@
+"""Topology files: the shipped examples load, pinning decisions, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perfguard.errors import PerfguardError
+from perfguard.paths import SITE_CONFIG_DIR
+from perfguard.topology import load_system, load_systems, parse_cpu_list
+
+SYSTEMS = SITE_CONFIG_DIR / "systems"
+
+
+def test_examples_load_and_derive_pinning() -> None:
+    seed = load_system(SYSTEMS / "seedfdr.yaml").partition("gpu")
+    pix, phb = seed.node.hca("mlx4_0"), seed.node.hca("mlx4_1")
+    assert seed.node.closest_gpu(pix).index == 0 and seed.node.closest_gpu(phb).index == 0
+    assert round(pix.data_rate_gbps, 1) == 54.5  # FDR: 56 Gb/s signalling, 64b/66b
+    ndr = load_system(SYSTEMS / "ndr4x4.yaml").partition("gpu")
+    for name, gpu, first_core in [("mlx5_0", 0, 0), ("mlx5_1", 1, 0), ("mlx5_2", 2, 48),
+                                  ("mlx5_3", 3, 48)]:
+        hca = ndr.node.hca(name)
+        assert ndr.node.closest_gpu(hca).index == gpu
+        assert ndr.node.cores_near(hca, 2) == [first_core, first_core + 1]
+    assert "hca_mlx5_3" in ndr.features and "gpu" in ndr.features and "ib" in ndr.features
+    assert {s.name for s in load_systems(SYSTEMS)} >= {"seedfdr", "ndr4x4"}
+
+
+def test_cpu_lists() -> None:
+    assert parse_cpu_list("0-2,8,10-11", "x") == (0, 1, 2, 8, 10, 11)
+    with pytest.raises(PerfguardError, match="bad CPU list"):
+        parse_cpu_list("0-x", "here")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("numa: 0}", "numa: 7}", 1), "on NUMA 7, which the node does not have"),
+    (lambda t: t.replace("mlx4_0: PIX", "mlx4_9: PIX"), r"unknown HCAs \['mlx4_9'\]"),
+    (lambda t: t.replace("mlx4_0: PIX", "mlx4_0: NEAR"), r"levels \['NEAR'\]"),
+    (lambda t: t.replace("    mpi: openmpi-openib\n", ""), "missing 'mpi'"),
+    (lambda t: t.replace("kind: spack", "kind: conda"), "binary_provider.kind"),
+    (lambda t: t + "  - [oops\n", "cannot read topology file"),
+])
+def test_bad_topology_names_file_and_place(tmp_path: Path, edit, message: str) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(edit((SYSTEMS / "seedfdr.yaml").read_text()))
+    with pytest.raises(PerfguardError, match=message) as info:
+        load_system(broken)
+    assert str(broken) in str(info.value)
