@@ -405,6 +405,37 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     return 1 if vd.failed(lines) else 0
 
 
+# --- topology ------------------------------------------------------------------------
+def _add_topology(sub: argparse._SubParsersAction) -> None:
+    top = sub.add_parser("topology", help="describe nodes: NUMA, HCAs, GPUs and affinity")
+    actions = top.add_subparsers(dest="action", required=True, metavar="ACTION")
+    det = actions.add_parser(
+        "detect", help="write a topology file for the node this runs on",
+        description="Reads lscpu -p, ibv_devinfo -v (+ sysfs) and nvidia-smi topo -m; a "
+                    "missing tool leaves its part empty with a note. Run it on a compute node "
+                    "(e.g. through srun) and commit the result under site_config/systems/.")
+    det.add_argument("--system", default="mycluster")
+    det.add_argument("--partition", default="gpu")
+    det.add_argument("--mpi", default="openmpi-ucx",
+                     help="MPI flavour (a key of site_config/mpi_flavours.yaml)")
+    det.add_argument("-o", "--output", type=Path, help="file (default: stdout)")
+    det.set_defaults(func=cmd_topology_detect)
+
+
+def cmd_topology_detect(args: argparse.Namespace) -> int:
+    from perfguard.detect import as_topology_yaml, detect
+
+    found = detect()
+    text = as_topology_yaml(found, args.system, args.partition, args.mpi)
+    for note in found.notes:
+        print(f"perfguard: {note}", file=sys.stderr)
+    if args.output:
+        args.output.write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perfguard",
@@ -422,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ingest(sub)
     _add_thresholds(sub)
     _add_verdict(sub)
+    _add_topology(sub)
     return parser
 
 

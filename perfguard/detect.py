@@ -1,0 +1,179 @@
+"""`perfguard topology detect`: describe the node this runs on as a topology partition.
+
+Sources, each optional (a missing tool leaves its part empty and says so):
+``lscpu -p`` for NUMA domains and cores, ``ibv_devinfo -v`` and sysfs for HCAs,
+``nvidia-smi topo -m`` for GPUs and their PCIe affinity to each HCA.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from perfguard.topology import AFFINITY_ORDER, parse_cpu_list
+
+
+@dataclass
+class Detected:
+    numa: dict[int, list[int]] = field(default_factory=dict)
+    hcas: list[dict[str, Any]] = field(default_factory=list)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_lscpu(text: str) -> dict[int, list[int]]:
+    """NUMA node → CPUs, one CPU per core (the first hardware thread of each core)."""
+    numa: dict[int, list[int]] = {}
+    seen_cores: set[tuple[str, str]] = set()
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split(",")
+        cpu, core, socket, node = fields[0], fields[1], fields[2], fields[3] or "0"
+        if (socket, core) in seen_cores:
+            continue
+        seen_cores.add((socket, core))
+        numa.setdefault(int(node), []).append(int(cpu))
+    return numa
+
+
+def parse_ibv_devinfo(text: str) -> list[dict[str, Any]]:
+    """One entry per (HCA, port): name, port, state, link layer, firmware, rate if shown."""
+    ports: list[dict[str, Any]] = []
+    hca: dict[str, Any] = {}
+    for line in text.splitlines():
+        key, _, value = line.strip().partition(":")
+        value = value.strip()
+        if key == "hca_id":
+            hca = {"name": value}
+        elif key == "fw_ver":
+            hca["fw_ver"] = value
+        elif key == "board_id":
+            hca["board_id"] = value
+        elif key == "port" and value.isdigit():
+            ports.append({**hca, "port": int(value)})
+        elif ports and key == "state":
+            ports[-1]["state"] = value.split()[0]
+        elif ports and key == "link_layer":
+            ports[-1]["link_layer"] = value
+        elif ports and key == "active_width":
+            ports[-1]["width"] = int(re.match(r"(\d+)X", value).group(1))
+        elif ports and key == "active_speed":
+            ports[-1]["lane_gbps"] = float(re.match(r"([\d.]+)", value).group(1))
+    for port in ports:
+        if "width" in port and "lane_gbps" in port:
+            port["rate_gbps"] = round(port.pop("width") * port.pop("lane_gbps"), 2)
+    return ports
+
+
+def parse_nvidia_topo(text: str) -> list[dict[str, Any]]:
+    """GPUs with NUMA affinity and PCIe affinity to each NIC (named by the NIC legend)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    header = next((line for line in lines if line.lstrip().startswith("GPU0")), None)
+    if header is None:
+        return []
+    columns = re.split(r"\s{2,}|\t", header.strip())
+    legend = dict(re.findall(r"^\s*(NIC\d+):\s*(\S+)", text, re.M))
+    gpus = []
+    for line in lines:
+        match = re.match(r"^GPU(\d+)\s", line)
+        if not match:
+            continue
+        cells = line.split()[1:]
+        row = dict(zip([c for c in columns if c.startswith(("GPU", "NIC"))], cells))
+        affinity = {legend.get(col, col): level for col, level in row.items()
+                    if col.startswith("NIC") and level in AFFINITY_ORDER}
+        tail = cells[len(row):]
+        numa = int(tail[1]) if len(tail) > 1 and tail[1].isdigit() else 0
+        gpus.append({"index": int(match.group(1)), "numa": numa, "affinity": affinity,
+                     "cpus": list(parse_cpu_list(tail[0], "CPU Affinity")) if tail else []})
+    return gpus
+
+
+def _run(argv: list[str]) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    return result.stdout if result.returncode == 0 else None
+
+
+def _hca_numa(name: str) -> int:
+    path = Path(f"/sys/class/infiniband/{name}/device/numa_node")
+    try:
+        return max(0, int(path.read_text().strip()))
+    except (OSError, ValueError):
+        return 0
+
+
+def _sysfs_rate(name: str, port: int) -> float | None:
+    """``/sys/class/infiniband/mlx5_0/ports/1/rate``: '200 Gb/sec (4X HDR)'."""
+    try:
+        text = Path(f"/sys/class/infiniband/{name}/ports/{port}/rate").read_text()
+    except OSError:
+        return None
+    match = re.match(r"([\d.]+)", text)
+    return float(match.group(1)) if match else None
+
+
+def detect() -> Detected:
+    found = Detected()
+    lscpu = _run(["lscpu", "-p"])
+    if lscpu is None:
+        found.notes.append("lscpu not available: NUMA domains unknown")
+    else:
+        found.numa = parse_lscpu(lscpu)
+    devinfo = _run(["ibv_devinfo", "-v"])
+    if not devinfo or "hca_id" not in devinfo:
+        found.notes.append("no RDMA device (ibv_devinfo lists none): no HCAs")
+    else:
+        for port in parse_ibv_devinfo(devinfo):
+            port.setdefault("rate_gbps", _sysfs_rate(port["name"], port["port"]) or 0)
+            port["numa"] = _hca_numa(port["name"])
+            found.hcas.append(port)
+    topo = _run(["nvidia-smi", "topo", "-m"])
+    if topo is None:
+        found.notes.append("nvidia-smi not available: no GPUs")
+    else:
+        found.gpus = parse_nvidia_topo(topo)
+    return found
+
+
+def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str) -> str:
+    """A topology file for one partition, to review and commit under site_config/systems/."""
+    hca_names = {h["name"] for h in found.hcas}
+    node = {
+        "numa": [{"id": node, "cpus": _compact(cpus)} for node, cpus in sorted(found.numa.items())],
+        "hcas": [{"name": h["name"], "port": h["port"], "link_layer": h.get("link_layer", ""),
+                  "rate_gbps": h.get("rate_gbps", 0), "numa": h["numa"]}
+                 for h in found.hcas if h.get("state") == "PORT_ACTIVE"],
+        "gpus": [{"index": g["index"], "numa": g["numa"],
+                  "affinity": {k: v for k, v in g["affinity"].items() if k in hca_names}}
+                 for g in found.gpus],
+    }
+    document = {"system": system, "partitions": [{
+        "name": partition, "environs": ["gnu-openmpi"], "features": ["mpi", "ucx"],
+        "mpi": mpi, "binary_provider": {"kind": "spack", "env": "gcc-openmpi-ucx"},
+        "node": node}]}
+    header = "".join(f"# note: {n}\n" for n in found.notes)
+    return header + yaml.safe_dump(document, sort_keys=False)
+
+
+def _compact(cpus: list[int]) -> str:
+    """[0, 1, 2, 5] → '0-2,5'."""
+    ranges: list[str] = []
+    start = prev = None
+    for cpu in sorted(cpus) + [None]:
+        if start is None:
+            start = prev = cpu
+        elif cpu is not None and cpu == prev + 1:
+            prev = cpu
+        else:
+            ranges.append(f"{start}-{prev}" if start != prev else str(start))
+            start = prev = cpu
+    return ",".join(ranges)

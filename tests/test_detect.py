@@ -1,0 +1,65 @@
+"""Topology detection parsers on real command outputs, and the command on this host."""
+
+from __future__ import annotations
+
+import subprocess
+
+import yaml
+
+from perfguard.detect import parse_ibv_devinfo, parse_lscpu, parse_nvidia_topo
+from perfguard.topology import parse_cpu_list
+from tests.conftest import DATA, perfguard
+
+TOPO = DATA / "topology"
+
+
+def test_lscpu_of_this_host() -> None:
+    numa = parse_lscpu((TOPO / "lscpu_p_this_host.txt").read_text())
+    assert numa == {0: [0, 1]}
+
+
+def test_lscpu_keeps_one_thread_per_core() -> None:
+    text = "# CPU,Core,Socket,Node\n0,0,0,0\n1,1,0,0\n2,0,0,0\n3,1,0,0\n4,2,1,1\n5,2,1,1\n"
+    assert parse_lscpu(text) == {0: [0, 1], 1: [4]}
+
+
+def test_ibv_devinfo_ports() -> None:
+    ports = parse_ibv_devinfo((TOPO / "ibv_devinfo_connectx7_roce_ib.txt").read_text())
+    assert [(p["name"], p["port"], p["state"], p["link_layer"], p["fw_ver"]) for p in ports] == [
+        ("mlx5_12", 1, "PORT_DOWN", "Ethernet", "22.38.1900"),
+        ("mlx5_2", 1, "PORT_ACTIVE", "Ethernet", "28.42.1000")]
+
+
+def test_ibv_devinfo_verbose_rate() -> None:
+    text = ("hca_id:\tmlx5_0\n\tfw_ver:\t\t\t\t20.31.1014\n\t\tport:\t1\n"
+            "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tactive_width:\t\t4X (2)\n"
+            "\t\t\tactive_speed:\t\t25.0 Gbps (32)\n\t\t\tlink_layer:\t\tInfiniBand\n")
+    [port] = parse_ibv_devinfo(text)
+    assert port["rate_gbps"] == 100.0 and port["link_layer"] == "InfiniBand"
+
+
+def test_nvidia_topo_gpu_nic_affinity() -> None:
+    gpus = parse_nvidia_topo((TOPO / "nvidia_smi_topo_8gpu_9nic.txt").read_text())
+    assert [g["index"] for g in gpus] == [0, 1, 2, 3, 4, 5, 6]
+    assert gpus[0]["affinity"]["NIC2"] == "PIX" and gpus[4]["affinity"]["NIC1"] == "PIX"
+    assert gpus[0]["numa"] == 0 and gpus[6]["numa"] == 1
+    assert gpus[4]["cpus"][:2] == [48, 49]
+
+
+def test_nvidia_topo_nic_legend_names_hcas() -> None:
+    text = ("\tGPU0\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\n"
+            "GPU0\t X \tPIX\tSYS\t0-13\t0\n"
+            "NIC0\tPIX\t X \tSYS\n\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n")
+    [gpu] = parse_nvidia_topo(text)
+    assert gpu["affinity"] == {"mlx5_0": "PIX", "mlx5_1": "SYS"}
+
+
+def test_detect_on_this_host_says_what_is_missing() -> None:
+    result = perfguard("topology", "detect", "--system", "here")
+    assert result.returncode == 0
+    assert "no RDMA device" in result.stderr and "nvidia-smi not available" in result.stderr
+    document = yaml.safe_load(result.stdout)
+    node = document["partitions"][0]["node"]
+    lscpu = parse_lscpu(subprocess.run(["lscpu", "-p"], capture_output=True, text=True).stdout)
+    assert {d["id"]: list(parse_cpu_list(d["cpus"], "")) for d in node["numa"]} == lscpu
+    assert node["hcas"] == [] and node["gpus"] == []
