@@ -47,6 +47,10 @@ def locate(provider: dict, relpath: str) -> tuple[str, str | None]:
     """(path of the executable, or why this provider cannot deliver it)."""
     kind = provider.get("kind", "system")
     if kind == "system":
+        if relpath.startswith("share/"):
+            return relpath, (f"{relpath} is a data file: provider 'system' offers "
+                             f"programs on PATH only; configure a 'prefix' or 'spack' "
+                             f"provider (embedded cluster: PERFGUARD_PREFIX)")
         name = Path(relpath).name
         found = shutil.which(name)
         return name, None if found else (

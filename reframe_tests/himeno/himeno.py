@@ -1,0 +1,138 @@
+"""Himeno (MPI C version): memory-bound Jacobi sweeps, scaled over nodes × ranks per node.
+
+The C version fixes grid size and process grid at compile time, so each variant
+builds its own binary: RIKEN's ``paramset.sh SIZE NDX NDY NDZ`` writes param.h
+for a process grid chosen to match the rank count. The sources come from the
+partition's binary provider (``share/himeno`` of the project's Spack package).
+
+A sweep (seed 004) is every (nodes, ranks per node) pair for one size; each run
+stores MFLOPS at its point, and speed-up and parallel efficiency relative to the
+sweep's smallest run (1 node × 1 rank, a ReFrame dependency), so the scaling
+table can be rebuilt from the database.
+"""
+
+import itertools
+
+import reframe as rfm
+import reframe.utility.udeps as udeps
+from reframe.core.builtins import (
+    parameter,
+    performance_function,
+    require_deps,
+    run_after,
+    run_before,
+    sanity_function,
+)
+from reframe.core.exceptions import SanityError
+
+from reframe_tests.common.binding import binding_errors
+from reframe_tests.common.launch import SrunLaunch
+from reframe_tests.common.output import read_output
+from reframe_tests.common.providers import BinaryProvider
+from reframe_tests.common.references import DatabaseReferences
+from reframe_tests.common.samples import RecordsSamples
+from reframe_tests.himeno.parser import parse
+
+#: Interior grid of each size (the arrays are one larger in every dimension).
+GRIDS = {"XS": (64, 32, 32), "S": (128, 64, 64), "M": (256, 128, 128),
+         "L": (512, 256, 256), "XL": (1024, 512, 512)}
+#: Ranks per node as a share of the node's cores: 1 rank, a quarter, half, all.
+RANK_STEPS = {"1": 0, "quarter": 4, "half": 2, "all": 1}
+
+
+def process_grid(ranks: int, grid: tuple[int, int, int]) -> tuple[int, int, int]:
+    """NDX·NDY·NDZ = ranks, splitting the longest dimensions first (least halo)."""
+    best = None
+    for ndx, ndy in itertools.product(range(1, ranks + 1), repeat=2):
+        if ranks % (ndx * ndy):
+            continue
+        ndz = ranks // (ndx * ndy)
+        local = (grid[0] / ndx, grid[1] / ndy, grid[2] / ndz)
+        halo = local[0] * local[1] + local[1] * local[2] + local[0] * local[2]
+        uneven = sum(g % n != 0 for g, n in zip(grid, (ndx, ndy, ndz)))
+        key = (uneven, max(local), halo, -ndx)
+        if best is None or key < best[0]:
+            best = (key, (ndx, ndy, ndz))
+    return best[1]
+
+
+@rfm.simple_test
+class HimenoCheck(rfm.RegressionTest, SrunLaunch, BinaryProvider, RecordsSamples,
+                  DatabaseReferences):
+    size = parameter(list(GRIDS))
+    nodes = parameter([1, 2, 4])
+    ranks_step = parameter(list(RANK_STEPS))
+    valid_systems = ["+mpi"]
+    valid_prog_environs = ["+mpi"]
+    build_system = "SingleSource"
+    sourcesdir = None
+    maintainers = ["perfguard"]
+    tags = {"himeno", "scaling", "acceptance"}
+    descr = "Himeno MPI scaling over nodes and ranks per node"
+
+    @run_after("init")
+    def depend_on_smallest_run(self):
+        if (self.nodes, self.ranks_step) != (1, "1"):
+            [first] = type(self).get_variant_nums(size=self.size, nodes=1, ranks_step="1")
+            self.depends_on(type(self).variant_name(first), udeps.by_case)
+
+    @run_after("setup")
+    def shape(self):
+        partition_nodes = self.current_partition.extras.get("num_nodes", 1)
+        self.skip_if(self.nodes > partition_nodes,
+                     f"{self.nodes} nodes requested, partition has {partition_nodes}")
+        cores = self.current_partition.processor.num_cpus or 1
+        divisor = RANK_STEPS[self.ranks_step]
+        self.ranks_per_node = 1 if divisor == 0 else max(1, cores // divisor)
+        self.skip_if(self.ranks_step != "1" and self.ranks_per_node == 1,
+                     f"{cores} core(s) per node: this step is the 1-rank run")
+        self.num_tasks_per_node = self.ranks_per_node
+        self.num_tasks = self.nodes * self.ranks_per_node
+        self.grid = process_grid(self.num_tasks, GRIDS[self.size])
+
+    @run_before("compile")
+    def generate_parameters(self):
+        """RIKEN's paramset.sh writes param.h for this size and process grid."""
+        source = self.provided("share/himeno/himenoBMTxps.c")
+        directory = source.rsplit("/", 1)[0]
+        ndx, ndy, ndz = self.grid
+        self.prebuild_cmds = [f"cp {directory}/himenoBMTxps.c {directory}/paramset.sh .",
+                              f"sh paramset.sh {self.size} {ndx} {ndy} {ndz}"]
+        self.build_system.srcfile = "himenoBMTxps.c"
+        self.build_system.executable = "himeno"
+        self.build_system.cflags = ["-O3"]
+        self.executable = "./himeno"
+
+    @sanity_function
+    def validate(self):
+        self.result = parse(read_output(self))
+        errors = binding_errors(read_output(self, "stderr"), self.num_tasks, [])
+        if errors:
+            raise SanityError("core binding missing: " + "; ".join(errors))
+        self.record_series("mflops", "MFLOPS", [self.result.mflops], nodes=self.nodes,
+                           ranks_per_node=self.ranks_per_node, ranks=self.num_tasks,
+                           ndx=self.grid[0], ndy=self.grid[1], ndz=self.grid[2])
+        return True
+
+    def smallest_run(self):
+        if (self.nodes, self.ranks_step) == (1, "1"):
+            return self
+        [first] = type(self).get_variant_nums(size=self.size, nodes=1, ranks_step="1")
+        return self.getdep(type(self).variant_name(first))
+
+    @performance_function("MFLOPS")
+    def mflops(self):
+        return self.result.mflops
+
+    @performance_function("")
+    def speedup(self):
+        return self.result.mflops / self.smallest_run().result.mflops
+
+    @performance_function("")
+    def efficiency(self):
+        base = self.smallest_run()
+        return self.result.mflops / base.result.mflops / (self.num_tasks / base.num_tasks)
+
+    @require_deps
+    def baseline_ran(self):
+        """The smallest run must have passed before speed-up can be computed."""

@@ -1,0 +1,254 @@
+"""perftest: RDMA verbs per HCA — send, write, read and atomics, bandwidth and latency.
+
+Server on the first node of the job, client on the last (the same node for the
+loopback health check), both with the same options, both pinned with numactl to
+the HCA's NUMA domain. The HCA and port come from the topology (``-d``, ``-i``,
+``-x`` for RoCE); GPU memory uses the GPU closest to the HCA (``--use_cuda``).
+The interference variant measures a transfer while a second pair saturates the
+same HCA with another transfer function, and reports the degradation against the
+same measurement without it (seed 002).
+"""
+
+import shutil
+import subprocess
+
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import (
+    parameter,
+    performance_function,
+    run_after,
+    run_before,
+    sanity_function,
+    variable,
+)
+from reframe.core.exceptions import SanityError
+from reframe.utility.sanity import make_performance_function
+
+from reframe_tests.common.launch import SrunLaunch
+from reframe_tests.common.output import parsed, read_output
+from reframe_tests.common.pinning import (
+    AUTO_HCA,
+    HCA_CHOICES,
+    HcaPinning,
+    hca_valid_systems,
+    partition_topology,
+)
+from reframe_tests.common.providers import BinaryProvider
+from reframe_tests.common.references import DatabaseReferences
+from reframe_tests.common.samples import RecordsSamples
+from reframe_tests.common.server_client import pair_prologue
+from reframe_tests.perftest import parser
+
+#: Transfer function → (program stem, extra options both sides need).
+VERBS = {
+    "send": ("send", []),
+    "write": ("write", []),
+    "read": ("read", []),
+    "atomic_fadd": ("atomic", ["-A", "FETCH_AND_ADD"]),
+    "atomic_cswap": ("atomic", ["-A", "CMP_AND_SWAP"]),
+}
+
+
+def rdma_devices_present() -> bool:
+    """`ibv_devices` lists at least one device (header lines excluded)."""
+    if shutil.which("ibv_devices") is None:
+        return False
+    out = subprocess.run(["ibv_devices"], capture_output=True, text=True).stdout
+    return any(line.split() and not line.lstrip().startswith(("device", "------"))
+               for line in out.splitlines())
+
+
+class PerftestBase(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, BinaryProvider,
+                   RecordsSamples, DatabaseReferences):
+    """Shared: HCA options, numactl pinning, GPU memory, server/client steps."""
+
+    hca = parameter(HCA_CHOICES)
+    valid_prog_environs = ["*"]
+    uses_mpi = False
+    self_launched = True
+    maintainers = ["perfguard"]
+    tags = {"perftest", "rdma", "nightly", "acceptance"}
+
+    iterations = variable(int, value=5000)
+
+    @property
+    def gpu_memory(self) -> bool:
+        return getattr(self, "memory", "host") == "cuda"
+
+    @run_after("init")
+    def only_partitions_with_this_hca(self):
+        extra = "+gpu" if self.gpu_memory else ""
+        self.valid_systems = hca_valid_systems(self.hca, extra)
+
+    @run_after("setup")
+    def need_an_rdma_device(self):
+        if self.hca == AUTO_HCA and not self.is_dry_run():
+            self.skip_if(not rdma_devices_present(),
+                         "no RDMA device on this cluster: `ibv_devices` lists none")
+
+    @run_after("setup")
+    def pin(self):
+        self.pin_to_hca(self.hca, 1, device_buffers=self.gpu_memory,
+                        flavour="openmpi-ucx")
+        # perftest is not MPI: HCA and GPU go on its command line, not in UCX variables.
+        self.env_vars.pop("UCX_NET_DEVICES", None)
+        self.env_vars.pop("CUDA_VISIBLE_DEVICES", None)
+        self.srun_extra = [o for o in self.srun_extra if not o.startswith("--gpu-bind")]
+
+    def program(self, verb: str, measure: str) -> str:
+        return self.provided(f"bin/ib_{VERBS[verb][0]}_{measure}")
+
+    def common_options(self, verb: str, duration: int = 0) -> list[str]:
+        """Options server and client must share: device, port, GID, iterations or
+        duration, memory."""
+        count = ["-D", str(duration)] if duration else ["-n", str(self.iterations)]
+        options = ["-p", "$pg_port", "-F", *count, *VERBS[verb][1]]
+        topology = partition_topology(self.current_partition)
+        if topology is not None and self.hca != AUTO_HCA:
+            hca = topology.node.hca(self.hca)
+            options += ["-d", hca.name, "-i", str(hca.port)]
+            if hca.gid_index is not None or hca.link_layer.lower() == "ethernet":
+                options += ["-x", str(hca.gid_index if hca.gid_index is not None else 3)]
+        if self.gpu_memory:
+            options.append(f"--use_cuda={self.pinned_gpu}")
+        return options
+
+    def numactl(self) -> str:
+        topology = partition_topology(self.current_partition)
+        if topology is None or self.hca == AUTO_HCA:
+            return ""
+        numa = topology.node.hca(self.hca).numa
+        return f"numactl --cpunodebind={numa} --membind={numa} "
+
+    def pair(self, verb: str, measure: str, extra: list[str], duration: int = 0) -> str:
+        """One `run_pair` line: identical options on both sides, the client adds the host."""
+        command = " ".join([self.numactl() + self.program(verb, measure),
+                            *self.common_options(verb, duration), *extra])
+        return f'run_pair "{command}" "{command} \\$pg_server_addr"'
+
+
+@rfm.simple_test
+class PerftestCheck(PerftestBase):
+    """Bandwidth (full size sweep) and latency (small messages) between two nodes, or
+    through one HCA on one node (loopback: the per-node HCA health check)."""
+
+    verb = parameter(list(VERBS))
+    measure = parameter(["bw", "lat"])
+    memory = parameter(["host", "cuda"])
+    placement = parameter(["pair", "loopback"])
+    descr = "perftest RDMA verbs per HCA"
+
+    #: Latency sizes; atomics are always 8 bytes.
+    latency_sizes = variable(typ.List[int], value=[2, 8, 64, 512, 4096])
+
+    @run_after("init")
+    def shape(self):
+        self.num_tasks = 2
+        self.num_tasks_per_node = 2 if self.placement == "loopback" else 1
+        atomic = self.verb.startswith("atomic")
+        # CUDA memory: perftest supports latency only for read and send; no atomics.
+        cuda_ok = not atomic and (self.measure == "bw" or self.verb in ("read", "send"))
+        if self.memory == "cuda" and not cuda_ok:
+            self.valid_systems = []
+        else:
+            self.only_partitions_with_this_hca()
+
+    @property
+    def sizes(self) -> list[int]:
+        if self.verb.startswith("atomic"):
+            return [8]
+        return list(self.latency_sizes) if self.measure == "lat" else []
+
+    def compose_steps(self, srun: str) -> None:
+        self.prerun_cmds = pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
+        if self.measure == "bw" and not self.verb.startswith("atomic"):
+            self.executable = self.pair(self.verb, "bw", ["-a"])
+        else:
+            self.executable = "; ".join(
+                f'echo "# perfguard size={size}"; '
+                f'{self.pair(self.verb, self.measure, ["-s", str(size)])} || exit $?'
+                for size in self.sizes)
+
+    @sanity_function
+    def validate(self):
+        text = read_output(self)
+        blocks = text.split("# perfguard size=")[1:] if self.sizes else [text]
+        results = [parsed(parser.parse, block) for block in blocks]
+        if self.sizes and len(results) != len(self.sizes):
+            raise SanityError(f"measured {len(results)} sizes, expected {self.sizes}")
+        self.result = results[0]
+        for result in results[1:]:
+            self.result.sizes += result.sizes
+            for column, values in result.table.items():
+                self.result.table[column] += values
+        for metric, values in self.result.table.items():
+            self.record_series(metric, self.result.units[metric], values,
+                               size=self.result.sizes)
+        return True
+
+    @run_before("performance")
+    def key_figures(self):
+        if self.measure == "lat":
+            self.perf_variables = {"latency": make_performance_function(
+                lambda: self.result.at("latency", self.result.sizes[0]), "us")}
+            return
+        # No --report_gbits: perftest reports 2^20 bytes/s whatever its label says.
+        self.perf_variables = {"bandwidth": make_performance_function(
+            lambda: self.result.at("bandwidth"), "MiB/s")}
+        if self.verb.startswith("atomic"):
+            self.perf_variables["message_rate"] = make_performance_function(
+                lambda: self.result.at("message_rate"), "Mpps")
+
+
+@rfm.simple_test
+class PerftestInterferenceCheck(PerftestBase):
+    """8-byte ``verb`` latency or bandwidth, alone and while ``interferer`` saturates the
+    same HCA from a second pair; ``degradation`` is the relative loss."""
+
+    verb = parameter(["atomic_fadd", "atomic_cswap", "write", "read"])
+    measure = parameter(["bw", "lat"])
+    interferer = parameter(["write", "read", "atomic_fadd", "atomic_cswap"])
+    num_tasks = 4
+    num_tasks_per_node = 2
+    descr = "perftest with interfering traffic on the same HCA"
+    #: How long the interfering pair runs (perftest -D), long enough to cover the test.
+    interference_seconds = variable(int, value=30)
+
+    def compose_steps(self, srun: str) -> None:
+        self.prerun_cmds = pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
+        measured = self.pair(self.verb, self.measure, ["-s", "8"])
+        interfering = self.pair(self.interferer, "bw", ["-s", "8"],
+                                duration=self.interference_seconds)
+        self.executable = "\n".join([
+            'echo "# perfguard phase=alone"', f"{measured} || exit $?",
+            # The interfering pair uses ports far from ours and runs in the background;
+            # we measure once its client has printed its table header (it is sending).
+            f"(pg_port=$((pg_port + 100)); {interfering}) > interference.out 2>&1 &",
+            "interference=$!",
+            'timeout 60 bash -c "until grep -q \'#bytes\' interference.out; do sleep 0.2; '
+            'done" || { echo "perfguard: interfering pair never started" >&2; exit 1; }',
+            'echo "# perfguard phase=interfered"', f"{measured}; rc=$?",
+            "kill $interference 2>/dev/null; wait $interference; exit $rc",
+        ])
+
+    @sanity_function
+    def validate(self):
+        text = read_output(self)
+        if "# perfguard phase=interfered" not in text:
+            raise SanityError("the measurement under interference did not run")
+        alone_text, interfered_text = text.split("# perfguard phase=interfered")
+        self.alone = parsed(parser.parse, alone_text)
+        self.interfered = parsed(parser.parse, interfered_text)
+        metric = "latency" if self.measure == "lat" else "bandwidth"
+        for phase, result in (("none", self.alone), (self.interferer, self.interfered)):
+            self.record_series(metric, result.units[metric], [result.at(metric)], size=8,
+                               interference=phase)
+        return True
+
+    @performance_function("")
+    def degradation(self):
+        """Relative loss: slower latency or lower bandwidth under interference."""
+        metric = "latency" if self.measure == "lat" else "bandwidth"
+        alone, loaded = self.alone.at(metric), self.interfered.at(metric)
+        return (loaded - alone) / alone if metric == "latency" else (alone - loaded) / alone
