@@ -50,7 +50,7 @@ def process_grid(ranks: int, grid: tuple[int, int, int]) -> tuple[int, int, int]
         local = (grid[0] / ndx, grid[1] / ndy, grid[2] / ndz)
         halo = local[0] * local[1] + local[1] * local[2] + local[0] * local[2]
         uneven = sum(g % n != 0 for g, n in zip(grid, (ndx, ndy, ndz)))
-        key = (uneven, max(local), halo, -ndx)
+        key = (uneven, max(local), halo, max(ndx, ndy, ndz), -ndx)
         if best is None or key < best[0]:
             best = (key, (ndx, ndy, ndz))
     return best[1]
