@@ -436,6 +436,44 @@ def cmd_topology_detect(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- spack -----------------------------------------------------------------------------
+def _add_spack(sub: argparse._SubParsersAction) -> None:
+    spk = sub.add_parser("spack", help="the project's Spack stacks: check and install")
+    actions = spk.add_subparsers(dest="action", required=True, metavar="ACTION")
+    chk = actions.add_parser(
+        "check", help="validate every environment and recipe (concretize when spack exists)")
+    chk.add_argument("--envs", type=Path, default=None,
+                     help="directory of environments (default: spack_envs/ of the checkout)")
+    chk.set_defaults(func=cmd_spack_check)
+    ins = actions.add_parser("install", help="spack -e ENV install, into the shared root")
+    ins.add_argument("env", help="environment name, e.g. gcc-openmpi-ucx-cuda")
+    ins.set_defaults(func=cmd_spack_install)
+
+
+def cmd_spack_check(args: argparse.Namespace) -> int:
+    from perfguard import spack
+
+    results, skipped = spack.check_all(args.envs or spack.SPACK_ENVS)
+    failed = False
+    for name, findings in results.items():
+        state = "FAIL" if findings.errors else "ok"
+        failed |= bool(findings.errors)
+        print(f"{state:<4} {name}")
+        for error in findings.errors:
+            print(f"     error: {error}")
+        for warning in findings.warnings:
+            print(f"     warning: {warning}")
+    if skipped:
+        print(f"note: {skipped}")
+    return 1 if failed else 0
+
+
+def cmd_spack_install(args: argparse.Namespace) -> int:
+    from perfguard import spack
+
+    return spack.install(args.env)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perfguard",
@@ -454,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_thresholds(sub)
     _add_verdict(sub)
     _add_topology(sub)
+    _add_spack(sub)
     return parser
 
 

@@ -94,9 +94,10 @@ def counts(dsn: str) -> dict[str, int]:
         return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
 
 
-def dry_run_scripts(system: str, *names: str, setvars: tuple[str, ...] = ()) -> dict[str, list]:
+def dry_run_scripts(system: str, *names: str, setvars: tuple[str, ...] = (),
+                    fixtures: bool = False) -> dict[str, list]:
     """Generate job scripts with `reframe --dry-run` for a system this machine is not;
-    display name → the script's lines."""
+    display name → the script's lines (fixtures such as SpackStack only if asked)."""
     from perfguard.report import load as load_report
 
     outcome = run_reframe(RunRequest(state=TEST_STATE, system=system, names=names,
@@ -106,6 +107,8 @@ def dry_run_scripts(system: str, *names: str, setvars: tuple[str, ...] = ()) -> 
     load_report(outcome.report)  # the dry-run report is a valid report too
     scripts = {}
     for case in raw["runs"][0]["testcases"]:
+        if case.get("fixture") and not fixtures:
+            continue
         script = Path(case["stagedir"]) / "rfm_job.sh"
         scripts[case["display_name"]] = script.read_text().splitlines()
     return scripts

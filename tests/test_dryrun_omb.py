@@ -28,7 +28,7 @@ def pt2pt(system: str, **choice: str) -> list[str]:
 @pytest.fixture(scope="module")
 def seed_view() -> str:
     """seedfdr builds OMB with Spack; the view lives under the state dir by default."""
-    return f"{TEST_STATE}/spack/views/gcc-openmpi-cuda/libexec/osu-micro-benchmarks/mpi"
+    return f"{TEST_STATE}/spack/views/gcc-openmpi4-verbs-cuda/libexec/osu-micro-benchmarks/mpi"
 
 
 def test_seed000_gpudirect_through_pix_hca(seed_view: str) -> None:
@@ -41,6 +41,7 @@ def test_seed000_gpudirect_through_pix_hca(seed_view: str) -> None:
         "#SBATCH --error=rfm_job.err",
         "#SBATCH --partition=gpu",
         "#SBATCH --gres=gpu:1",
+        f"export PATH={seed_view.split('/libexec')[0]}/bin:$PATH",
         "export CUDA_VISIBLE_DEVICES=0",
         "export OMPI_MCA_btl=openib,self,vader",
         "export OMPI_MCA_btl_openib_if_include=mlx4_0:1",

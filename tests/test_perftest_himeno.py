@@ -134,7 +134,8 @@ def test_himeno_rank_layout_grid_and_binding() -> None:
     assert "#SBATCH --ntasks=384" in lines and "#SBATCH --ntasks-per-node=96" in lines
     assert lines[-1] == "srun --cpus-per-task=1 --mpi=pmix --cpu-bind=verbose,cores ./himeno"
     build = dry_run_build_lines(name)
-    assert "sh paramset.sh XL %d %d %d" % process_grid(384, GRIDS["XL"]) in build
+    ndx, ndy, ndz = process_grid(384, GRIDS["XL"])
+    assert f"sh paramset.sh XL {ndx} {ndy} {ndz}" in build
     assert "mpicc -O3 himenoBMTxps.c -o himeno" in build
 
 

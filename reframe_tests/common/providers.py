@@ -23,6 +23,8 @@ import shutil
 from pathlib import Path
 
 import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import fixture, run_after, sanity_function, variable
 
 from perfguard.paths import REPO_ROOT, state_dir
 
@@ -76,8 +78,54 @@ def locate(provider: dict, relpath: str) -> tuple[str, str | None]:
     return str(path), None
 
 
+def spack_provider(partition) -> dict | None:
+    return next((p for p in providers_of(partition) if p.get("kind") == "spack"), None)
+
+
+class SpackStack(rfm.RunOnlyRegressionTest):
+    """Installs the partition's Spack stack once per session (a fixture of every check).
+
+    The install tree and view live under the provider's ``root`` (a persistent shared
+    path, not the stage dir ReFrame deletes); ``spack install`` of an installed stack
+    is a no-op. The sha256 of ``spack.lock`` is what results record as the build they
+    used. Partitions without a Spack provider have nothing to build.
+    """
+
+    valid_systems = ["*"]
+    valid_prog_environs = ["*"]
+    local = True
+    executable = "true"
+    #: sha256 of the stack's spack.lock once installed; empty without a Spack provider.
+    lock_hash = variable(str, value="")
+
+    @run_after("setup")
+    def install_stack(self):
+        provider = spack_provider(self.current_partition)
+        if provider is None:
+            return
+        env_dir = SPACK_ENVS / provider["env"]
+        self.env_vars["PERFGUARD_SPACK_ROOT"] = str(spack_root(provider))
+        self.executable = f"spack -e {env_dir} install --fail-fast"
+        self.postrun_cmds = [f"sha256sum {env_dir}/spack.lock"]
+        if not self.is_dry_run() and shutil.which("spack") is None:
+            self.skip(f"binary_provider 'spack' (environment {provider['env']}) needs `spack` "
+                      f"on PATH: source your Spack's setup-env.sh, or configure a 'prefix' "
+                      f"provider for {self.current_partition.fullname}")
+
+    @sanity_function
+    def installed(self):
+        if spack_provider(self.current_partition) is None:
+            return True
+        self.lock_hash = sn.evaluate(sn.extractsingle(r"^([0-9a-f]{64})\s", self.stdout, 1))
+        return True
+
+
 class BinaryProvider(rfm.RegressionTestPlugin):
     """``self.provided(relpath)`` → the executable's path from the partition's providers."""
+
+    spack_stack = fixture(SpackStack, scope="partition")
+    #: sha256 of the Spack stack's spack.lock the check's binaries came from.
+    spack_lock_hash = variable(str, value="")
 
     def provided(self, relpath: str) -> str:
         reasons = []
@@ -86,7 +134,15 @@ class BinaryProvider(rfm.RegressionTestPlugin):
             path, problem = locate(provider, relpath)
             if problem is None or self.is_dry_run():
                 self.modules = list(self.modules) + list(provider.get("modules", []))
+                if provider.get("kind") == "spack":
+                    self.activate_spack_view(provider)
                 return path
             reasons.append(problem)
         self.skip(f"no provider of {relpath} for {self.current_partition.fullname}: "
                   + "; ".join(reasons))
+
+    def activate_spack_view(self, provider: dict) -> None:
+        """The stack's view first on PATH in the job (its binaries carry their RPATHs)."""
+        view = spack_view(provider)
+        self.env_vars["PATH"] = f"{view}/bin:$PATH"
+        self.spack_lock_hash = self.spack_stack.lock_hash
