@@ -474,6 +474,28 @@ def cmd_spack_install(args: argparse.Namespace) -> int:
     return spack.install(args.env)
 
 
+# --- fingerprint ---------------------------------------------------------------------
+def _add_fingerprint(sub: argparse._SubParsersAction) -> None:
+    fpr = sub.add_parser("fingerprint", help="nodes' environment recorded with each run")
+    actions = fpr.add_subparsers(dest="action", required=True, metavar="ACTION")
+    dif = actions.add_parser("diff", parents=[DSN],
+                             help="what changed between two runs (firmware, driver, stack…)")
+    dif.add_argument("run_a", help="run id, session uuid or label (before)")
+    dif.add_argument("run_b", help="run id, session uuid or label (after)")
+    dif.set_defaults(func=cmd_fingerprint_diff)
+
+
+def cmd_fingerprint_diff(args: argparse.Namespace) -> int:
+    from perfguard import fingerprint as fp
+    from perfguard.verdict import resolve_run
+
+    with _connect(args) as conn:
+        before = fp.fingerprints(conn, resolve_run(conn, args.run_a))
+        after = fp.fingerprints(conn, resolve_run(conn, args.run_b))
+    print(fp.render(fp.diff(before, after)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perfguard",
@@ -493,6 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verdict(sub)
     _add_topology(sub)
     _add_spack(sub)
+    _add_fingerprint(sub)
     return parser
 
 

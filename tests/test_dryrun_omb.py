@@ -12,6 +12,9 @@ from tests.conftest import TEST_STATE, dry_run_scripts
 
 PT2PT = "OsuPt2PtCheck%hca={hca}%benchmark={bench}%transfer={transfer}%placement={placement}"
 OMB = "/opt/perfguard/gcc-openmpi-ucx-cuda/libexec/osu-micro-benchmarks/mpi"
+#: The fingerprint step every job runs first, one task per node.
+FINGERPRINT = ("srun -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES --ntasks-per-node=1 "
+               "--cpu-bind=none bash fingerprint.sh > fingerprints.txt 2>/dev/null || true")
 
 
 def body(lines: list[str]) -> list[str]:
@@ -46,6 +49,7 @@ def test_seed000_gpudirect_through_pix_hca(seed_view: str) -> None:
         "export OMPI_MCA_btl=openib,self,vader",
         "export OMPI_MCA_btl_openib_if_include=mlx4_0:1",
         "export OMPI_MCA_btl_openib_want_cuda_gdr=1",
+        FINGERPRINT,
         "srun --cpus-per-task=1 --mpi=pmix --gpu-bind=map_gpu:0 --cpu-bind=verbose,map_cpu:0 "
         f"{seed_view}/pt2pt/osu_bw -m 1:4194304 -d cuda D D",
     ]
@@ -82,6 +86,7 @@ def test_ndr_hca_on_second_socket_pins_cores_gpu_and_ucx_device() -> None:
         "export CUDA_VISIBLE_DEVICES=3",
         "export UCX_NET_DEVICES=mlx5_3:1",
         "export UCX_IB_GPU_DIRECT_RDMA=yes",
+        FINGERPRINT,
         "srun --cpus-per-task=1 --mpi=pmix --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
         f"{OMB}/pt2pt/osu_bw -m 1:4194304 -d cuda D D",
     ]

@@ -26,6 +26,7 @@ from reframe.core.builtins import (
 from reframe.core.exceptions import SanityError
 
 from reframe_tests.common.binding import binding_errors
+from reframe_tests.common.fingerprints import CollectsFingerprints
 from reframe_tests.common.launch import SrunLaunch
 from reframe_tests.common.output import read_output
 from reframe_tests.common.providers import BinaryProvider
@@ -58,7 +59,7 @@ def process_grid(ranks: int, grid: tuple[int, int, int]) -> tuple[int, int, int]
 
 @rfm.simple_test
 class HimenoCheck(rfm.RegressionTest, SrunLaunch, BinaryProvider, RecordsSamples,
-                  DatabaseReferences):
+                  DatabaseReferences, CollectsFingerprints):
     size = parameter(list(GRIDS))
     nodes = parameter([1, 2, 4])
     ranks_step = parameter(list(RANK_STEPS))

@@ -20,6 +20,7 @@ from reframe.core.builtins import (
 from reframe.core.exceptions import SanityError
 
 from reframe_tests.common.binding import binding_errors
+from reframe_tests.common.fingerprints import CollectsFingerprints
 from reframe_tests.common.launch import SrunLaunch
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.pinning import HCA_CHOICES, HcaPinning, hca_valid_systems
@@ -32,7 +33,7 @@ OMB_LIBEXEC = "libexec/osu-micro-benchmarks/mpi"
 
 
 class OsuBenchmark(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, BinaryProvider,
-                   RecordsSamples, DatabaseReferences):
+                   RecordsSamples, DatabaseReferences, CollectsFingerprints):
     """What every OMB check shares: executable, pinning, parsing, samples, sanity."""
 
     hca = parameter(HCA_CHOICES)

@@ -25,6 +25,7 @@ from reframe.core.builtins import (
 from reframe.core.exceptions import SanityError
 from reframe.utility.sanity import make_performance_function
 
+from reframe_tests.common.fingerprints import CollectsFingerprints
 from reframe_tests.common.launch import SrunLaunch
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.pinning import (
@@ -60,7 +61,7 @@ def rdma_devices_present() -> bool:
 
 
 class PerftestBase(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, BinaryProvider,
-                   RecordsSamples, DatabaseReferences):
+                   RecordsSamples, DatabaseReferences, CollectsFingerprints):
     """Shared: HCA options, numactl pinning, GPU memory, server/client steps."""
 
     hca = parameter(HCA_CHOICES)
@@ -161,7 +162,7 @@ class PerftestCheck(PerftestBase):
         return list(self.latency_sizes) if self.measure == "lat" else []
 
     def compose_steps(self, srun: str) -> None:
-        self.prerun_cmds = pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
+        self.prerun_cmds += pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
         if self.measure == "bw" and not self.verb.startswith("atomic"):
             self.executable = self.pair(self.verb, "bw", ["-a"])
         else:
@@ -216,7 +217,7 @@ class PerftestInterferenceCheck(PerftestBase):
     interference_seconds = variable(int, value=30)
 
     def compose_steps(self, srun: str) -> None:
-        self.prerun_cmds = pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
+        self.prerun_cmds += pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
         measured = self.pair(self.verb, self.measure, ["-s", "8"])
         interfering = self.pair(self.interferer, "bw", ["-s", "8"],
                                 duration=self.interference_seconds)

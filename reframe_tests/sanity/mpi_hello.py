@@ -12,11 +12,12 @@ from reframe.core.builtins import run_after, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
 from reframe_tests.common.binding import mask_of, parse_mask, srun_masks
+from reframe_tests.common.fingerprints import CollectsFingerprints
 from reframe_tests.common.launch import SrunLaunch
 
 
 @rfm.simple_test
-class MpiHelloCheck(rfm.RegressionTest, SrunLaunch):
+class MpiHelloCheck(rfm.RegressionTest, SrunLaunch, CollectsFingerprints):
     descr = "MPI hello: ranks on distinct nodes, CPU mask as requested"
     valid_systems = ["+mpi"]
     valid_prog_environs = ["+mpi"]

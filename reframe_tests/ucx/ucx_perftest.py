@@ -19,6 +19,7 @@ from reframe.core.builtins import (
 from reframe.core.exceptions import SanityError
 
 from reframe_tests.common.binding import binding_errors
+from reframe_tests.common.fingerprints import CollectsFingerprints
 from reframe_tests.common.launch import SrunLaunch
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.pinning import HCA_CHOICES, HcaPinning, hca_valid_systems
@@ -33,7 +34,7 @@ LATENCY_TESTS = {"tag_lat", "ucp_put_lat"}
 
 @rfm.simple_test
 class UcxPerftestCheck(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, BinaryProvider,
-                       RecordsSamples, DatabaseReferences):
+                       RecordsSamples, DatabaseReferences, CollectsFingerprints):
     descr = "ucx_perftest server/client across two nodes"
     test = parameter(["tag_lat", "tag_bw", "ucp_put_lat", "ucp_put_bw"])
     memory = parameter(["host", "cuda"])
@@ -73,7 +74,7 @@ class UcxPerftestCheck(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, Binary
                 f"-m {self.memory},{self.memory}")
 
     def compose_steps(self, srun: str) -> None:
-        self.prerun_cmds = pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
+        self.prerun_cmds += pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
         self.executable = "; ".join(
             f'echo "# perfguard size={size}"; '
             f'run_pair "{self.ucx_perftest} {self.ucx_options(size)}" '

@@ -1,0 +1,69 @@
+"""Environment fingerprints, collected inside each job on every node it uses.
+
+A job step runs ``fingerprint.sh`` once per node before the benchmark; its lines
+become ``perfguard_fingerprints`` ({node: {field: value}}), a check variable the
+report carries to the database's fingerprint table. Kernel, OS, OFED and
+rdma-core, HCA model/firmware/port state and rate, GPU model and driver, MPI and
+UCX versions, and the Spack lock hash of the stack used.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import run_before, variable
+
+SCRIPT = Path(__file__).with_name("fingerprint.sh")
+OUTPUT = "fingerprints.txt"
+
+
+def collect_command(srun: str) -> str:
+    """One task per allocated node; a failing probe step never fails the job."""
+    return (f"{srun} -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES --ntasks-per-node=1 "
+            f"--cpu-bind=none bash {SCRIPT.name} > {OUTPUT} 2>/dev/null || true")
+
+
+def parse(text: str, spack_lock_hash: str = "") -> dict[str, dict]:
+    """The script's lines → {node: {kernel, os, ..., hcas: [...], gpus: [...]}}."""
+    nodes: dict[str, dict] = {}
+    for line in text.splitlines():
+        parts = line.split("\t", 3)
+        if len(parts) != 4 or parts[0] != "perfguard-fp":
+            continue
+        _, node, key, value = parts
+        facts = nodes.setdefault(node, {"hcas": {}, "gpus": {}})
+        if key.startswith("hca."):
+            _, name, field = key.split(".", 2)
+            facts["hcas"].setdefault(name, {"name": name})[field] = value
+        elif key.startswith("gpu."):
+            _, index, field = key.split(".", 2)
+            facts["gpus"].setdefault(index, {"index": int(index)})[field] = value
+        else:
+            facts[key] = value
+    for facts in nodes.values():
+        facts["hcas"] = sorted(facts["hcas"].values(), key=lambda h: h["name"])
+        facts["gpus"] = sorted(facts["gpus"].values(), key=lambda g: g["index"])
+        if spack_lock_hash:
+            facts["spack_lock_hash"] = spack_lock_hash
+    return nodes
+
+
+class CollectsFingerprints(rfm.RegressionTestPlugin):
+    """Adds the fingerprint step to the job and carries its result into the report."""
+
+    #: {node: {field: value}} of every node the job used.
+    perfguard_fingerprints = variable(typ.Dict[str, object], value={})
+
+    @run_before("run")
+    def add_fingerprint_step(self):
+        shutil.copy(SCRIPT, Path(self.stagedir) / SCRIPT.name)
+        self.prerun_cmds = [collect_command("srun"), *self.prerun_cmds]
+
+    @run_before("sanity")
+    def read_fingerprints(self):
+        path = Path(self.stagedir) / OUTPUT
+        text = path.read_text(errors="replace") if path.exists() else ""
+        self.perfguard_fingerprints = parse(text, getattr(self, "spack_lock_hash", ""))
