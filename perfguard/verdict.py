@@ -14,52 +14,41 @@ import psycopg
 from psycopg.rows import dict_row
 
 from perfguard.errors import PerfguardError
-from perfguard.thresholds import Threshold
 
 PASS, FAIL, NO_REFERENCE, TEST_FAILED = "pass", "fail", "no-reference", "test-failed"
 
-# Key figures (point '{}') of the run, plus the curve points that a point-threshold
-# names; only those need a threshold lookup (a run may hold 250,000 points).
+# Key figures come from the key_verdict view (the one matching rule, shared with the
+# dashboards); curve points are judged only where a point-threshold names them.
 VERDICT_SQL = """
-WITH r AS (
-    SELECT run.id, run.started_at, system.name AS system
-    FROM run JOIN system ON system.id = run.system_id WHERE run.id = %(run_id)s),
-cases AS (
-    SELECT tc.id, tc.check_name, tc.params, tc.result, tc.fail_reason,
-           p.name AS partition, e.name AS environ
-    FROM r JOIN testcase tc ON tc.run_id = r.id
-    JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id),
-valid AS (
-    SELECT th.* FROM threshold th, r
-    WHERE th.system = r.system AND th.valid_from <= r.started_at
-      AND (th.valid_to IS NULL OR th.valid_to > r.started_at)),
-judged AS (
-    SELECT s.testcase_id, s.metric_id, s.value, '{}'::jsonb AS point FROM cases
-    JOIN sample s ON s.testcase_id = cases.id AND s.point_id = 0
-    UNION
-    SELECT s.testcase_id, s.metric_id, s.value, pt.coords
-    FROM valid th JOIN metric m ON m.name = th.metric
-    JOIN point pt ON pt.coords = th.point
-    JOIN cases ON cases.check_name = th.check_name AND cases.params @> th.params
-    JOIN sample s ON s.testcase_id = cases.id AND s.metric_id = m.id AND s.point_id = pt.id
-    WHERE th.point IS NOT NULL)
-SELECT cases.id AS testcase_id, cases.check_name, cases.params, cases.partition,
-       cases.environ, cases.result AS test_result, cases.fail_reason, m.name AS metric,
-       m.unit, j.value, j.point, th.id AS threshold_id, th.reference, th.lower, th.upper,
-       th.bounds, th.direction
-FROM judged j JOIN cases ON cases.id = j.testcase_id JOIN metric m ON m.id = j.metric_id
-LEFT JOIN LATERAL (
-    SELECT v.* FROM valid v
-    WHERE v.check_name = cases.check_name AND v.metric = m.name
-      AND (v.partition IS NULL OR v.partition = cases.partition)
-      AND (v.environ IS NULL OR v.environ = cases.environ)
-      AND cases.params @> v.params
-      AND ((v.point IS NULL AND j.point = '{}'::jsonb) OR v.point = j.point)
-    ORDER BY (v.partition IS NOT NULL)::int + (v.environ IS NOT NULL)::int
-             + (SELECT count(*) FROM jsonb_object_keys(v.params)) DESC, v.valid_from DESC
-    LIMIT 1) th ON true
-ORDER BY cases.check_name, cases.params::text, cases.partition, cases.environ, m.name,
-         j.point::text
+SELECT k.testcase_id, k.check_name, k.params, k.partition, k.environ,
+       k.result AS test_result, k.fail_reason, k.metric, k.unit, k.value,
+       '{}'::jsonb AS point, k.threshold_id, k.reference, k.lower_limit, k.upper_limit,
+       k.status
+FROM key_verdict k WHERE k.run_id = %(run_id)s
+UNION ALL
+SELECT tc.id, tc.check_name, tc.params, p.name, e.name, tc.result, tc.fail_reason,
+       m.name, m.unit, s.value, pt.coords, th.id, th.reference, th.lower_limit,
+       th.upper_limit,
+       CASE WHEN (th.lower_limit IS NULL OR s.value >= th.lower_limit)
+             AND (th.upper_limit IS NULL OR s.value <= th.upper_limit)
+            THEN 'pass' ELSE 'fail' END
+FROM run r
+JOIN system sy ON sy.id = r.system_id
+JOIN testcase tc ON tc.run_id = r.id
+JOIN partition p ON p.id = tc.partition_id
+JOIN environ e ON e.id = tc.environ_id
+JOIN LATERAL (
+    SELECT t.* FROM threshold_limit t
+    WHERE t.system = sy.name AND t.check_name = tc.check_name AND t.point IS NOT NULL
+      AND (t.partition IS NULL OR t.partition = p.name)
+      AND (t.environ IS NULL OR t.environ = e.name) AND tc.params @> t.params
+      AND t.valid_from <= r.started_at AND (t.valid_to IS NULL OR t.valid_to > r.started_at)
+    ) th ON true
+JOIN metric m ON m.name = th.metric
+JOIN point pt ON pt.coords = th.point
+JOIN sample s ON s.testcase_id = tc.id AND s.metric_id = m.id AND s.point_id = pt.id
+WHERE r.id = %(run_id)s
+ORDER BY 2, 3, 4, 5, 8
 """
 
 TESTCASES_WITHOUT_SAMPLES = """
@@ -130,23 +119,12 @@ def verdict(conn: psycopg.Connection, run_id: int) -> list[Line]:
 
 
 def _line(row: dict) -> Line:
-    value = row["value"]
-    if row["threshold_id"] is None:
-        low = high = ref = None
-        status = NO_REFERENCE
-    else:
-        th = Threshold(system="", check=row["check_name"], metric=row["metric"],
-                       reference=row["reference"], direction=row["direction"],
-                       lower=row["lower"], upper=row["upper"], bounds=row["bounds"])
-        ref = th.reference
-        low, high = th.limits()
-        inside = (low is None or value >= low) and (high is None or value <= high)
-        status = PASS if inside else FAIL
+    status = row["status"]
     if row["test_result"] not in ("pass", "success") and status != FAIL:
         status = TEST_FAILED if row["test_result"] == "fail" else status
     return Line(row["check_name"], row["params"], row["partition"], row["environ"],
-                row["metric"], value, row["unit"], row["point"], ref, low, high, status,
-                row["fail_reason"] or "")
+                row["metric"], row["value"], row["unit"], row["point"], row["reference"],
+                row["lower_limit"], row["upper_limit"], status, row["fail_reason"] or "")
 
 
 def with_baseline(lines: list[Line], baseline: list[Line]) -> list[Line]:

@@ -1,0 +1,199 @@
+"""Grafana: provisioning files, dashboard JSON, and every panel's SQL on a seeded database.
+
+The database is seeded with real runs (the demo checks through Slurm) plus an OMB
+curve from seed 000 and a Himeno sweep from seed 004, over several nightly runs, one
+of which misses its threshold and fails a test case.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from perfguard import dashboards
+from perfguard.ingest import RunMeta, ingest_paths
+from perfguard.paths import REPO_ROOT
+from tests.conftest import DATA, perfguard
+
+NOW = datetime.now(timezone.utc)
+SEED_BW = [(int(size), float(bw)) for size, bw in (
+    line.split() for line in (DATA / "omb" / "osu_bw_v5.4.3_seed000.out").read_text()
+    .splitlines() if line[:1].isdigit())]
+#: Seed 004, table 2: Himeno XL MFLOPS by (nodes, ranks per node).
+SEED_HIMENO = {(1, 2): 11775.91, (1, 8): 42359.61, (1, 24): 52442.97, (2, 12): 98730.35,
+               (4, 6): 137812.15, (4, 16): 206017.60}
+
+
+def omb_case(bandwidths: list[tuple[int, float]], result: str = "pass") -> dict:
+    return {"name": "OsuPt2PtCheck", "unique_name": "OsuPt2PtCheck_1",
+            "display_name": "OsuPt2PtCheck %hca=mlx4_0 %benchmark=osu_bw %transfer=H-H "
+                            "%placement=inter",
+            "system": "local", "partition": "compute", "environ": "gnu-openmpi",
+            "result": result, "fail_phase": None if result == "pass" else "sanity",
+            "fail_reason": None if result == "pass" else "core binding differs",
+            "jobid": "77", "job_nodelist": ["node1", "node2"], "job_exitcode": 0,
+            "perfvalues": {"local:compute:bandwidth": [bandwidths[-1][1], 0, None, None, "MB/s"]},
+            "perfguard_samples": [{"metric": "bandwidth", "unit": "MB/s",
+                                   "coords": {"size": [s for s, _ in bandwidths]},
+                                   "values": [b for _, b in bandwidths]}]}
+
+
+def himeno_cases() -> list[dict]:
+    base = SEED_HIMENO[(1, 2)] / 2  # per rank of the 2-rank run: the sweep's reference
+    cases = []
+    for index, ((nodes, rpn), mflops) in enumerate(SEED_HIMENO.items()):
+        ranks = nodes * rpn
+        speedup = mflops / base
+        cases.append({
+            "name": "HimenoCheck", "unique_name": f"HimenoCheck_{index}",
+            "display_name": f"HimenoCheck %size=XL %nodes={nodes} %ranks_step={rpn}",
+            "system": "local", "partition": "compute", "environ": "gnu-openmpi",
+            "result": "pass", "job_nodelist": [f"node{i + 1}" for i in range(nodes)],
+            "perfvalues": {"local:compute:mflops": [mflops, 0, None, None, "MFLOPS"],
+                           "local:compute:speedup": [speedup, 0, None, None, ""],
+                           "local:compute:efficiency": [speedup / ranks, 0, None, None, ""]},
+            "perfguard_samples": [{"metric": "mflops", "unit": "MFLOPS", "values": [mflops],
+                                   "coords": {"nodes": nodes, "ranks_per_node": rpn,
+                                              "ranks": ranks}}]})
+    return cases
+
+
+@pytest.fixture()
+def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
+    """Four nightly runs a week apart; the last one degraded and failing."""
+    demo = json.loads(demo_report.read_text())
+    perfguard("thresholds", "set", "--dsn", migrated_dsn, "--system", "local", "--check",
+              "OsuPt2PtCheck", "--metric", "bandwidth", "--unit", "MB/s", "--reference",
+              "5900", "--lower=-10%", check=True)
+    with psycopg.connect(migrated_dsn) as conn:
+        conn.execute("UPDATE threshold SET valid_from = '2000-01-01'")
+    for week in range(4):
+        report = json.loads(json.dumps(demo))
+        started = (NOW - timedelta(days=7 * (3 - week))).timestamp()
+        report["session_info"].update(uuid=f"00000000-0000-4000-8000-00000000000{week}",
+                                      time_start_unix=started, time_end_unix=started + 600)
+        degraded = week == 3
+        factor = 0.5 if degraded else 1.0 - 0.01 * week
+        report["runs"][0]["testcases"] += [
+            omb_case([(s, b * factor) for s, b in SEED_BW], "fail" if degraded else "pass"),
+            *himeno_cases()]
+        if degraded:  # a firmware upgrade shows up as an annotation
+            for case in report["runs"][0]["testcases"]:
+                for facts in (case.get("perfguard_fingerprints") or {}).values():
+                    facts["ofed"] = "MLNX_OFED_LINUX-24.10"
+        path = tmp_path / f"nightly-{week}.json"
+        path.write_text(json.dumps(report))
+        [stored] = ingest_paths(tmp_path, migrated_dsn, [path], RunMeta("nightly"))
+        assert stored.stored, stored.message
+    return migrated_dsn
+
+
+def variables(conn: psycopg.Connection) -> dict:
+    """Values as Grafana would offer them (the variant from the variable's own query)."""
+    last_run = conn.execute("SELECT max(id) FROM run").fetchone()[0]
+    [variant] = conn.execute("SELECT DISTINCT params::text FROM testcase "
+                             "WHERE check_name = 'OsuPt2PtCheck'").fetchone()
+    return {"system": "local", "partition": ["compute"], "check": "OsuPt2PtCheck",
+            "metric": "bandwidth", "node": ["node1", "node2", "node3", "node4"],
+            "variant": variant, "run": str(last_run)}
+
+
+def run_panel(conn: psycopg.Connection, title_start: str, ref: str = "A") -> tuple[list, list]:
+    [query] = [q for q in dashboards.queries() if q.panel.startswith(title_start)
+               and q.ref == ref]
+    sql = dashboards.expand(query.sql, variables(conn), NOW - timedelta(days=90), NOW)
+    cursor = conn.execute(sql)
+    return [c.name for c in cursor.description], cursor.fetchall()
+
+
+def test_every_query_runs_and_names_its_columns(seeded: str) -> None:
+    with psycopg.connect(seeded) as conn:
+        expected = {
+            ("$check $metric over time", "A"): ["time", "metric", "value"],
+            ("$check $metric over time", "B"): ["time", "lower_limit", "upper_limit"],
+            ("$check $metric over time", "C"): ["time", "failed"],
+            ("$check $variant", "A"): ["size", "latest", "previous", "reference"],
+            ("Himeno scaling", "A"): ["size", "nodes", "ranks_per_node", "ranks", "mflops",
+                                      "speedup", "efficiency"],
+            ("Last nightly", "A"): ["node", "metric", "ratio_to_reference"],
+            ("Run history", "A"): ["time", "run", "trigger", "labels", "passed", "failed",
+                                   "missed_thresholds", "failing_checks"],
+            ("Failing test cases", "A"): ["check_name", "variant", "partition", "result",
+                                          "fail_phase", "fail_reason", "slurm_jobid", "nodes"],
+        }
+        seen = set()
+        for query in dashboards.queries():
+            sql = dashboards.expand(query.sql, variables(conn), NOW - timedelta(days=90), NOW)
+            cursor = conn.execute(sql)
+            rows = cursor.fetchall()
+            assert rows, f"{query.panel} {query.ref} returned nothing"
+            for (title, ref), columns in expected.items():
+                if query.panel.startswith(title) and query.ref == ref:
+                    assert [c.name for c in cursor.description] == columns, query.panel
+                    seen.add((title, ref))
+        assert seen == set(expected)
+
+
+def test_failing_run_shows_where_it_should(seeded: str) -> None:
+    with psycopg.connect(seeded) as conn:
+        _, failures = run_panel(conn, "$check $metric over time", "C")
+        assert len(failures) == 1 and failures[0][1] == pytest.approx(SEED_BW[-1][1] * 0.5)
+        _, band = run_panel(conn, "$check $metric over time", "B")
+        assert band[-1][1:] == (pytest.approx(5310.0), None)
+        columns, history = run_panel(conn, "Run history")
+        latest = dict(zip(columns, history[0]))
+        assert (latest["failed"], latest["missed_thresholds"]) == (1, 1)
+        assert latest["failing_checks"] == "OsuPt2PtCheck"
+        _, failing = run_panel(conn, "Failing test cases")
+        assert [row[0] for row in failing] == ["OsuPt2PtCheck"]
+        assert failing[0][5] == "core binding differs"
+
+
+def test_curve_scaling_heatmap_and_annotations(seeded: str) -> None:
+    with psycopg.connect(seeded) as conn:
+        _, curve = run_panel(conn, "$check $variant")
+        assert [row[0] for row in curve] == [s for s, _ in SEED_BW]
+        size, latest, previous, _ = curve[-1]
+        assert latest == pytest.approx(previous / 0.98 * 0.5)  # week 2 ran at 98 %
+        columns, scaling = run_panel(conn, "Himeno scaling")
+        rows = {(r[1], r[2]): dict(zip(columns, r)) for r in scaling}
+        assert rows[(4, 16)]["mflops"] == SEED_HIMENO[(4, 16)]
+        assert rows[(1, 2)]["speedup"] == pytest.approx(2.0)
+        _, heat = run_panel(conn, "Last nightly")
+        omb = [r for r in heat if r[1] == "OsuPt2PtCheck bandwidth"]
+        assert {r[0] for r in omb} == {"node1", "node2"}
+        assert omb[0][2] == pytest.approx(SEED_BW[-1][1] * 0.5 / 5900)
+        [anno] = [q for q in dashboards.queries() if q.ref == "Anno"]
+        sql = dashboards.expand(anno.sql, variables(conn), NOW - timedelta(days=90), NOW)
+        notes = conn.execute(sql).fetchall()
+        assert notes and all("OFED" in text for _, text, _ in notes)
+
+
+def test_dashboard_json_and_provisioning() -> None:
+    boards = dashboards.dashboards()
+    assert boards, "no dashboards"
+    for board in boards.values():
+        for panel in board["panels"]:
+            assert panel["datasource"]["uid"] == dashboards.DATASOURCE_UID
+            assert all(t["datasource"]["uid"] == dashboards.DATASOURCE_UID
+                       for t in panel["targets"])
+    provisioning = REPO_ROOT / "dashboards" / "provisioning"
+    [source] = yaml.safe_load((provisioning / "datasources" / "perfguard.yaml").read_text())[
+        "datasources"]
+    assert source["uid"] == dashboards.DATASOURCE_UID and source["user"] == "perfguard_grafana"
+    [provider] = yaml.safe_load((provisioning / "dashboards" / "perfguard.yaml").read_text())[
+        "providers"]
+    assert provider["type"] == "file"
+
+
+def test_grafana_role_can_read_but_not_write(seeded: str, layout) -> None:
+    grafana = seeded.replace("perfguard@", "perfguard_grafana@")
+    with psycopg.connect(grafana) as conn:
+        assert conn.execute("SELECT count(*) FROM key_verdict").fetchone()[0] > 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM run")
