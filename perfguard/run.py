@@ -113,26 +113,49 @@ def library_revision() -> str | None:
     return rev.stdout.strip() or None
 
 
-def run_and_ingest(request: RunRequest, dsn: str | None, ingest: bool) -> int:
-    """Run, ingest, print the verdict. Exit code: reframe's failure or the verdict's."""
+@dataclass
+class Completed:
+    """A run that went through reframe and, unless it could not be stored, ingest."""
+    returncode: int
+    report: Path
+    run_id: int | None
+    message: str = ""
+
+    @property
+    def stored(self) -> bool:
+        return self.run_id is not None
+
+
+def run_and_store(request: RunRequest, dsn: str | None, ingest: bool = True) -> Completed:
+    """Run reframe, then store the report (spooled with the reason when it cannot be)."""
     from perfguard import db
-    from perfguard import verdict as vd
     from perfguard.ingest import RunMeta, ingest_paths
 
     outcome = run_reframe(request)
     if request.dry_run or not ingest:
-        print(f"report: {outcome.report}")
-        return outcome.returncode
+        return Completed(outcome.returncode, outcome.report, None, "not ingested")
     RunMeta(request.trigger, request.labels, library_revision()).save_beside(outcome.report)
-    dsn = db.resolve_dsn(request.state, dsn)
-    [result] = ingest_paths(request.state, dsn, [outcome.report], RunMeta())
-    if result.run_id is None:
-        print(f"perfguard: error: {result.message}", file=sys.stderr)
-        print(f"report kept: {outcome.report}; retry with `perfguard ingest --spool`",
+    [result] = ingest_paths(request.state, db.resolve_dsn(request.state, dsn),
+                            [outcome.report], RunMeta())
+    return Completed(outcome.returncode, outcome.report, result.run_id, result.message)
+
+
+def run_and_ingest(request: RunRequest, dsn: str | None, ingest: bool) -> int:
+    """`perfguard run`: run, ingest, print the verdict; exit code reframe's or the verdict's."""
+    from perfguard import db
+    from perfguard import verdict as vd
+
+    done = run_and_store(request, dsn, ingest)
+    if request.dry_run or not ingest:
+        print(f"report: {done.report}")
+        return done.returncode
+    if not done.stored:
+        print(f"perfguard: error: {done.message}", file=sys.stderr)
+        print(f"report kept: {done.report}; retry with `perfguard ingest --spool`",
               file=sys.stderr)
-        return outcome.returncode or 1
-    with db.connect(dsn) as conn:
-        lines = vd.verdict(conn, result.run_id)
-    print(f"\nperfguard verdict for run {result.run_id} (report {outcome.report}):")
+        return done.returncode or 1
+    with db.connect(db.resolve_dsn(request.state, dsn)) as conn:
+        lines = vd.verdict(conn, done.run_id)
+    print(f"\nperfguard verdict for run {done.run_id} (report {done.report}):")
     print(vd.render(lines))
-    return outcome.returncode or (1 if vd.failed(lines) else 0)
+    return done.returncode or (1 if vd.failed(lines) else 0)

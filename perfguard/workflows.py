@@ -1,0 +1,267 @@
+"""The admin workflows: the nightly acceptance run and the after-upgrade comparison."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from perfguard import db, paths
+from perfguard import fingerprint as fp
+from perfguard import verdict as vd
+from perfguard.cluster.layout import ClusterLayout
+from perfguard.errors import PerfguardError
+from perfguard.run import Completed, RunRequest, run_and_store
+
+SCRON_BEGIN = "# >>> perfguard nightly >>>"
+SCRON_END = "# <<< perfguard nightly <<<"
+
+
+@dataclass
+class Outcome:
+    """What a workflow tells the admin (and the webhook): run, verdict lines, status."""
+    completed: Completed
+    lines: list[vd.Line]
+    text: str
+
+    @property
+    def failed(self) -> bool:
+        return (not self.completed.stored or self.completed.returncode != 0
+                or vd.failed(self.lines))
+
+
+def _verdict(completed: Completed, dsn: str, baseline: str | None = None) -> tuple[list, str]:
+    if not completed.stored:
+        return [], (f"run not stored: {completed.message}; the report is kept in the spool "
+                    f"({completed.report.name})")
+    with db.connect(dsn) as conn:
+        lines = vd.verdict(conn, completed.run_id)
+        if baseline is None:
+            return lines, vd.render(lines)
+        before_id = vd.resolve_run(conn, baseline)
+        vd.with_baseline(lines, vd.verdict(conn, before_id))
+        changes = fp.diff(fp.fingerprints(conn, before_id),
+                          fp.fingerprints(conn, completed.run_id))
+    return lines, (vd.render(lines, show_baseline=True)
+                   + f"\n\nfingerprint changes since run {before_id}:\n" + fp.render(changes))
+
+
+# --- nightly ---------------------------------------------------------------------
+def nightly(state: Path, dsn: str | None, tags: tuple[str, ...], system: str,
+            labels: tuple[str, ...] = ()) -> Outcome:
+    dsn = db.resolve_dsn(state, dsn)
+    completed = run_and_store(RunRequest(state=state, system=system, tags=tags,
+                                         trigger="nightly", labels=labels), dsn)
+    lines, text = _verdict(completed, dsn)
+    header = f"perfguard nightly on {system}: run {completed.run_id}"
+    return Outcome(completed, lines, f"{header}\n{text}")
+
+
+def summary(outcome: Outcome, system: str) -> dict:
+    """The webhook's JSON payload."""
+    counts = {s: sum(1 for line in outcome.lines if line.status == s)
+              for s in (vd.PASS, vd.FAIL, vd.NO_REFERENCE, vd.TEST_FAILED)}
+    failures = [{"check": line.check, "params": line.params, "partition": line.partition,
+                 "metric": line.metric, "value": line.value, "reference": line.reference,
+                 "status": line.status, "detail": line.detail}
+                for line in outcome.lines if line.status in (vd.FAIL, vd.TEST_FAILED)]
+    return {"system": system, "run_id": outcome.completed.run_id,
+            "status": "fail" if outcome.failed else "pass", "counts": counts,
+            "failures": failures, "report": str(outcome.completed.report)}
+
+
+def notify_webhook(url: str, payload: dict) -> None:
+    request = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=15) as response:
+            response.read()
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise PerfguardError(f"webhook {url} failed: {exc}") from exc
+
+
+def notify_mail(command: str, subject_status: str, text: str) -> None:
+    result = subprocess.run(command, shell=True, input=f"{subject_status}\n\n{text}\n",
+                            text=True, capture_output=True, timeout=60)
+    if result.returncode != 0:
+        raise PerfguardError(f"mail command `{command}` failed ({result.returncode}): "
+                             f"{result.stderr.strip()}")
+
+
+# --- scrontab ----------------------------------------------------------------------
+def scrontab_entry(state: Path, schedule: str, arguments: list[str],
+                   partition: str | None = None) -> str:
+    """A scrontab block that runs `perfguard nightly` from the cluster itself."""
+    layout = ClusterLayout.load(state)
+    environment = {"PERFGUARD_STATE_DIR": str(state)}
+    if layout is not None:
+        environment.update(SLURM_CONF=str(layout.slurm_conf), PERFGUARD_DSN=layout.dsn)
+    exported = " ".join(f"{k}={shlex.quote(v)}" for k, v in environment.items())
+    command = " ".join([shlex.quote(str(Path(sys.executable).parent / "perfguard")),
+                        "nightly", *map(shlex.quote, arguments)])
+    lines = [SCRON_BEGIN, "#SCRON --job-name=perfguard-nightly",
+             f"#SCRON --output={state / 'log' / 'nightly-%j.log'}"]
+    if partition:
+        lines.append(f"#SCRON --partition={partition}")
+    lines += [f"{schedule} cd {shlex.quote(str(paths.REPO_ROOT))} && env {exported} {command}",
+              SCRON_END]
+    return "\n".join(lines) + "\n"
+
+
+def _current_scrontab(env: dict) -> str:
+    result = subprocess.run(["scrontab", "-l"], capture_output=True, text=True, env=env)
+    return result.stdout if result.returncode == 0 else ""
+
+
+def _without_our_block(text: str) -> str:
+    kept, inside = [], False
+    for line in text.splitlines():
+        if line.strip() == SCRON_BEGIN:
+            inside = True
+        elif line.strip() == SCRON_END:
+            inside = False
+        elif not inside:
+            kept.append(line)
+    return "\n".join(kept).strip()
+
+
+def install_scrontab(state: Path, entry: str | None) -> str:
+    """Replace perfguard's block in the user's scrontab (None removes it)."""
+    if shutil.which("scrontab") is None:
+        raise PerfguardError(
+            "scrontab is not installed (Debian's slurm-client 22.05 does not ship it): "
+            "print the entry with --print-scrontab for a host that has it, or schedule "
+            "from Slurm with `perfguard nightly --submit-recurring`")
+    layout = ClusterLayout.load(state)
+    env = layout.client_env() if layout else None
+    others = _without_our_block(_current_scrontab(env or {}))
+    content = "\n".join(part for part in (others, (entry or "").strip()) if part) + "\n"
+    target = state / "scrontab"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content)
+    result = subprocess.run(["scrontab", str(target)], capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise PerfguardError(f"scrontab refused the entry: {result.stderr.strip()} (Slurm "
+                             f"needs ScronParameters=enable in slurm.conf)")
+    return content
+
+
+# --- recurring batch job (Slurm-native, where scrontab is missing) --------------------
+JOB_NAME = "perfguard-nightly"
+
+
+def _cron_field(spec: str, low: int, high: int) -> set[int]:
+    values: set[int] = set()
+    for part in spec.split(","):
+        body, _, step = part.partition("/")
+        if body == "*":
+            start, end = low, high
+        elif "-" in body:
+            start, end = (int(x) for x in body.split("-"))
+        else:
+            start = end = int(body)
+        if start < low or end > high or start > end:
+            raise PerfguardError(f"cron field {spec!r}: {part!r} is outside {low}-{high}")
+        values.update(range(start, end + 1, int(step) if step else 1))
+    return values
+
+
+def next_occurrence(schedule: str, after: datetime) -> datetime:
+    """The first minute after ``after`` that the 5-field cron ``schedule`` matches."""
+    fields = schedule.split()
+    if len(fields) != 5:
+        raise PerfguardError(f"schedule {schedule!r}: expected 5 cron fields "
+                             f"(minute hour day month weekday)")
+    minutes, hours, days, months = (_cron_field(f, lo, hi) for f, (lo, hi) in zip(
+        fields[:4], ((0, 59), (0, 23), (1, 31), (1, 12))))
+    weekdays = {d % 7 for d in _cron_field(fields[4], 0, 7)}
+    moment = after.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    for _ in range(366 * 24 * 60):
+        if (moment.minute in minutes and moment.hour in hours and moment.month in months
+                and moment.day in days and (moment.isoweekday() % 7) in weekdays):
+            return moment
+        moment += timedelta(minutes=1)
+    raise PerfguardError(f"schedule {schedule!r} never matches within a year")
+
+
+def submit_recurring(state: Path, schedule: str, arguments: list[str],
+                     at: str | None = None, partition: str | None = None) -> str:
+    """Submit the nightly as a batch job that, once done, submits its next occurrence.
+
+    One pending job at a time (earlier pending ones are cancelled); ``at`` overrides the
+    first start (any sbatch --begin value, e.g. now+30).
+    """
+    layout = ClusterLayout.load(state)
+    env = layout.client_env() if layout else None
+    begin = at or next_occurrence(schedule, datetime.now()).strftime("%Y-%m-%dT%H:%M:%S")
+    perfguard = shlex.quote(str(Path(sys.executable).parent / "perfguard"))
+    exported = {"PERFGUARD_STATE_DIR": str(state)}
+    if layout is not None:
+        exported.update(SLURM_CONF=str(layout.slurm_conf), PERFGUARD_DSN=layout.dsn)
+    prefix = "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in exported.items())
+    again = [perfguard, "nightly", "--submit-recurring", "--schedule", shlex.quote(schedule),
+             *map(shlex.quote, arguments)]
+    script = (f"cd {shlex.quote(str(paths.REPO_ROOT))}; "
+              f"{prefix} {perfguard} nightly {' '.join(map(shlex.quote, arguments))}; "
+              f"{prefix} {' '.join(again)}")
+    subprocess.run(["scancel", f"--name={JOB_NAME}", "--state=PENDING"], env=env,
+                   capture_output=True)
+    command = ["sbatch", "--parsable", f"--job-name={JOB_NAME}", f"--begin={begin}",
+               f"--output={state / 'log' / 'nightly-%j.log'}",
+               "--wrap", script]
+    if partition:
+        command.insert(2, f"--partition={partition}")
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise PerfguardError(f"sbatch refused the nightly job: {result.stderr.strip()}")
+    return f"nightly job {result.stdout.strip()} will start at {begin}"
+
+
+def cancel_recurring(state: Path) -> None:
+    layout = ClusterLayout.load(state)
+    subprocess.run(["scancel", f"--name={JOB_NAME}"], capture_output=True,
+                   env=layout.client_env() if layout else None)
+
+
+# --- after an upgrade -----------------------------------------------------------------
+def excluded_nodes(state: Path, keep: str) -> str:
+    """The partition's nodes other than ``keep`` (Slurm hostlist) for sbatch --exclude."""
+    layout = ClusterLayout.load(state)
+    env = layout.client_env() if layout else None
+    wanted = subprocess.run(["scontrol", "show", "hostnames", keep], capture_output=True,
+                            text=True, env=env)
+    every = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
+                           env=env)
+    if wanted.returncode != 0 or every.returncode != 0:
+        raise PerfguardError(f"cannot resolve nodes {keep!r}: "
+                             f"{(wanted.stderr or every.stderr).strip()}")
+    keep_set = set(wanted.stdout.split())
+    unknown = keep_set - set(every.stdout.split())
+    if unknown:
+        raise PerfguardError(f"--nodes names nodes Slurm does not know: {sorted(unknown)}")
+    return ",".join(sorted(set(every.stdout.split()) - keep_set, key=fp.natural_key))
+
+
+def upgrade_check(state: Path, dsn: str | None, baseline: str, nodes: str | None,
+                  tags: tuple[str, ...], system: str) -> Outcome:
+    dsn = db.resolve_dsn(state, dsn)
+    with db.connect(dsn) as conn:
+        vd.resolve_run(conn, baseline)  # a wrong baseline fails before anything runs
+    extra: tuple[str, ...] = ()
+    if nodes:
+        others = excluded_nodes(state, nodes)
+        extra = ("-J", f"exclude={others}") if others else ()
+    completed = run_and_store(RunRequest(state=state, system=system, tags=tags, extra=extra,
+                                         trigger="upgrade", labels=("post-upgrade",)), dsn)
+    lines, text = _verdict(completed, dsn, baseline)
+    header = (f"perfguard upgrade check on {system}"
+              + (f" (nodes {nodes})" if nodes else "")
+              + f": run {completed.run_id} against baseline {baseline}")
+    return Outcome(completed, lines, f"{header}\n{text}")

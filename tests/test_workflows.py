@@ -1,0 +1,131 @@
+"""Nightly and after-upgrade workflows on the embedded cluster, through real Slurm."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import uuid
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from perfguard.errors import PerfguardError
+from perfguard.workflows import next_occurrence
+from tests.conftest import TEST_STATE, perfguard
+
+
+@pytest.fixture()
+def dsn(layout) -> str:
+    perfguard("db", "upgrade", "--dsn", layout.dsn, check=True)
+    return layout.dsn
+
+
+def wait_for_run(dsn: str, label: str, timeout: float) -> tuple:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute("SELECT id, trigger FROM run WHERE %s = ANY(labels)",
+                               (label,)).fetchone()
+        if row:
+            return row
+        time.sleep(2)
+    raise AssertionError(f"no run labelled {label} within {timeout}s")
+
+
+def test_recurring_nightly_runs_ingests_and_reschedules_without_anyone_typing(
+        dsn: str, layout) -> None:
+    label = f"scheduled-{uuid.uuid4().hex[:8]}"
+    submitted = perfguard("nightly", "--submit-recurring", "--at", "now+2", "-t", "sanity",
+                          "--label", label, state=TEST_STATE)
+    assert submitted.returncode == 0, submitted.stderr
+    try:
+        run_id, trigger = wait_for_run(dsn, label, 180)
+        assert trigger == "nightly"
+        verdict = perfguard("verdict", str(run_id), "--dsn", dsn)
+        assert verdict.returncode == 0 and "MpiHelloCheck" in verdict.stdout
+        deadline = time.monotonic() + 60
+        pending = ""
+        while time.monotonic() < deadline and "BeginTime" not in pending:
+            pending = subprocess.run(
+                ["squeue", "-h", "-n", "perfguard-nightly", "-t", "PENDING", "-o", "%r %S"],
+                env=layout.client_env(), capture_output=True, text=True).stdout
+            time.sleep(2)
+        assert "BeginTime" in pending and "T02:30:00" in pending  # the default schedule
+    finally:
+        perfguard("nightly", "--cancel-recurring", state=TEST_STATE)
+
+
+class Hook(BaseHTTPRequestHandler):
+    received: list = []
+
+    def do_POST(self):  # noqa: N802 - the http.server API
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        Hook.received.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_nightly_notifies_webhook_and_mail(dsn: str, tmp_path: Path) -> None:
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    mail = tmp_path / "mail.txt"
+    try:
+        result = perfguard("nightly", "-t", "sanity", "--webhook",
+                           f"http://127.0.0.1:{server.server_port}/hook",
+                           "--mail-cmd", f"cat > {mail}", state=TEST_STATE)
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stdout + result.stderr
+    [payload] = Hook.received
+    assert payload["status"] == "pass" and payload["counts"]["pass"] >= 1
+    assert payload["run_id"] and payload["failures"] == []
+    assert mail.read_text().startswith("perfguard nightly PASS")
+
+
+def test_scrontab_entry_and_missing_client(dsn: str) -> None:
+    printed = perfguard("nightly", "--print-scrontab", "--schedule", "15 3 * * 1-5",
+                        "--webhook", "https://chat.example/hook", state=TEST_STATE)
+    lines = printed.stdout.splitlines()
+    assert lines[1] == "#SCRON --job-name=perfguard-nightly"
+    command = lines[-2]
+    assert command.startswith("15 3 * * 1-5 cd ")
+    assert f"PERFGUARD_STATE_DIR={TEST_STATE}" in command
+    assert command.endswith("nightly --system local --webhook https://chat.example/hook")
+    installed = perfguard("nightly", "--install-scrontab", state=TEST_STATE)
+    if installed.returncode != 0:  # Debian's slurm-client has no scrontab binary
+        assert "scrontab is not installed" in installed.stderr
+
+
+def test_cron_schedule() -> None:
+    after = datetime(2026, 11, 21, 23, 59, 30)  # a Saturday
+    assert next_occurrence("30 2 * * *", after) == datetime(2026, 11, 22, 2, 30)
+    assert next_occurrence("0 1 * * 1-5", after) == datetime(2026, 11, 23, 1, 0)
+    assert next_occurrence("*/15 * * * *", after) == datetime(2026, 11, 22, 0, 0)
+    with pytest.raises(PerfguardError, match="expected 5 cron fields"):
+        next_occurrence("30 2 * *", after)
+
+
+def test_upgrade_check_on_chosen_nodes_against_labelled_baseline(dsn: str) -> None:
+    baseline = perfguard("run", "-n", "MpiHelloCheck", "--label", "pre-upgrade",
+                         state=TEST_STATE)
+    assert baseline.returncode == 0, baseline.stdout
+    result = perfguard("upgrade-check", "--baseline", "pre-upgrade", "--nodes", "node[2-3]",
+                       "-t", "sanity", state=TEST_STATE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "against baseline pre-upgrade" in result.stdout
+    assert "baseline" in result.stdout and "fingerprint changes since run" in result.stdout
+    with psycopg.connect(dsn) as conn:
+        trigger, nodes = conn.execute(
+            "SELECT r.trigger, tc.nodelist FROM run r JOIN testcase tc ON tc.run_id = r.id "
+            "WHERE 'post-upgrade' = ANY(r.labels) ORDER BY r.id DESC LIMIT 1").fetchone()
+    assert trigger == "upgrade" and set(nodes) <= {"node2", "node3"}
+    wrong = perfguard("upgrade-check", "--baseline", "no-such-label", state=TEST_STATE)
+    assert wrong.returncode == 2 and "no run matches 'no-such-label'" in wrong.stderr
