@@ -9,7 +9,11 @@
 3. Replicates the stored run in SQL until 20 million samples span one year of runs.
 4. Times the verdict of one run and a single-metric time series over one year.
 
-Targets (2 cores): ingest ≥ 100,000 samples/s; verdict < 1 s; series < 150 ms.
+5. Times every Grafana dashboard query (panels, annotation, variables), expanded as
+   Grafana does, over the last 90 days.
+
+Targets (2 cores): ingest ≥ 100,000 samples/s; verdict < 1 s; series and every
+dashboard query < 150 ms.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfguard import db, paths  # noqa: E402
+from perfguard import dashboards, db, paths  # noqa: E402
 from perfguard import verdict as vd  # noqa: E402
 from perfguard.ingest import RunMeta, ingest_report  # noqa: E402
 
@@ -181,6 +186,26 @@ def run(dsn: str, target_samples: int) -> None:
         print(f"time series (one system/check/metric/variant, one year, {points} points): "
               f"median {statistics.median(series_times) * 1000:.1f} ms, "
               f"max {max(series_times) * 1000:.1f} ms")
+        time_dashboards(conn, newest)
+
+
+def time_dashboards(conn: psycopg.Connection, newest_run: int) -> None:
+    variant = conn.execute("SELECT params::text FROM testcase WHERE check_name = 'SynthCheck7' "
+                           "AND params->>'variant' = '42' LIMIT 1").fetchone()[0]
+    variables = {"system": "bench", "partition": ["gpu"], "check": "SynthCheck7",
+                 "metric": "bandwidth", "variant": variant, "node": ["n1", "n2"],
+                 "run": str(newest_run)}
+    end = datetime.now(timezone.utc)
+    worst = 0.0
+    for query in dashboards.queries():
+        sql = dashboards.expand(query.sql, variables, end - timedelta(days=90), end)
+        durations = timed(lambda sql=sql: conn.execute(sql).fetchall(), 5)
+        rows = len(conn.execute(sql).fetchall())
+        median = statistics.median(durations) * 1000
+        worst = max(worst, median)
+        print(f"dashboard {query.panel[:58]:<58} {query.ref:<4} {rows:>6} rows  "
+              f"median {median:7.1f} ms  max {max(durations) * 1000:7.1f} ms")
+    print(f"slowest dashboard query (median): {worst:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ COMMANDS = [
     ["run"], ["demo"], ["db"], ["db", "upgrade"], ["db", "status"], ["ingest"],
     ["thresholds"], ["thresholds", "set"], ["thresholds", "list"], ["thresholds", "history"],
     ["thresholds", "show"], ["thresholds", "import"], ["thresholds", "export"],
-    ["thresholds", "derive"], ["verdict"],
+    ["thresholds", "derive"], ["verdict"], ["topology"], ["topology", "detect"],
+    ["spack"], ["spack", "check"], ["spack", "install"], ["fingerprint"],
+    ["fingerprint", "diff"], ["nightly"], ["upgrade-check"], ["cluster", "env"],
 ]
 
 

@@ -17,6 +17,14 @@ FINGERPRINT = ("srun -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES --ntasks-pe
                "--cpu-bind=none bash fingerprint.sh > fingerprints.txt 2>/dev/null || true")
 
 
+def sbatch(*extra: str, tasks: int = 2, per_node: int = 1) -> list[str]:
+    """The #SBATCH lines every OMB job has, then the partition's own."""
+    return [f"#SBATCH --ntasks={tasks}", f"#SBATCH --ntasks-per-node={per_node}",
+            "#SBATCH --cpus-per-task=1", "#SBATCH --output=rfm_job.out",
+            "#SBATCH --error=rfm_job.err", "#SBATCH --partition=gpu",
+            *(f"#SBATCH {option}" for option in extra)]
+
+
 def body(lines: list[str]) -> list[str]:
     """The script without the shebang and the job-name/output lines that carry hashes."""
     return [line for line in lines[1:] if not line.startswith("#SBATCH --job-name")]
@@ -37,13 +45,7 @@ def seed_view() -> str:
 def test_seed000_gpudirect_through_pix_hca(seed_view: str) -> None:
     assert pt2pt("seedfdr", hca="mlx4_0", bench="osu_bw", transfer="D-D-gdr",
                  placement="inter") == [
-        "#SBATCH --ntasks=2",
-        "#SBATCH --ntasks-per-node=1",
-        "#SBATCH --cpus-per-task=1",
-        "#SBATCH --output=rfm_job.out",
-        "#SBATCH --error=rfm_job.err",
-        "#SBATCH --partition=gpu",
-        "#SBATCH --gres=gpu:1",
+        *sbatch("--gres=gpu:1"),
         f"export PATH={seed_view.split('/libexec')[0]}/bin:$PATH",
         "export CUDA_VISIBLE_DEVICES=0",
         "export OMPI_MCA_btl=openib,self,vader",
@@ -75,14 +77,7 @@ def test_seed000_host_buffers_take_no_gpu(seed_view: str) -> None:
 def test_ndr_hca_on_second_socket_pins_cores_gpu_and_ucx_device() -> None:
     assert pt2pt("ndr4x4", hca="mlx5_3", bench="osu_bw", transfer="D-D-gdr",
                  placement="inter") == [
-        "#SBATCH --ntasks=2",
-        "#SBATCH --ntasks-per-node=1",
-        "#SBATCH --cpus-per-task=1",
-        "#SBATCH --output=rfm_job.out",
-        "#SBATCH --error=rfm_job.err",
-        "#SBATCH --partition=gpu",
-        "#SBATCH --exclusive",
-        "#SBATCH --gres=gpu:4",
+        *sbatch("--exclusive", "--gres=gpu:4"),
         "export CUDA_VISIBLE_DEVICES=3",
         "export UCX_NET_DEVICES=mlx5_3:1",
         "export UCX_IB_GPU_DIRECT_RDMA=yes",

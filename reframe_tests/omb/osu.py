@@ -95,6 +95,19 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, BinaryProv
     def expected_max_size(self) -> int | None:
         return self.max_size
 
+    @performance_function("us")
+    def latency(self):
+        """Small-message latency (the only row where there is no size, as osu_barrier)."""
+        return self.result.at("latency", self.small_size if self.result.sizes else None)
+
+    @performance_function("MB/s")
+    def bandwidth(self):
+        return self.result.at("bandwidth", self.max_size)
+
+    @performance_function("msg/s")
+    def message_rate(self):
+        return self.result.at("message_rate", self.small_size)
+
 
 @rfm.simple_test
 class OsuPt2PtCheck(OsuBenchmark):
@@ -121,14 +134,6 @@ class OsuPt2PtCheck(OsuBenchmark):
         if self.device_buffers:
             options += ["-d", "cuda", *self.transfer.split("-")[:2]]
         return options
-
-    @performance_function("us")
-    def latency(self):
-        return self.result.at("latency", self.small_size)
-
-    @performance_function("MB/s")
-    def bandwidth(self):
-        return self.result.at("bandwidth", self.max_size)
 
     @performance_function("")
     def line_rate_fraction(self):
@@ -169,13 +174,10 @@ class OsuMultiPairCheck(OsuBenchmark):
             raise SanityError(f"osu_mbw_mr ran {self.result.pairs} pairs, expected {self.pairs}")
         return True
 
-    @performance_function("MB/s")
-    def bandwidth(self):
-        return self.result.at("bandwidth", self.max_size)
-
-    @performance_function("msg/s")
-    def message_rate(self):
-        return self.result.at("message_rate", self.small_size)
+    @run_before("performance")
+    def key_figures(self):
+        self.perf_variables = {"bandwidth": self.bandwidth(),
+                               "message_rate": self.message_rate()}
 
 
 @rfm.simple_test
@@ -216,7 +218,6 @@ class OsuCollectiveCheck(OsuBenchmark):
                 self.record_series(metric, unit, values)
         return True
 
-    @performance_function("us")
-    def latency(self):
-        size = None if self.benchmark == "osu_barrier" else self.small_size
-        return self.result.at("latency", size)
+    @run_before("performance")
+    def key_figures(self):
+        self.perf_variables = {"latency": self.latency()}
