@@ -74,6 +74,9 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta) -> Ingest
             run_id = _insert_run(conn, report, meta)
             samples = _copy_testcases(conn, run_id, report)
             _insert_fingerprints(conn, run_id, report)
+            conn.execute("UPDATE run SET missed_thresholds = (SELECT count(*) FROM key_verdict "
+                         "WHERE run_id = %(id)s AND status = 'fail') WHERE id = %(id)s",
+                         {"id": run_id})
     except psycopg.Error as exc:
         raise PerfguardError(f"{path}: database rejected the report: {exc}".strip()) from exc
     return IngestResult(path, run_id, True, len(report.testcases), samples)

@@ -79,6 +79,12 @@ WHERE (f.kernel, f.ofed, f.rdma_core, f.hcas, f.gpu_driver, f.mpi, f.ucx, f.spac
 
 CREATE INDEX fingerprint_node ON fingerprint (node_id);
 
+-- Key figures that missed their threshold, counted when the run is ingested. Threshold
+-- history is append-only (a change opens a new row from now on), so the count of a
+-- stored run does not change later; the run history panel reads it instead of judging
+-- every key figure of every run in view again.
+ALTER TABLE run ADD COLUMN missed_thresholds integer;
+
 -- Grafana reads through a role that can only SELECT. It is created without a
 -- password; the admin sets one (ALTER ROLE perfguard_grafana PASSWORD '…') and puts it
 -- in Grafana's environment as PERFGUARD_GRAFANA_PASSWORD (docs/grafana.md).
