@@ -111,6 +111,7 @@ def replicate(conn: psycopg.Connection, run_id: int, copies: int) -> None:
                    FROM sample s JOIN idmap m ON m.old_id = s.testcase_id""")
         print(f"  replicated {copy}/{copies}", end="\r", flush=True)
     print()
+    conn.execute("SELECT brin_summarize_new_values('sample_testcase_brin')")
     conn.execute("ANALYZE")
     conn.commit()
 

@@ -77,6 +77,9 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta) -> Ingest
             conn.execute("UPDATE run SET missed_thresholds = (SELECT count(*) FROM key_verdict "
                          "WHERE run_id = %(id)s AND status = 'fail') WHERE id = %(id)s",
                          {"id": run_id})
+            # New sample pages sit in unsummarized BRIN ranges, which every curve lookup
+            # would scan until autovacuum gets to them: summarize them now.
+            conn.execute("SELECT brin_summarize_new_values('sample_testcase_brin')")
     except psycopg.Error as exc:
         raise PerfguardError(f"{path}: database rejected the report: {exc}".strip()) from exc
     return IngestResult(path, run_id, True, len(report.testcases), samples)
