@@ -6,6 +6,7 @@ PostgreSQL beside them; ``down`` walks the list backwards.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import secrets
@@ -211,9 +212,28 @@ def _as_postgres(argv: list[str], layout: ClusterLayout, **kwargs):
     return run(["runuser", "-u", POSTGRES_USER, "--", *argv], **kwargs)
 
 
+def _postgres_home(layout: ClusterLayout) -> Path:
+    """A directory the postgres user can reach: STATE/postgres, or — when the state dir
+    sits below a directory postgres may not enter (a checkout in /root) — one under
+    /var/lib/perfguard that STATE/postgres links to."""
+    wanted = layout.postgres_dir
+    if wanted.is_symlink() or run(["runuser", "-u", POSTGRES_USER, "--", "test", "-x",
+                                   str(layout.state)], check=False).returncode == 0:
+        return wanted.resolve()
+    digest = hashlib.sha256(str(layout.state).encode()).hexdigest()[:12]
+    home = Path("/var/lib/perfguard") / f"state-{digest}" / "postgres"
+    home.mkdir(parents=True, exist_ok=True)
+    for directory in (home.parent.parent, home.parent):
+        directory.chmod(0o755)
+    if wanted.exists() and not wanted.is_symlink():
+        shutil.rmtree(wanted)
+    wanted.symlink_to(home)
+    return home
+
+
 def start_postgres(layout: ClusterLayout) -> None:
     _require_postgres_user()
-    pg = layout.postgres_dir
+    pg = _postgres_home(layout)
     data = pg / "data"
     if not (data / "PG_VERSION").exists():
         pg.mkdir(parents=True, exist_ok=True)
@@ -249,7 +269,7 @@ def _require_postgres_user() -> None:
 
 
 def _psql(layout: ClusterLayout, sql: str, db: str = "postgres", check: bool = True):
-    return run(["psql", "-h", str(layout.postgres_dir), "-p", str(layout.postgres_port),
+    return run(["psql", "-h", str(layout.postgres_dir.resolve()), "-p", str(layout.postgres_port),
                 "-U", "postgres", "-d", db, "-v", "ON_ERROR_STOP=1", "-tAc", sql], check=check)
 
 
