@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reframe_tests.common.binding import mask_of, srun_masks
+from reframe_tests.common.binding import SrunBinding, binding_errors, mask_of, srun_masks
 from reframe_tests.ucx import parser as ucx
 from tests.conftest import DATA
 
@@ -39,5 +39,14 @@ def test_srun_verbose_masks() -> None:
     stderr = ("cpu-bind=MASK - node2, task  1  0 [6091]: mask 0x2 set\n"
               "cpu-bind=MASK - node1, task  0  0 [6090]: mask 0x1 set\n"
               "cpu-bind=MASK - node3, task  2  0 [7000]: mask 0xff00 set FAILED\n")
-    assert srun_masks(stderr) == {0: ("node1", 0x1), 1: ("node2", 0x2), 2: ("node3", 0xff00)}
+    assert srun_masks(stderr) == {0: SrunBinding("node1", 0, 0x1), 1: SrunBinding("node2", 0, 0x2),
+                                  2: SrunBinding("node3", 0, 0xff00)}
     assert mask_of([0, 1, 8]) == 0x103
+
+
+def test_binding_errors_name_task_and_masks() -> None:
+    stderr = ("cpu-bind=MASK - node1, task  0  0 [1]: mask 0x1 set\n"
+              "cpu-bind=MASK - node1, task  1  1 [2]: mask 0x4 set\n")
+    assert binding_errors(stderr, 2, [0, 1]) == [
+        "task 1 (local rank 1) on node1: mask 0x4, expected 0x2"]
+    assert binding_errors(stderr, 3, []) == ["srun reported no cpu-bind mask for task 2"]

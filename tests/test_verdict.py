@@ -38,8 +38,9 @@ def test_verdict_fails_when_threshold_valid_at_run_time_is_missed(
     ingest_paths(tmp_path, migrated_dsn, [demo_report], RunMeta())
     result = perfguard("verdict", "--dsn", migrated_dsn)
     assert result.returncode == 1
-    rows = {line.split()[2]: line for line in result.stdout.splitlines()
-            if line.startswith("UcxPerftestCheck")}
+    rows = {word: line for line in result.stdout.splitlines()
+            if line.startswith("UcxPerftestCheck") for word in line.split()
+            if word.startswith("%test=")}
     assert rows["%test=tag_bw"].rstrip().endswith("fail")
     assert rows["%test=tag_lat"].rstrip().endswith("pass")
     assert "1 fail" in result.stdout
