@@ -24,6 +24,9 @@ REQUIRED_BINARIES = {
     "sinfo": "slurm-client",
     "sacct": "slurm-client",
     "sacctmgr": "slurm-client",
+    "scontrol": "slurm-client",
+    "mariadb": "mariadb-client",
+    "psql": "postgresql-client",
     "mpicc": "libopenmpi-dev",
     "unshare": "util-linux",
     "runuser": "util-linux",
@@ -166,6 +169,8 @@ def run(argv: Sequence[str], env: dict[str, str] | None = None, check: bool = Tr
                                 timeout=timeout, input=input)
     except subprocess.TimeoutExpired as exc:
         raise PerfguardError(f"`{' '.join(argv)}` did not finish within {timeout}s") from exc
+    except FileNotFoundError as exc:
+        raise PerfguardError(f"`{argv[0]}` is not installed: run `{SETUP_COMMAND}`") from exc
     if check and result.returncode != 0:
         output = (result.stderr or result.stdout).strip()
         raise PerfguardError(f"`{' '.join(argv)}` failed ({result.returncode}): {output}")
