@@ -18,7 +18,6 @@ import reframe.utility.udeps as udeps
 from reframe.core.builtins import (
     parameter,
     performance_function,
-    require_deps,
     run_after,
     run_before,
     sanity_function,
@@ -133,7 +132,3 @@ class HimenoCheck(rfm.RegressionTest, SrunLaunch, BinaryProvider, RecordsSamples
     def efficiency(self):
         base = self.smallest_run()
         return self.result.mflops / base.result.mflops / (self.num_tasks / base.num_tasks)
-
-    @require_deps
-    def baseline_ran(self):
-        """The smallest run must have passed before speed-up can be computed."""
