@@ -71,9 +71,10 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta) -> Ingest
             if existing:
                 return IngestResult(path, existing[0], False,
                                     message=f"session {report.session_uuid} already stored")
-            run_id = _insert_run(conn, report, meta)
-            samples = _copy_testcases(conn, run_id, report)
-            _insert_fingerprints(conn, run_id, report)
+            system = system_id(conn, _report_system(report))
+            run_id = _insert_run(conn, system, report, meta)
+            samples = _copy_testcases(conn, system, run_id, report)
+            _insert_fingerprints(conn, system, run_id, report)
             conn.execute("UPDATE run SET missed_thresholds = (SELECT count(*) FROM key_verdict "
                          "WHERE run_id = %(id)s AND status = 'fail') WHERE id = %(id)s",
                          {"id": run_id})
@@ -107,16 +108,21 @@ def node_id(conn: psycopg.Connection, system: int, name: str) -> int:
     return _id(conn, "node", {"system_id": system, "name": name})
 
 
-def _insert_run(conn: psycopg.Connection, report: Report, meta: RunMeta) -> int:
+def _report_system(report: Report) -> str:
+    """The one system a report's test cases ran on."""
     systems = {tc.system for tc in report.testcases} or {"unknown"}
     if len(systems) > 1:
         raise PerfguardError(f"{report.path}: one report, several systems {sorted(systems)}")
+    return systems.pop()
+
+
+def _insert_run(conn: psycopg.Connection, system: int, report: Report, meta: RunMeta) -> int:
     return conn.execute(
         """INSERT INTO run (session_uuid, system_id, started_at, finished_at, reframe_version,
                             cmdline, library_revision, trigger, labels, hostname, username,
                             report_path)
            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id""",
-        (report.session_uuid, system_id(conn, systems.pop()), report.started, report.finished,
+        (report.session_uuid, system, report.started, report.finished,
          report.reframe_version, report.cmdline, meta.library_revision, meta.trigger,
          list(meta.labels), report.hostname, report.user, str(report.path)),
     ).fetchone()[0]
@@ -149,11 +155,10 @@ def _canonical(coords: dict) -> str:
     return json.dumps(coords, sort_keys=True)
 
 
-def _copy_testcases(conn: psycopg.Connection, run_id: int, report: Report) -> int:
+def _copy_testcases(conn: psycopg.Connection, system: int, run_id: int, report: Report) -> int:
     """COPY test cases with ids drawn up front, then COPY their samples."""
     if not report.testcases:
         return 0
-    system = system_id(conn, report.testcases[0].system)
     partitions = {name: _id(conn, "partition", {"system_id": system, "name": name})
                   for name in {tc.partition for tc in report.testcases}}
     environs = {name: _id(conn, "environ", {"name": name})
@@ -221,7 +226,8 @@ FINGERPRINT_FIELDS = ("kernel", "os", "rdma_core", "ofed", "gpu_driver", "mpi", 
                       "spack_lock_hash")
 
 
-def _insert_fingerprints(conn: psycopg.Connection, run_id: int, report: Report) -> None:
+def _insert_fingerprints(conn: psycopg.Connection, system: int, run_id: int,
+                         report: Report) -> None:
     """Fingerprints per node; several test cases on one node record it once (first wins)."""
     seen: set[str] = set()
     for tc in report.testcases:
@@ -229,7 +235,6 @@ def _insert_fingerprints(conn: psycopg.Connection, run_id: int, report: Report) 
             if node in seen:
                 continue
             seen.add(node)
-            system = system_id(conn, tc.system)
             extra = {k: v for k, v in fp.items()
                      if k not in FINGERPRINT_FIELDS + ("hcas", "gpus", "collected_at")}
             conn.execute(

@@ -77,7 +77,6 @@ def run_environment(request: RunRequest) -> dict[str, str]:
     env["PERFGUARD_STATE_DIR"] = str(request.state)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(paths.REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env["PERFGUARD_TRIGGER"] = request.trigger
     if request.system == EMBEDDED_SYSTEM:
         layout = ClusterLayout.load(request.state)
         if layout is None and not request.dry_run:

@@ -10,16 +10,9 @@ import json
 import os
 from pathlib import Path
 
-SITE_DIR = Path(__file__).resolve().parent
-REPO_ROOT = SITE_DIR.parent
-
-
-def _state_dir() -> Path:
-    explicit = os.environ.get("PERFGUARD_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_STATE_HOME")
-    return Path(xdg) / "perfguard" if xdg else REPO_ROOT / ".state"
+from perfguard.paths import REPO_ROOT, SITE_CONFIG_DIR
+from perfguard.paths import state_dir as _state_dir
+from perfguard.topology import load_systems
 
 
 def _cluster_record() -> dict:
@@ -78,10 +71,9 @@ def embedded_system() -> dict:
 
 def topology_systems() -> list:
     """One ReFrame system per topology file in site_config/systems/."""
-    from perfguard.topology import load_systems
 
     systems = []
-    for system in load_systems(SITE_DIR / "systems"):
+    for system in load_systems(SITE_CONFIG_DIR / "systems"):
         partitions = []
         for part in system.partitions:
             partitions.append({

@@ -208,7 +208,7 @@ def nodes_pids(layout: ClusterLayout) -> list[int]:
 
 
 # --- PostgreSQL -------------------------------------------------------------
-def _as_postgres(argv: list[str], layout: ClusterLayout, **kwargs):
+def _as_postgres(argv: list[str], **kwargs):
     return run(["runuser", "-u", POSTGRES_USER, "--", *argv], **kwargs)
 
 
@@ -239,7 +239,7 @@ def start_postgres(layout: ClusterLayout) -> None:
         pg.mkdir(parents=True, exist_ok=True)
         shutil.chown(pg, POSTGRES_USER, POSTGRES_USER)
         _as_postgres([str(POSTGRES_BIN / "initdb"), "-D", str(data), "-U", "postgres",
-                      "--auth=trust", "--encoding=UTF8", "--no-instructions"], layout,
+                      "--auth=trust", "--encoding=UTF8", "--no-instructions"],
                      timeout=180)
     log = layout.log_file("postgresql")
     log.parent.mkdir(parents=True, exist_ok=True)
