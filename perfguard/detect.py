@@ -66,6 +66,9 @@ def parse_ibv_devinfo(text: str) -> list[dict[str, Any]]:
             ports[-1]["width"] = int(re.match(r"(\d+)X", value).group(1))
         elif ports and key == "active_speed":
             ports[-1]["lane_gbps"] = float(re.match(r"([\d.]+)", value).group(1))
+            named = re.search(r"\((\w+)\)", value)  # "10.0 Gbps (FDR10)"
+            if named:
+                ports[-1]["speed"] = named.group(1)
     for port in ports:
         if "width" in port and "lane_gbps" in port:
             port["rate_gbps"] = round(port.pop("width") * port.pop("lane_gbps"), 2)
@@ -150,7 +153,8 @@ def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str) -> 
     node = {
         "numa": [{"id": node, "cpus": _compact(cpus)} for node, cpus in sorted(found.numa.items())],
         "hcas": [{"name": h["name"], "port": h["port"], "link_layer": h.get("link_layer", ""),
-                  "rate_gbps": h.get("rate_gbps", 0), "numa": h["numa"]}
+                  "rate_gbps": h.get("rate_gbps", 0), "numa": h["numa"],
+                  **({"speed": h["speed"]} if h.get("speed") else {})}
                  for h in found.hcas if h.get("state") == "PORT_ACTIVE"],
         "gpus": [{"index": g["index"], "numa": g["numa"],
                   "affinity": {k: v for k, v in g["affinity"].items() if k in hca_names}}

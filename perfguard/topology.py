@@ -19,7 +19,7 @@ from perfguard.errors import PerfguardError
 
 #: PCIe affinity between a GPU and an HCA, best first (nvidia-smi topo -m legend).
 AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
-PROVIDER_KINDS = ("spack", "prefix", "system")
+PROVIDER_KINDS = ("spack", "prefix", "system", "replay")
 
 
 @dataclass(frozen=True)
@@ -36,15 +36,32 @@ class Hca:
     rate_gbps: float
     numa: int
     gid_index: int | None = None
+    #: IB speed name as ibv_devinfo/sysfs show it (QDR, FDR10, FDR, EDR, HDR, NDR);
+    #: needed where the rate alone is ambiguous: 4X QDR and 4X FDR10 both say 40.
+    speed: str = ""
+
+    @property
+    def rdma(self) -> bool:
+        """An RDMA port (InfiniBand or RoCE), as opposed to a plain network interface."""
+        return self.link_layer.lower() in ("infiniband", "ethernet")
 
     @property
     def data_rate_gbps(self) -> float:
-        """Payload rate: QDR and below use 8b/10b; FDR ("56") signals 4 × 14.0625 Gb/s
-        with 64b/66b; EDR and later report the data rate already (100, 200, 400)."""
-        if self.rate_gbps <= 40:
+        """Payload rate of the port.
+
+        SDR/DDR/QDR signal at the nominal rate with 8b/10b (4X QDR: 40 → 32 Gb/s).
+        FDR10 signals 10.3125 Gbaud per lane with 64b/66b: its nominal 40 is the data
+        rate. FDR signals 14.0625 Gbaud with 64b/66b (4X: 56 → 54.5). EDR and later
+        report the data rate already (100, 200, 400). Without a speed name a rate
+        of 40 or less is taken as 8b/10b and 56 as FDR.
+        """
+        speed = self.speed.upper()
+        if speed == "FDR10":
+            return self.rate_gbps
+        if speed == "FDR" or (not speed and self.rate_gbps == 56):
+            return self.rate_gbps / 14 * 14.0625 * 64 / 66
+        if speed in ("SDR", "DDR", "QDR") or (not speed and self.rate_gbps <= 40):
             return self.rate_gbps * 8 / 10
-        if self.rate_gbps == 56:
-            return 4 * 14.0625 * 64 / 66
         return self.rate_gbps
 
 
@@ -69,13 +86,19 @@ class NodeTopology:
         raise PerfguardError(f"no HCA {name!r} in this partition "
                              f"(has {[h.name for h in self.hcas]})")
 
+    @property
+    def cores(self) -> int:
+        return sum(len(d.cpus) for d in self.numa)
+
     def cores_near(self, hca: Hca, count: int) -> list[int]:
-        """The first ``count`` cores of the HCA's NUMA domain."""
-        domain = next((d for d in self.numa if d.id == hca.numa), None)
-        if domain is None or len(domain.cpus) < count:
-            raise PerfguardError(f"HCA {hca.name}: NUMA domain {hca.numa} has no "
-                                 f"{count} cores in the topology")
-        return list(domain.cpus[:count])
+        """``count`` cores, those of the HCA's NUMA domain first, then the other domains
+        by distance (intra-node pairs and multi-pair runs may need more than one domain)."""
+        domains = sorted(self.numa, key=lambda d: (abs(d.id - hca.numa), d.id))
+        cores = [cpu for domain in domains for cpu in domain.cpus]
+        if len(cores) < count:
+            raise PerfguardError(f"HCA {hca.name}: {count} cores requested, the node has "
+                                 f"{len(cores)} in the topology")
+        return cores[:count]
 
     def closest_gpu(self, hca: Hca) -> Gpu | None:
         """The GPU with the best PCIe affinity to the HCA (PIX before PXB before PHB …)."""
@@ -106,7 +129,7 @@ class Partition:
 
     @property
     def cpus_per_node(self) -> int:
-        return sum(len(d.cpus) for d in self.node.numa)
+        return self.node.cores
 
 
 @dataclass(frozen=True)
@@ -159,7 +182,7 @@ def _node(data: dict, where: str) -> NodeTopology:
                      port=int(h.get("port", 1)), link_layer=str(h.get("link_layer", "InfiniBand")),
                      rate_gbps=float(h.get("rate_gbps", 0)),
                      numa=int(_require(h, "numa", f"{where}.hcas[{i}]")),
-                     gid_index=h.get("gid_index"))
+                     gid_index=h.get("gid_index"), speed=str(h.get("speed", "")))
                  for i, h in enumerate(data.get("hcas") or []))
     gpus = tuple(Gpu(index=int(_require(g, "index", f"{where}.gpus[{i}]")),
                      model=str(g.get("model", "")), numa=int(g.get("numa", 0)),
@@ -190,6 +213,8 @@ def _partition(data: dict, where: str) -> Partition:
     features = list(data.get("features") or [])
     features += [f"hca_{h.name}" for h in node.hcas]
     if node.hcas:
+        features.append("hcas")
+    if any(h.rdma for h in node.hcas):
         features.append("ib")
     if node.gpus:
         features.append("gpu")

@@ -16,17 +16,23 @@ from psycopg.rows import dict_row
 from perfguard.errors import PerfguardError
 
 PASS, FAIL, NO_REFERENCE, TEST_FAILED = "pass", "fail", "no-reference", "test-failed"
+#: A test case that did not run (shape, provider, failed dependency): neither passed nor
+#: failed. One that failed the way a reference said it would: expected-failure.
+SKIPPED, EXPECTED_FAILURE = "skipped", "expected-failure"
+#: Every state, in the order the summary counts them; only FAILING ones fail a run.
+STATES = (PASS, FAIL, TEST_FAILED, NO_REFERENCE, EXPECTED_FAILURE, SKIPPED)
+FAILING = (FAIL, TEST_FAILED)
 
 # Key figures come from the key_verdict view (the one matching rule, shared with the
 # dashboards); curve points are judged only where a point-threshold names them.
 VERDICT_SQL = """
 SELECT k.testcase_id, k.check_name, k.params, k.partition, k.environ,
-       k.result AS test_result, k.fail_reason, k.metric, k.unit, k.value,
+       k.testcase_state, k.fail_reason, k.metric, k.unit, k.value,
        '{}'::jsonb AS point, k.threshold_id, k.reference, k.lower_limit, k.upper_limit,
        k.status
 FROM key_verdict k WHERE k.run_id = %(run_id)s
 UNION ALL
-SELECT tc.id, tc.check_name, tc.params, p.name, e.name, tc.result, tc.fail_reason,
+SELECT tc.id, tc.check_name, tc.params, p.name, e.name, tc.state, tc.fail_reason,
        m.name, m.unit, s.value, pt.coords, th.id, th.reference, th.lower_limit,
        th.upper_limit,
        CASE WHEN (th.lower_limit IS NULL OR s.value >= th.lower_limit)
@@ -34,7 +40,7 @@ SELECT tc.id, tc.check_name, tc.params, p.name, e.name, tc.result, tc.fail_reaso
             THEN 'pass' ELSE 'fail' END
 FROM run r
 JOIN system sy ON sy.id = r.system_id
-JOIN testcase tc ON tc.run_id = r.id
+JOIN judged_testcase tc ON tc.run_id = r.id
 JOIN partition p ON p.id = tc.partition_id
 JOIN environ e ON e.id = tc.environ_id
 JOIN LATERAL (
@@ -53,8 +59,8 @@ ORDER BY 2, 3, 4, 5, 8
 
 TESTCASES_WITHOUT_SAMPLES = """
 SELECT tc.id AS testcase_id, tc.check_name, tc.params, p.name AS partition,
-       e.name AS environ, tc.result AS test_result, tc.fail_reason
-FROM testcase tc JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id
+       e.name AS environ, tc.state AS testcase_state, tc.fail_reason
+FROM judged_testcase tc JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id
 WHERE tc.run_id = %(run_id)s
   AND NOT EXISTS (SELECT 1 FROM sample s WHERE s.testcase_id = tc.id AND s.point_id = 0)
 ORDER BY tc.check_name, tc.params::text
@@ -112,16 +118,17 @@ def verdict(conn: psycopg.Connection, run_id: int) -> list[Line]:
     lines = [_line(row) for row in cursor.execute(VERDICT_SQL, {"run_id": run_id})]
     for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
-                          "-", None, "", {}, None, None, None,
-                          PASS if row["test_result"] == "pass" else TEST_FAILED,
+                          "-", None, "", {}, None, None, None, row["testcase_state"],
                           row["fail_reason"] or ""))
     return lines
 
 
 def _line(row: dict) -> Line:
+    """A missed threshold stays a fail; otherwise a test case that did not pass shows its
+    own state (its figures are not to be trusted as a pass)."""
     status = row["status"]
-    if row["test_result"] not in ("pass", "success") and status != FAIL:
-        status = TEST_FAILED if row["test_result"] == "fail" else status
+    if row["testcase_state"] != PASS and status != FAIL:
+        status = row["testcase_state"]
     return Line(row["check_name"], row["params"], row["partition"], row["environ"],
                 row["metric"], row["value"], row["unit"], row["point"], row["reference"],
                 row["lower_limit"], row["upper_limit"], status, row["fail_reason"] or "")
@@ -135,7 +142,12 @@ def with_baseline(lines: list[Line], baseline: list[Line]) -> list[Line]:
 
 
 def failed(lines: list[Line]) -> bool:
-    return any(line.status in (FAIL, TEST_FAILED) for line in lines)
+    """A run fails on a real failure only: skipped and expected failures do not count."""
+    return any(line.status in FAILING for line in lines)
+
+
+def counts(lines: list[Line]) -> dict[str, int]:
+    return {state: sum(1 for line in lines if line.status == state) for state in STATES}
 
 
 def _num(value: float | None) -> str:
@@ -162,7 +174,5 @@ def render(lines: list[Line], show_baseline: bool = False) -> str:
         rows.append(row)
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
     text = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    counts = {s: sum(1 for line in lines if line.status == s)
-              for s in (PASS, FAIL, NO_REFERENCE, TEST_FAILED)}
-    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
+    summary = ", ".join(f"{n} {s}" for s, n in counts(lines).items() if n or s in FAILING)
     return "\n".join(text + ["", f"verdict: {summary}"])

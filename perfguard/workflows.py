@@ -33,11 +33,16 @@ class Outcome:
 
     @property
     def failed(self) -> bool:
-        return (not self.completed.stored or self.completed.returncode != 0
-                or vd.failed(self.lines))
+        """A real failure only (skips and expected failures are not); a run that could not
+        be stored, or where ReFrame failed before any test case was recorded, fails."""
+        return (not self.completed.stored or vd.failed(self.lines)
+                or (self.completed.returncode != 0 and not self.lines))
 
 
-def _verdict(completed: Completed, dsn: str, baseline: str | None = None) -> tuple[list, str]:
+def _verdict(completed: Completed, dsn: str, baseline: str | None = None,
+             nodes: set[str] | None = None) -> tuple[list, str]:
+    """The run's verdict; with a baseline also the change and the fingerprint diff, the
+    latter restricted to ``nodes`` when the run was restricted to them."""
     if not completed.stored:
         return [], (f"run not stored: {completed.message}; the report is kept in the spool "
                     f"({completed.report.name})")
@@ -47,8 +52,10 @@ def _verdict(completed: Completed, dsn: str, baseline: str | None = None) -> tup
             return lines, vd.render(lines)
         before_id = vd.resolve_run(conn, baseline)
         vd.with_baseline(lines, vd.verdict(conn, before_id))
-        changes = fp.diff(fp.fingerprints(conn, before_id),
-                          fp.fingerprints(conn, completed.run_id))
+        before, after = (fp.fingerprints(conn, run) for run in (before_id, completed.run_id))
+        if nodes:
+            before = {node: facts for node, facts in before.items() if node in nodes}
+        changes = fp.diff(before, after)
     return lines, (vd.render(lines, show_baseline=True)
                    + f"\n\nfingerprint changes since run {before_id}:\n" + fp.render(changes))
 
@@ -66,12 +73,11 @@ def nightly(state: Path, dsn: str | None, tags: tuple[str, ...], system: str,
 
 def summary(outcome: Outcome, system: str) -> dict:
     """The webhook's JSON payload."""
-    counts = {s: sum(1 for line in outcome.lines if line.status == s)
-              for s in (vd.PASS, vd.FAIL, vd.NO_REFERENCE, vd.TEST_FAILED)}
+    counts = vd.counts(outcome.lines)
     failures = [{"check": line.check, "params": line.params, "partition": line.partition,
                  "metric": line.metric, "value": line.value, "reference": line.reference,
                  "status": line.status, "detail": line.detail}
-                for line in outcome.lines if line.status in (vd.FAIL, vd.TEST_FAILED)]
+                for line in outcome.lines if line.status in vd.FAILING]
     return {"system": system, "run_id": outcome.completed.run_id,
             "status": "fail" if outcome.failed else "pass", "counts": counts,
             "failures": failures, "report": str(outcome.completed.report)}
@@ -231,8 +237,9 @@ def cancel_recurring(state: Path) -> None:
 
 
 # --- after an upgrade -----------------------------------------------------------------
-def excluded_nodes(state: Path, keep: str) -> str:
-    """The partition's nodes other than ``keep`` (Slurm hostlist) for sbatch --exclude."""
+def excluded_nodes(state: Path, keep: str) -> tuple[set[str], str]:
+    """The nodes ``keep`` names, and the partition's other nodes as a list for
+    sbatch --exclude."""
     layout = ClusterLayout.load(state)
     env = layout.client_env() if layout else None
     wanted = subprocess.run(["scontrol", "show", "hostnames", keep], capture_output=True,
@@ -246,7 +253,7 @@ def excluded_nodes(state: Path, keep: str) -> str:
     unknown = keep_set - set(every.stdout.split())
     if unknown:
         raise PerfguardError(f"--nodes names nodes Slurm does not know: {sorted(unknown)}")
-    return ",".join(sorted(set(every.stdout.split()) - keep_set, key=fp.natural_key))
+    return keep_set, ",".join(sorted(set(every.stdout.split()) - keep_set, key=fp.natural_key))
 
 
 def upgrade_check(state: Path, dsn: str | None, baseline: str, nodes: str | None,
@@ -255,12 +262,13 @@ def upgrade_check(state: Path, dsn: str | None, baseline: str, nodes: str | None
     with db.connect(dsn) as conn:
         vd.resolve_run(conn, baseline)  # a wrong baseline fails before anything runs
     extra: tuple[str, ...] = ()
+    kept: set[str] | None = None
     if nodes:
-        others = excluded_nodes(state, nodes)
+        kept, others = excluded_nodes(state, nodes)
         extra = ("-J", f"exclude={others}") if others else ()
     completed = run_and_store(RunRequest(state=state, system=system, tags=tags, extra=extra,
                                          trigger="upgrade", labels=("post-upgrade",)), dsn)
-    lines, text = _verdict(completed, dsn, baseline)
+    lines, text = _verdict(completed, dsn, baseline, kept)
     header = (f"perfguard upgrade check on {system}"
               + (f" (nodes {nodes})" if nodes else "")
               + f": run {completed.run_id} against baseline {baseline}")

@@ -55,15 +55,16 @@ def slurm_conf(layout: ClusterLayout) -> str:
         "ScronParameters=enable",
     ]
     host_cpus = len(layout.host_cpus)
+    domains = layout.numa_domains
     for node in layout.node_specs():
-        # Every slurmd sees all host CPUs; the CPUs that are not the node's own are
-        # reserved (CpuSpecList), so Slurm allocates and binds each node to its own.
+        # Every slurmd sees all host CPUs as its sockets x cores; host CPUs the node
+        # does not model (an uneven split) are reserved with CpuSpecList.
         reserved = [c for c in range(host_cpus) if c not in node.cpus]
         spec = f" CpuSpecList={','.join(map(str, reserved))}" if reserved else ""
         lines.append(
             f"NodeName={node.name} NodeHostname={node.name} NodeAddr=127.0.0.1 "
-            f"Port={node.port} CPUs={host_cpus} Boards=1 SocketsPerBoard=1 "
-            f"CoresPerSocket={host_cpus} ThreadsPerCore=1 RealMemory=2048{spec} "
+            f"Port={node.port} CPUs={host_cpus} Boards=1 SocketsPerBoard={len(domains)} "
+            f"CoresPerSocket={len(domains[0])} ThreadsPerCore=1 RealMemory=2048{spec} "
             f"Feature=embedded,cpu State=UNKNOWN"
         )
     lines.append(

@@ -13,6 +13,8 @@ import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import yaml
+
 from perfguard.errors import PerfguardError
 
 CLUSTER_NAME = "perfguard"
@@ -23,11 +25,18 @@ DB_NAME = "perfguard"
 DB_USER = "perfguard"
 
 
+#: The virtual nodes' network: the host's loopback, which the embedded topology
+#: describes as the nodes' one "HCA" so that pinning to it is exercised for real.
+EMBEDDED_HCA = "lo"
+
+
 @dataclass(frozen=True)
 class NodeSpec:
     name: str
     port: int
     cpus: tuple[int, ...]
+    #: The node's NUMA domains (one per socket), each a tuple of host CPUs.
+    numa: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,8 @@ class ClusterLayout:
     port_base: int = DEFAULT_PORT_BASE
     host_cpus: tuple[int, ...] = field(
         default_factory=lambda: tuple(sorted(os.sched_getaffinity(0))))
+    #: Sockets (= NUMA domains) per virtual node; the host's CPUs are split among them.
+    sockets: int = 2
 
     # --- ports -------------------------------------------------------------
     @property
@@ -66,20 +77,58 @@ class ClusterLayout:
         return ports
 
     # --- nodes -------------------------------------------------------------
-    def node_specs(self) -> list[NodeSpec]:
-        """Each virtual node gets its own CPUs; nodes share CPUs only when the host runs out.
+    @property
+    def numa_domains(self) -> tuple[tuple[int, ...], ...]:
+        """Every node has all host CPUs, split into ``sockets`` NUMA domains in order.
 
-        With 2 host CPUs and 4 nodes, node1/node3 get CPU 0 and node2/node4 CPU 1,
-        so the two ranks of a 2-node job never busy-poll on the same core.
+        On a 2-CPU host with 2 sockets: NUMA 0 = CPU 0, NUMA 1 = CPU 1. Nodes share the
+        host's CPUs (Slurm accounts each node's cores separately), so ranks on
+        different nodes may share a core: `OMPI_MCA_mpi_yield_when_idle=1` keeps
+        busy-polling ranks from starving each other.
         """
         cpus = self.host_cpus
-        per_node = max(1, len(cpus) // self.nodes)
-        specs = []
-        for index in range(self.nodes):
-            start = (index * per_node) % len(cpus)
-            mine = tuple(cpus[(start + k) % len(cpus)] for k in range(per_node))
-            specs.append(NodeSpec(f"node{index + 1}", self.port_base + 21 + index, mine))
-        return specs
+        sockets = max(1, min(self.sockets, len(cpus)))
+        per_socket = len(cpus) // sockets
+        return tuple(cpus[s * per_socket:(s + 1) * per_socket] for s in range(sockets))
+
+    @property
+    def cores_per_node(self) -> int:
+        return sum(len(domain) for domain in self.numa_domains)
+
+    def node_specs(self) -> list[NodeSpec]:
+        domains = self.numa_domains
+        cpus = tuple(c for domain in domains for c in domain)
+        return [NodeSpec(f"node{index + 1}", self.port_base + 21 + index, cpus, domains)
+                for index in range(self.nodes)]
+
+    def topology(self) -> dict:
+        """The embedded system in the topology-file format of site_config/systems/.
+
+        The nodes' network (loopback) is their one HCA, on the last NUMA domain, so a
+        check pinned to it binds to cores Slurm would not pick by itself.
+        """
+        domains = self.numa_domains
+        return {
+            "system": "local",
+            "descr": "perfguard embedded Slurm cluster (virtual nodes on one host)",
+            "partitions": [{
+                "name": PARTITION,
+                "descr": f"{self.nodes} virtual slurmd nodes, {len(domains)} NUMA domains "
+                         f"of {len(domains[0])} core(s) each, Open MPI over PMIx and TCP",
+                "access": [f"--partition={PARTITION}"],
+                "environs": ["gnu-openmpi"],
+                "features": ["embedded", "mpi", "ucx"],
+                "nodes": self.nodes,
+                "max_jobs": 4,
+                "mpi": "openmpi-tcp",
+                "srun_options": ["--mpi=pmix"],
+                "node": {
+                    "numa": [{"id": i, "cpus": list(d)} for i, d in enumerate(domains)],
+                    "hcas": [{"name": EMBEDDED_HCA, "port": 1, "link_layer": "loopback",
+                              "numa": len(domains) - 1}],
+                },
+            }],
+        }
 
     @property
     def node_range(self) -> str:
@@ -93,6 +142,10 @@ class ClusterLayout:
     @property
     def slurm_conf(self) -> Path:
         return self.etc / "slurm.conf"
+
+    @property
+    def topology_file(self) -> Path:
+        return self.etc / "topology.yaml"
 
     @property
     def logs(self) -> Path:
@@ -160,10 +213,15 @@ class ClusterLayout:
         data["nodes_detail"] = [
             {"name": n.name, "port": n.port, "cpus": list(n.cpus)} for n in self.node_specs()
         ]
+        data["topology_file"] = str(self.topology_file)
         self.state.mkdir(parents=True, exist_ok=True)
         tmp = self.record.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
         tmp.replace(self.record)
+        self.etc.mkdir(parents=True, exist_ok=True)
+        self.topology_file.write_text(
+            "# Generated by `perfguard cluster up`: the embedded nodes' topology.\n"
+            + yaml.safe_dump(self.topology(), sort_keys=False))
 
     @classmethod
     def load(cls, state: Path) -> ClusterLayout | None:
@@ -174,7 +232,8 @@ class ClusterLayout:
             data = json.loads(record.read_text())
             return cls(state=Path(data["state"]), nodes=int(data["nodes"]),
                        port_base=int(data["port_base"]),
-                       host_cpus=tuple(int(c) for c in data["host_cpus"]))
+                       host_cpus=tuple(int(c) for c in data["host_cpus"]),
+                       sockets=int(data.get("sockets", 2)))
         except (ValueError, KeyError, TypeError) as exc:
             raise PerfguardError(f"{record}: unreadable cluster record ({exc}); "
                                  f"remove it after stopping any daemons by hand") from exc

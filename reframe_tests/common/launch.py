@@ -31,10 +31,37 @@ class SrunLaunch(rfm.RegressionTestPlugin):
             self.num_cpus_per_task = 1
 
     @run_before("run")
+    def fits_the_partition(self):
+        """A shape the partition cannot hold is skipped with the reason, never sent to
+        sbatch to fail there ("Requested node configuration is not available")."""
+        partition = self.current_partition
+        per_node = self.num_tasks_per_node or 1
+        nodes_needed = -(-self.num_tasks // per_node)
+        nodes = partition.extras.get("num_nodes")
+        self.skip_if(nodes is not None and nodes_needed > nodes,
+                     f"needs {nodes_needed} nodes, partition {partition.fullname} has {nodes}")
+        cores = partition.processor.num_cpus
+        cores_needed = per_node * (self.num_cpus_per_task or 1)
+        self.skip_if(cores is not None and cores_needed > cores,
+                     f"needs {cores_needed} cores per node ({per_node} tasks), the nodes of "
+                     f"{partition.fullname} have {cores}")
+
+    @property
+    def pinned_step(self) -> bool:
+        """An explicit core map: the step must own the whole node (see apply_launch_options)."""
+        return self.cpu_bind.startswith(("map_cpu", "mask_cpu"))
+
+    @run_before("run")
     def apply_launch_options(self):
         options = list(self.current_partition.extras.get("srun_options", [])) \
             if self.uses_mpi else []
         options += [*self.srun_extra, f"--cpu-bind=verbose,{self.cpu_bind}"]
+        if self.pinned_step:
+            # Since Slurm 22.05 `srun --cpus-per-task` implies --exact: the step gets only
+            # the cores Slurm picks, and a map naming others is refused ("CPU binding
+            # outside of job step allocation"). A pinned job takes whole nodes and its
+            # steps all of their cores.
+            self.job.launcher.use_cpus_per_task = False
         self.job.launcher.options += options
         if self.self_launched:
             srun = self.job.launcher.run_command(self.job)

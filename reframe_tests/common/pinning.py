@@ -14,13 +14,15 @@ import reframe as rfm
 import yaml
 from reframe.core.builtins import variable
 
+from perfguard.cluster.layout import EMBEDDED_HCA
 from perfguard.paths import SITE_CONFIG_DIR
 from perfguard.topology import Hca, NodeTopology, Partition, all_hca_names, load_system
 
 #: The value of a check's ``hca`` parameter that means: no HCA pinning.
 AUTO_HCA = "auto"
-#: Values of the checks' ``hca`` parameter: every HCA any topology file names.
-HCA_CHOICES = [AUTO_HCA, *all_hca_names(SITE_CONFIG_DIR / "systems")]
+#: Values of the checks' ``hca`` parameter: every HCA any topology file names, and the
+#: embedded cluster's network (loopback).
+HCA_CHOICES = [AUTO_HCA, *all_hca_names(SITE_CONFIG_DIR / "systems"), EMBEDDED_HCA]
 
 
 @functools.cache
@@ -41,7 +43,7 @@ def partition_topology(partition) -> Partition | None:
 
 def hca_valid_systems(hca: str, extra_features: str = "") -> list[str]:
     """Only partitions that have this HCA; 'auto' only those that have none."""
-    base = f"+hca_{hca}" if hca != AUTO_HCA else "+mpi -ib"
+    base = f"+hca_{hca}" if hca != AUTO_HCA else "+mpi -hcas"
     return [f"{base} {extra_features}".strip()]
 
 
@@ -51,7 +53,9 @@ def flavour_env(flavour: str, hca: Hca | None, gpudirect: bool | None,
     table = mpi_flavours()[flavour]
     env: dict[str, str] = {}
     if hca is not None:
-        env.update({k: v.format(hca=hca.name, port=hca.port) for k, v in table["hca"].items()})
+        device = f"{hca.name}:{hca.port}" if hca.rdma else hca.name
+        env.update({k: v.format(hca=hca.name, port=hca.port, device=device)
+                    for k, v in table["hca"].items()})
     if device_buffers:
         env.update(table.get("device_buffers") or {})
     if gpudirect is not None:
@@ -86,8 +90,11 @@ class HcaPinning(rfm.RegressionTestPlugin):
             return
         node: NodeTopology = topology.node
         hca = node.hca(hca_name)
+        if ranks_per_node > node.cores:
+            return  # the shape check skips it: more ranks than the node has cores
         self.pinned_cores = node.cores_near(hca, ranks_per_node)
         self.cpu_bind = map_cpu(self.pinned_cores)
+        self.exclusive_access = True
         gpu = node.closest_gpu(hca)
         if gpu is not None and device_buffers:
             # Allocate the node's GPUs and bind each task to the one next to the HCA:

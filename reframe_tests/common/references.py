@@ -12,7 +12,7 @@ import functools
 import os
 
 import reframe as rfm
-from reframe.core.builtins import run_after
+from reframe.core.builtins import run_before
 from reframe.core.logging import getlogger
 
 from perfguard import thresholds
@@ -39,8 +39,10 @@ def thresholds_for(system: str) -> tuple[thresholds.Threshold, ...]:
 class DatabaseReferences(rfm.RegressionTestPlugin):
     """Fills ``reference`` from the database for the test's system, partition and variant."""
 
-    @run_after("setup")
+    @run_before("performance")
     def load_database_references(self):
+        """Before the performance stage: the check has chosen its perf variables by now,
+        so only figures it really reports can lack a reference."""
         system, partition = self.current_system.name, self.current_partition.name
         params = {name: str(getattr(self, name)) for name in type(self).param_space.params}
         found = thresholds.most_specific(thresholds_for(system), type(self).__name__, params,
