@@ -60,7 +60,8 @@ ORDER BY 2, 3, 4, 5, 8
 TESTCASES_WITHOUT_SAMPLES = """
 SELECT tc.id AS testcase_id, tc.check_name, tc.params, p.name AS partition,
        e.name AS environ, tc.state AS testcase_state, tc.fail_reason
-FROM judged_testcase tc JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id
+FROM judged_testcase tc JOIN partition p ON p.id = tc.partition_id
+JOIN environ e ON e.id = tc.environ_id
 WHERE tc.run_id = %(run_id)s
   AND NOT EXISTS (SELECT 1 FROM sample s WHERE s.testcase_id = tc.id AND s.point_id = 0)
 ORDER BY tc.check_name, tc.params::text

@@ -24,10 +24,11 @@ def _cluster_record() -> dict:
 
 
 def _embedded_providers() -> list[dict]:
-    """$PERFGUARD_REPLAY (recorded outputs, tests only), else $PERFGUARD_PREFIX (e.g. an
-    OMB installation), then Debian's packages."""
+    """$PERFGUARD_REPLAY (recorded outputs, tests only: what it has no recording of comes
+    from Debian's packages), else $PERFGUARD_PREFIX (e.g. an OMB installation), then
+    Debian's packages."""
     if os.environ.get("PERFGUARD_REPLAY"):
-        return [{"kind": "replay", "path": os.environ["PERFGUARD_REPLAY"]}]
+        return [{"kind": "replay", "path": os.environ["PERFGUARD_REPLAY"]}, {"kind": "system"}]
     prefix = os.environ.get("PERFGUARD_PREFIX")
     return [*([{"kind": "prefix", "path": prefix}] if prefix else []), {"kind": "system"}]
 

@@ -43,7 +43,7 @@ def perfguard(*args: str, state: Path | None = None, env: dict | None = None,
 
 @pytest.fixture(scope="session")
 def layout() -> ClusterLayout:
-    running = cluster.up(TEST_STATE, nodes=3, port_base=TEST_PORT_BASE)
+    running = cluster.up(TEST_STATE, nodes=4, port_base=TEST_PORT_BASE)
     yield running
     cluster.down(TEST_STATE)
 

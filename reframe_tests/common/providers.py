@@ -6,7 +6,10 @@
   ``spack_envs/STACK``, installed under ``DIR`` (default ``$STATE/spack``) with a
   view at ``DIR/views/STACK`` — the default on real clusters;
 - ``{kind: prefix, path: DIR, modules: [...]}``: an existing installation;
-- ``{kind: system}``: distribution packages on ``PATH`` (Debian's perftest, ucx-utils).
+- ``{kind: system}``: distribution packages on ``PATH`` (Debian's perftest, ucx-utils);
+- ``{kind: replay, path: DIR}``: **recorded real output** replayed in place of the
+  benchmark (reframe_tests/common/replay.py), for CI where the benchmark cannot run.
+  Never a default: the embedded cluster uses it only when ``$PERFGUARD_REPLAY`` is set.
 
 A list of them is searched in order (the embedded cluster: ``$PERFGUARD_PREFIX``,
 then the system).
@@ -18,6 +21,7 @@ look-up, so job scripts can be generated for clusters this machine is not.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -29,6 +33,7 @@ from reframe.core.builtins import fixture, run_after, sanity_function, variable
 from perfguard.paths import REPO_ROOT, state_dir
 
 SPACK_ENVS = REPO_ROOT / "spack_envs"
+REPLAY = Path(__file__).with_name("replay.py")
 
 
 def providers_of(partition) -> list[dict]:
@@ -59,6 +64,8 @@ def locate(provider: dict, relpath: str) -> tuple[str, str | None]:
             f"{name} is not on PATH (provider 'system'): install a package that provides "
             f"it, or configure a 'prefix' or 'spack' provider (embedded cluster: set "
             f"PERFGUARD_PREFIX to an installation)")
+    if kind == "replay":
+        return f"{REPLAY} {provider['path']} {relpath}", replay_problem(provider, relpath)
     if kind == "prefix":
         path = Path(os.path.expandvars(provider["path"])) / relpath
         return str(path), None if path.exists() else (
@@ -76,6 +83,17 @@ def locate(provider: dict, relpath: str) -> tuple[str, str | None]:
         return str(path), (f"{path} is not installed: run `perfguard spack install "
                            f"{provider['env']}`")
     return str(path), None
+
+
+def replay_problem(provider: dict, relpath: str) -> str | None:
+    """Why the replay catalogue cannot stand in for ``relpath`` (no recording of it)."""
+    catalogue = Path(os.path.expandvars(provider["path"])) / "recordings.json"
+    try:
+        programs = {entry["program"] for entry in json.loads(catalogue.read_text())}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"replay catalogue {catalogue} is unreadable: {exc}"
+    name = Path(relpath).name
+    return None if name in programs else f"replay catalogue {catalogue} has no {name}"
 
 
 def spack_provider(partition) -> dict | None:
@@ -126,6 +144,11 @@ class BinaryProvider(rfm.RegressionTestPlugin):
     spack_stack = fixture(SpackStack, scope="partition")
     #: sha256 of the Spack stack's spack.lock the check's binaries came from.
     spack_lock_hash = variable(str, value="")
+
+    @property
+    def replaying(self) -> bool:
+        """The partition's first provider replays recorded output instead of running."""
+        return providers_of(self.current_partition)[0].get("kind") == "replay"
 
     def provided(self, relpath: str) -> str:
         reasons = []

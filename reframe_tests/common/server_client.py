@@ -9,6 +9,10 @@ stopped when the client ends, whether it passed or failed.
 
 from __future__ import annotations
 
+from reframe.core.builtins import variable
+
+from reframe_tests.common.base import HcaCheck
+
 # Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD`
 # runs one measurement. `$srun_server` / `$srun_client` are set by the check.
 PAIR_FUNCTIONS = r"""
@@ -16,7 +20,7 @@ pg_nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
 pg_server_node=${pg_nodes[0]}
 pg_client_node=${pg_nodes[-1]}
 pg_server_addr=$(scontrol show node "$pg_server_node" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
-pg_port=$((20000 + SLURM_JOB_ID % 20000))
+pg_port=${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 20000))}
 pg_port_free() {
     srun --overlap -N1 -n1 -w "$pg_server_node" bash -c "! ss -Hltn 'sport = :$1' | grep -q ."
 }
@@ -49,3 +53,34 @@ def pair_prologue(srun_server: str, srun_client: str) -> list[str]:
     """Job-script lines that define the node roles and the `run_pair` function."""
     return [f"srun_server='{srun_server}'", f"srun_client='{srun_client}'",
             *PAIR_FUNCTIONS.splitlines()]
+
+
+#: What a command line writes for the pair's port: expanded by `run_pair`'s eval,
+#: after the free-port probe, never when the line is written.
+PORT = "\\$pg_port"
+
+
+def pair_line(command: str) -> str:
+    """`run_pair` with identical options on both sides; the client adds the server."""
+    return f'run_pair "{command}" "{command} \\$pg_server_addr"'
+
+
+def per_size(sizes: list[int], line_for_size) -> str:
+    """One pair per message size, each output block headed ``# perfguard size=N``."""
+    return "; ".join(f'echo "# perfguard size={size}"; {line_for_size(size)} || exit $?'
+                     for size in sizes)
+
+
+class ServerClientCheck(HcaCheck):
+    """A two-sided benchmark: server and client steps composed by the job script."""
+
+    uses_mpi = False
+    self_launched = True
+    #: First TCP port to try; 0 derives it from the job id (busy ports are skipped).
+    first_port = variable(int, value=0)
+
+    def pair_steps(self, srun: str) -> None:
+        """Define the roles and `run_pair`; one task per step on its node."""
+        if self.first_port:
+            self.env_vars["PG_FIRST_PORT"] = str(self.first_port)
+        self.prerun_cmds += pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")

@@ -24,18 +24,15 @@ from reframe.core.builtins import (
 )
 from reframe.core.exceptions import SanityError
 
+from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.binding import binding_errors
-from reframe_tests.common.fingerprints import CollectsFingerprints
-from reframe_tests.common.launch import SrunLaunch
-from reframe_tests.common.output import read_output
-from reframe_tests.common.providers import BinaryProvider
-from reframe_tests.common.references import DatabaseReferences
-from reframe_tests.common.samples import RecordsSamples
+from reframe_tests.common.output import parsed, read_output
 from reframe_tests.himeno.parser import parse
 
-#: Interior grid of each size (the arrays are one larger in every dimension).
-GRIDS = {"XS": (64, 32, 32), "S": (128, 64, 64), "M": (256, 128, 128),
-         "L": (512, 256, 256), "XL": (1024, 512, 512)}
+#: Interior grid (I, J, K) of each size, in the order of RIKEN's paramset.sh
+#: (XS: mimax 33, mjmax 33, mkmax 65); the arrays are one larger in every dimension.
+GRIDS = {"XS": (32, 32, 64), "S": (64, 64, 128), "M": (128, 128, 256),
+         "L": (256, 256, 512), "XL": (512, 512, 1024)}
 #: Ranks per node as a share of the node's cores: 1 rank, a quarter, half, all.
 RANK_STEPS = {"1": 0, "quarter": 4, "half": 2, "all": 1}
 
@@ -57,8 +54,7 @@ def process_grid(ranks: int, grid: tuple[int, int, int]) -> tuple[int, int, int]
 
 
 @rfm.simple_test
-class HimenoCheck(rfm.RegressionTest, SrunLaunch, BinaryProvider, RecordsSamples,
-                  DatabaseReferences, CollectsFingerprints):
+class HimenoCheck(rfm.RegressionTest, MeasuredCheck):
     size = parameter(list(GRIDS))
     nodes = parameter([1, 2, 4])
     ranks_step = parameter(list(RANK_STEPS))
@@ -66,7 +62,6 @@ class HimenoCheck(rfm.RegressionTest, SrunLaunch, BinaryProvider, RecordsSamples
     valid_prog_environs = ["+mpi"]
     build_system = "SingleSource"
     sourcesdir = None
-    maintainers = ["perfguard"]
     tags = {"himeno", "scaling", "acceptance"}
     descr = "Himeno MPI scaling over nodes and ranks per node"
 
@@ -93,19 +88,31 @@ class HimenoCheck(rfm.RegressionTest, SrunLaunch, BinaryProvider, RecordsSamples
     @run_before("compile")
     def generate_parameters(self):
         """RIKEN's paramset.sh writes param.h for this size and process grid."""
+        ndx, ndy, ndz = self.grid
+        self.executable = "./himeno"
+        if self.replaying:
+            self.replay_instead_of_build()
+            return
         source = self.provided("share/himeno/himenoBMTxps.c")
         directory = source.rsplit("/", 1)[0]
-        ndx, ndy, ndz = self.grid
         self.prebuild_cmds = [f"cp {directory}/himenoBMTxps.c {directory}/paramset.sh .",
                               f"sh paramset.sh {self.size} {ndx} {ndy} {ndz}"]
         self.build_system.srcfile = "himenoBMTxps.c"
         self.build_system.executable = "himeno"
         self.build_system.cflags = ["-O3"]
-        self.executable = "./himeno"
+
+    def replay_instead_of_build(self):
+        """Replay provider: ./himeno replays the recording of this size and grid."""
+        replay = self.provided("bin/himeno")
+        self.build_system = "CustomBuild"
+        self.build_system.commands = [
+            f"printf '#!/bin/sh\\nexec {replay} \"$@\"\\n' > himeno", "chmod +x himeno"]
+        ndx, ndy, ndz = self.grid
+        self.env_vars["PERFGUARD_REPLAY_VARIANT"] = f"{self.size} {ndx}x{ndy}x{ndz}"
 
     @sanity_function
     def validate(self):
-        self.result = parse(read_output(self))
+        self.result = parsed(parse, read_output(self))
         errors = binding_errors(read_output(self, "stderr"), self.num_tasks, [])
         if errors:
             raise SanityError("core binding missing: " + "; ".join(errors))

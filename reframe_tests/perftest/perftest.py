@@ -18,27 +18,15 @@ from reframe.core.builtins import (
     parameter,
     performance_function,
     run_after,
-    run_before,
     sanity_function,
     variable,
 )
 from reframe.core.exceptions import SanityError
 from reframe.utility.sanity import make_performance_function
 
-from reframe_tests.common.fingerprints import CollectsFingerprints
-from reframe_tests.common.launch import SrunLaunch
 from reframe_tests.common.output import parsed, read_output
-from reframe_tests.common.pinning import (
-    AUTO_HCA,
-    HCA_CHOICES,
-    HcaPinning,
-    hca_valid_systems,
-    partition_topology,
-)
-from reframe_tests.common.providers import BinaryProvider
-from reframe_tests.common.references import DatabaseReferences
-from reframe_tests.common.samples import RecordsSamples
-from reframe_tests.common.server_client import pair_prologue
+from reframe_tests.common.pinning import AUTO_HCA, partition_topology
+from reframe_tests.common.server_client import PORT, ServerClientCheck, pair_line, per_size
 from reframe_tests.perftest import parser
 
 #: Transfer function → (program stem, extra options both sides need).
@@ -60,37 +48,34 @@ def rdma_devices_present() -> bool:
                for line in out.splitlines())
 
 
-class PerftestBase(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, BinaryProvider,
-                   RecordsSamples, DatabaseReferences, CollectsFingerprints):
+class PerftestBase(rfm.RunOnlyRegressionTest, ServerClientCheck):
     """Shared: HCA options, numactl pinning, GPU memory, server/client steps."""
 
-    hca = parameter(HCA_CHOICES)
     valid_prog_environs = ["*"]
-    uses_mpi = False
-    self_launched = True
-    maintainers = ["perfguard"]
     tags = {"perftest", "rdma", "nightly", "acceptance"}
 
     iterations = variable(int, value=5000)
 
     @property
-    def gpu_memory(self) -> bool:
+    def needs_gpu(self) -> bool:
         return getattr(self, "memory", "host") == "cuda"
-
-    @run_after("init")
-    def only_partitions_with_this_hca(self):
-        extra = "+gpu" if self.gpu_memory else ""
-        self.valid_systems = hca_valid_systems(self.hca, extra)
 
     @run_after("setup")
     def need_an_rdma_device(self):
-        if self.hca == AUTO_HCA and not self.is_dry_run():
-            self.skip_if(not rdma_devices_present(),
-                         "no RDMA device on this cluster: `ibv_devices` lists none")
+        """perftest speaks verbs: without an RDMA port it cannot run (unless replayed)."""
+        if self.is_dry_run() or self.replaying:
+            return
+        topology = partition_topology(self.current_partition)
+        if topology is not None and self.hca != AUTO_HCA:
+            hca = topology.node.hca(self.hca)
+            self.skip_if(not hca.rdma, f"{hca.name} is a {hca.link_layer} port, not an RDMA "
+                                       f"device: perftest needs InfiniBand or RoCE")
+        self.skip_if(not rdma_devices_present(),
+                     "no RDMA device on this cluster: `ibv_devices` lists none")
 
     @run_after("setup")
     def pin(self):
-        self.pin_to_hca(self.hca, 1, device_buffers=self.gpu_memory,
+        self.pin_to_hca(self.hca, 1, device_buffers=self.needs_gpu,
                         flavour="openmpi-ucx")
         # perftest is not MPI: HCA and GPU go on its command line, not in UCX variables.
         self.env_vars.pop("UCX_NET_DEVICES", None)
@@ -104,14 +89,14 @@ class PerftestBase(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, BinaryProv
         """Options server and client must share: device, port, GID, iterations or
         duration, memory."""
         count = ["-D", str(duration)] if duration else ["-n", str(self.iterations)]
-        options = ["-p", "$pg_port", "-F", *count, *VERBS[verb][1]]
+        options = ["-p", PORT, "-F", *count, *VERBS[verb][1]]
         topology = partition_topology(self.current_partition)
         if topology is not None and self.hca != AUTO_HCA:
             hca = topology.node.hca(self.hca)
             options += ["-d", hca.name, "-i", str(hca.port)]
             if hca.gid_index is not None or hca.link_layer.lower() == "ethernet":
                 options += ["-x", str(hca.gid_index if hca.gid_index is not None else 3)]
-        if self.gpu_memory:
+        if self.needs_gpu:
             options.append(f"--use_cuda={self.pinned_gpu}")
         return options
 
@@ -124,9 +109,8 @@ class PerftestBase(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, BinaryProv
 
     def pair(self, verb: str, measure: str, extra: list[str], duration: int = 0) -> str:
         """One `run_pair` line: identical options on both sides, the client adds the host."""
-        command = " ".join([self.numactl() + self.program(verb, measure),
-                            *self.common_options(verb, duration), *extra])
-        return f'run_pair "{command}" "{command} \\$pg_server_addr"'
+        return pair_line(" ".join([self.numactl() + self.program(verb, measure),
+                                   *self.common_options(verb, duration), *extra]))
 
 
 @rfm.simple_test
@@ -152,8 +136,6 @@ class PerftestCheck(PerftestBase):
         cuda_ok = not atomic and (self.measure == "bw" or self.verb in ("read", "send"))
         if self.memory == "cuda" and not cuda_ok:
             self.valid_systems = []
-        else:
-            self.only_partitions_with_this_hca()
 
     @property
     def sizes(self) -> list[int]:
@@ -162,14 +144,12 @@ class PerftestCheck(PerftestBase):
         return list(self.latency_sizes) if self.measure == "lat" else []
 
     def compose_steps(self, srun: str) -> None:
-        self.prerun_cmds += pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
+        self.pair_steps(srun)
         if self.measure == "bw" and not self.verb.startswith("atomic"):
             self.executable = self.pair(self.verb, "bw", ["-a"])
         else:
-            self.executable = "; ".join(
-                f'echo "# perfguard size={size}"; '
-                f'{self.pair(self.verb, self.measure, ["-s", str(size)])} || exit $?'
-                for size in self.sizes)
+            self.executable = per_size(
+                self.sizes, lambda size: self.pair(self.verb, self.measure, ["-s", str(size)]))
 
     @sanity_function
     def validate(self):
@@ -188,7 +168,7 @@ class PerftestCheck(PerftestBase):
                                size=self.result.sizes)
         return True
 
-    @run_before("performance")
+    @run_after("setup")
     def key_figures(self):
         if self.measure == "lat":
             self.perf_variables = {"latency": make_performance_function(
@@ -217,7 +197,7 @@ class PerftestInterferenceCheck(PerftestBase):
     interference_seconds = variable(int, value=30)
 
     def compose_steps(self, srun: str) -> None:
-        self.prerun_cmds += pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
+        self.pair_steps(srun)
         measured = self.pair(self.verb, self.measure, ["-s", "8"])
         interfering = self.pair(self.interferer, "bw", ["-s", "8"],
                                 duration=self.interference_seconds)

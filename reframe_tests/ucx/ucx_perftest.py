@@ -12,55 +12,47 @@ from reframe.core.builtins import (
     parameter,
     performance_function,
     run_after,
-    run_before,
     sanity_function,
     variable,
 )
 from reframe.core.exceptions import SanityError
 
 from reframe_tests.common.binding import binding_errors
-from reframe_tests.common.fingerprints import CollectsFingerprints
-from reframe_tests.common.launch import SrunLaunch
 from reframe_tests.common.output import parsed, read_output
-from reframe_tests.common.pinning import HCA_CHOICES, HcaPinning, hca_valid_systems
-from reframe_tests.common.providers import BinaryProvider
-from reframe_tests.common.references import DatabaseReferences
-from reframe_tests.common.samples import RecordsSamples
-from reframe_tests.common.server_client import pair_prologue
+from reframe_tests.common.server_client import PORT, ServerClientCheck, pair_line, per_size
 from reframe_tests.ucx import parser
 
 LATENCY_TESTS = {"tag_lat", "ucp_put_lat"}
 
 
 @rfm.simple_test
-class UcxPerftestCheck(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, BinaryProvider,
-                       RecordsSamples, DatabaseReferences, CollectsFingerprints):
+class UcxPerftestCheck(rfm.RunOnlyRegressionTest, ServerClientCheck):
     descr = "ucx_perftest server/client across two nodes"
     test = parameter(["tag_lat", "tag_bw", "ucp_put_lat", "ucp_put_bw"])
     memory = parameter(["host", "cuda"])
-    hca = parameter(HCA_CHOICES)
     valid_prog_environs = ["*"]
     num_tasks = 2
     num_tasks_per_node = 1
-    uses_mpi = False
-    self_launched = True
     tags = {"ucx", "demo", "nightly", "acceptance"}
-    maintainers = ["perfguard"]
 
     #: Message sizes in bytes; latency tests use those up to 4 KiB.
     message_sizes = variable(typ.List[int], value=[8, 4096, 65536, 1048576])
     iterations = variable(int, value=20000)
 
+    @property
+    def needs_gpu(self) -> bool:
+        return self.memory == "cuda"
+
     @run_after("init")
-    def only_partitions_with_this_hca(self):
-        self.valid_systems = hca_valid_systems(
-            self.hca, "+ucx +gpu" if self.memory == "cuda" else "+ucx")
+    def only_partitions_with_ucx(self):
+        self.valid_systems = [f"{self.valid_systems[0]} +ucx"]
 
     @run_after("setup")
     def locate_and_pin(self):
         self.ucx_perftest = self.provided("bin/ucx_perftest")
-        self.pin_to_hca(self.hca, 1, device_buffers=self.memory == "cuda",
-                        flavour="openmpi-ucx")
+        self.pin_to_hca(self.hca, 1, device_buffers=self.needs_gpu, flavour="openmpi-ucx")
+        key = "latency" if self.test in LATENCY_TESTS else "bandwidth"
+        self.perf_variables = {key: getattr(self, key)()}
 
     @property
     def sizes(self) -> list[int]:
@@ -70,16 +62,13 @@ class UcxPerftestCheck(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, Binary
 
     def ucx_options(self, size: int) -> str:
         """Both sides get the same options; the client adds the server's address."""
-        return (f"-p $pg_port -t {self.test} -s {size} -n {self.iterations} "
+        return (f"-p {PORT} -t {self.test} -s {size} -n {self.iterations} "
                 f"-m {self.memory},{self.memory}")
 
     def compose_steps(self, srun: str) -> None:
-        self.prerun_cmds += pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
-        self.executable = "; ".join(
-            f'echo "# perfguard size={size}"; '
-            f'run_pair "{self.ucx_perftest} {self.ucx_options(size)}" '
-            f'"{self.ucx_perftest} \\$pg_server_addr {self.ucx_options(size)}" || exit $?'
-            for size in self.sizes)
+        self.pair_steps(srun)
+        self.executable = per_size(
+            self.sizes, lambda size: pair_line(f"{self.ucx_perftest} {self.ucx_options(size)}"))
 
     @sanity_function
     def measured_every_size(self):
@@ -106,8 +95,3 @@ class UcxPerftestCheck(rfm.RunOnlyRegressionTest, SrunLaunch, HcaPinning, Binary
     @performance_function("MiB/s")
     def bandwidth(self):
         return self.results[max(self.results)].bandwidth_mib_s
-
-    @run_before("performance")
-    def key_figures(self):
-        key = "latency" if self.test in LATENCY_TESTS else "bandwidth"
-        self.perf_variables = {key: getattr(self, key)()}
