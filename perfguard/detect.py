@@ -66,7 +66,7 @@ def parse_ibv_devinfo(text: str) -> list[dict[str, Any]]:
             ports[-1]["width"] = int(re.match(r"(\d+)X", value).group(1))
         elif ports and key == "active_speed":
             ports[-1]["lane_gbps"] = float(re.match(r"([\d.]+)", value).group(1))
-            named = re.search(r"\((\w+)\)", value)  # "10.0 Gbps (FDR10)"
+            named = re.search(r"\(([A-Z][A-Z0-9]*)\)", value)  # "10.0 Gbps (FDR10)"
             if named:
                 ports[-1]["speed"] = named.group(1)
     for port in ports:

@@ -95,6 +95,7 @@ def run_reframe(request: RunRequest) -> RunOutcome:
     command = reframe_command(request, report)
     workdir = request.state / "work"
     workdir.mkdir(parents=True, exist_ok=True)
+    (request.state / "log").mkdir(exist_ok=True)  # ReFrame's log file (site config)
     completed = subprocess.run(command, env=run_environment(request), cwd=workdir)
     if not report.exists() and not request.dry_run:
         raise PerfguardError(f"reframe exited with {completed.returncode} and wrote no report "

@@ -6,6 +6,8 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -58,10 +60,16 @@ def test_up_status_sacct_down_leaves_nothing() -> None:
                              capture_output=True, text=True, timeout=120, cwd=layout.shared)
         assert job.returncode == 0, job.stderr
         jobid = job.stdout.strip()
-        sacct = subprocess.run(
-            ["sacct", "-X", "-n", "-P", "-j", jobid, "-o", "JobID,State,NodeList"],
-            env=layout.client_env(), capture_output=True, text=True)
-        assert sacct.stdout.strip() == f"{jobid}|COMPLETED|node[1-2]"
+        # slurmdbd is written asynchronously: the job's final record (both nodes) may
+        # arrive a moment after sbatch --wait returns, so poll for it, bounded.
+        expected, seen = f"{jobid}|COMPLETED|node[1-2]", ""
+        deadline = time.monotonic() + 30
+        while seen != expected and time.monotonic() < deadline:
+            seen = subprocess.run(
+                ["sacct", "-X", "-n", "-P", "-j", jobid, "-o", "JobID,State,NodeList"],
+                env=layout.client_env(), capture_output=True, text=True).stdout.strip()
+            time.sleep(0 if seen == expected else 1)
+        assert seen == expected
     finally:
         stopped = perfguard("cluster", "down", state=state)
     assert stopped.returncode == 0
@@ -100,10 +108,18 @@ def test_port_in_use_is_named() -> None:
 
 def test_not_root_is_explained() -> None:
     # The distribution's python (the venv's may not be readable by nobody); the cluster
-    # code path needs no third-party package.
-    result = subprocess.run(
-        ["runuser", "-u", "nobody", "--", "env", f"PYTHONPATH={REPO_ROOT}", "/usr/bin/python3",
-         "-m", "perfguard.cli", "--state-dir", str(TEST_ROOT / "nobody"), "cluster", "up"],
-        capture_output=True, text=True, timeout=60)
+    # code path needs no third-party package. The package is copied where nobody can
+    # read it: the checkout may sit in root's 0700 home.
+    readable = Path(tempfile.mkdtemp(prefix="perfguard-nobody-", dir="/var/tmp"))
+    try:
+        readable.chmod(0o755)
+        shutil.copytree(REPO_ROOT / "perfguard", readable / "perfguard")
+        result = subprocess.run(
+            ["runuser", "-u", "nobody", "--", "env", f"PYTHONPATH={readable}",
+             "/usr/bin/python3", "-m", "perfguard.cli", "--state-dir",
+             str(readable / "state"), "cluster", "up"],
+            capture_output=True, text=True, timeout=60, cwd=readable)
+    finally:
+        shutil.rmtree(readable, ignore_errors=True)
     assert result.returncode == 2
     assert "needs root" in result.stderr and "Traceback" not in result.stderr

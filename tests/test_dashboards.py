@@ -123,7 +123,7 @@ def test_every_query_runs_and_names_its_columns(seeded: str) -> None:
             ("Last nightly", "A"): ["node", "metric", "ratio_to_reference"],
             ("Run history", "A"): ["time", "run", "trigger", "labels", "passed", "failed",
                                    "missed_thresholds", "failing_checks"],
-            ("Failing test cases", "A"): ["check_name", "variant", "partition", "result",
+            ("Failing test cases", "A"): ["check_name", "variant", "partition", "state",
                                           "fail_phase", "fail_reason", "slurm_jobid", "nodes"],
         }
         seen = set()

@@ -21,7 +21,8 @@ def sbatch(*extra: str, tasks: int = 2, per_node: int = 1) -> list[str]:
     """The #SBATCH lines every OMB job has, then the partition's own."""
     return [f"#SBATCH --ntasks={tasks}", f"#SBATCH --ntasks-per-node={per_node}",
             "#SBATCH --cpus-per-task=1", "#SBATCH --output=rfm_job.out",
-            "#SBATCH --error=rfm_job.err", "#SBATCH --partition=gpu",
+            # Pinned (map_cpu): whole nodes, steps without --cpus-per-task (--exact).
+            "#SBATCH --error=rfm_job.err", "#SBATCH --exclusive", "#SBATCH --partition=gpu",
             *(f"#SBATCH {option}" for option in extra)]
 
 
@@ -50,9 +51,11 @@ def test_seed000_gpudirect_through_pix_hca(seed_view: str) -> None:
         "export CUDA_VISIBLE_DEVICES=0",
         "export OMPI_MCA_btl=openib,self,vader",
         "export OMPI_MCA_btl_openib_if_include=mlx4_0:1",
+        # Open MPI 4's openib refuses InfiniBand ports without it (seed 000).
+        "export OMPI_MCA_btl_openib_allow_ib=1",
         "export OMPI_MCA_btl_openib_want_cuda_gdr=1",
         FINGERPRINT,
-        "srun --cpus-per-task=1 --mpi=pmix --gpu-bind=map_gpu:0 --cpu-bind=verbose,map_cpu:0 "
+        "srun --mpi=pmix --gpu-bind=map_gpu:0 --cpu-bind=verbose,map_cpu:0 "
         f"{seed_view}/pt2pt/osu_bw -m 1:4194304 -d cuda D D",
     ]
 
@@ -62,7 +65,7 @@ def test_seed000_device_buffers_without_gpudirect_through_phb_hca(seed_view: str
                   placement="inter")
     assert "export OMPI_MCA_btl_openib_if_include=mlx4_1:1" in lines
     assert "export OMPI_MCA_btl_openib_want_cuda_gdr=0" in lines
-    assert lines[-1] == ("srun --cpus-per-task=1 --mpi=pmix --gpu-bind=map_gpu:0 "
+    assert lines[-1] == ("srun --mpi=pmix --gpu-bind=map_gpu:0 "
                          "--cpu-bind=verbose,map_cpu:0 "
                          f"{seed_view}/pt2pt/osu_latency -m 1:4194304 -d cuda D D")
 
@@ -70,7 +73,7 @@ def test_seed000_device_buffers_without_gpudirect_through_phb_hca(seed_view: str
 def test_seed000_host_buffers_take_no_gpu(seed_view: str) -> None:
     lines = pt2pt("seedfdr", hca="mlx4_0", bench="osu_bw", transfer="H-H", placement="inter")
     assert not any("gres" in line or "CUDA" in line or "cuda_gdr" in line for line in lines)
-    assert lines[-1] == ("srun --cpus-per-task=1 --mpi=pmix --cpu-bind=verbose,map_cpu:0 "
+    assert lines[-1] == ("srun --mpi=pmix --cpu-bind=verbose,map_cpu:0 "
                          f"{seed_view}/pt2pt/osu_bw -m 1:4194304")
 
 
@@ -82,7 +85,7 @@ def test_ndr_hca_on_second_socket_pins_cores_gpu_and_ucx_device() -> None:
         "export UCX_NET_DEVICES=mlx5_3:1",
         "export UCX_IB_GPU_DIRECT_RDMA=yes",
         FINGERPRINT,
-        "srun --cpus-per-task=1 --mpi=pmix --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
+        "srun --mpi=pmix --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
         f"{OMB}/pt2pt/osu_bw -m 1:4194304 -d cuda D D",
     ]
 
@@ -91,7 +94,7 @@ def test_ndr_intra_node_pins_two_ranks_near_hca() -> None:
     lines = pt2pt("ndr4x4", hca="mlx5_2", bench="osu_latency", transfer="H-D-gdr",
                   placement="intra")
     assert "#SBATCH --ntasks-per-node=2" in lines
-    assert lines[-1] == ("srun --cpus-per-task=1 --mpi=pmix --gpu-bind=map_gpu:2 "
+    assert lines[-1] == ("srun --mpi=pmix --gpu-bind=map_gpu:2 "
                          "--cpu-bind=verbose,map_cpu:48,49 "
                          f"{OMB}/pt2pt/osu_latency -m 1:4194304 -d cuda H D")
 
@@ -102,13 +105,13 @@ def test_ndr_multi_pair_and_collectives() -> None:
                               "OsuCollectiveCheck%hca=mlx5_2%benchmark=osu_barrier")
     mbw = body(scripts["OsuMultiPairCheck %hca=mlx5_0"])
     assert "#SBATCH --ntasks=8" in mbw and "#SBATCH --ntasks-per-node=4" in mbw
-    assert mbw[-1] == ("srun --cpus-per-task=1 --mpi=pmix --distribution=block:block "
+    assert mbw[-1] == ("srun --mpi=pmix --distribution=block:block "
                        "--cpu-bind=verbose,map_cpu:0,1,2,3 "
                        f"{OMB}/pt2pt/osu_mbw_mr -m 1:4194304")
     allreduce = body(scripts["OsuCollectiveCheck %hca=mlx5_2 %benchmark=osu_allreduce"])
     assert "#SBATCH --ntasks=4" in allreduce  # the partition's 4 nodes, one rank each
     assert "export UCX_NET_DEVICES=mlx5_2:1" in allreduce
-    assert allreduce[-1] == ("srun --cpus-per-task=1 --mpi=pmix --cpu-bind=verbose,map_cpu:48 "
+    assert allreduce[-1] == ("srun --mpi=pmix --cpu-bind=verbose,map_cpu:48 "
                              f"{OMB}/collective/osu_allreduce -f -m 1:1048576")
     barrier = body(scripts["OsuCollectiveCheck %hca=mlx5_2 %benchmark=osu_barrier"])
     assert barrier[-1].endswith(f"{OMB}/collective/osu_barrier -f")

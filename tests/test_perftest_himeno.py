@@ -74,7 +74,7 @@ def test_himeno_failures(text: str, message: str) -> None:
 
 
 @pytest.mark.parametrize("ranks, size, grid", [
-    (1, "M", (1, 1, 1)), (2, "M", (2, 1, 1)), (8, "XL", (2, 2, 2)), (64, "XL", (4, 4, 4)),
+    (1, "M", (1, 1, 1)), (2, "M", (1, 1, 2)), (8, "XL", (2, 2, 2)), (64, "XL", (4, 4, 4)),
 ])
 def test_process_grid_splits_longest_dimension_first(ranks: int, size: str, grid) -> None:
     assert process_grid(ranks, GRIDS[size]) == grid
@@ -98,7 +98,7 @@ def test_perftest_pair_command_lines_and_numactl() -> None:
                              "%placement=pair")
     assert "#SBATCH --ntasks-per-node=1" in lines and "#SBATCH --gres=gpu:4" in lines
     assert "srun_server='srun --cpu-bind=verbose,map_cpu:48 -N1 -n1'" in lines
-    command = (f"numactl --cpunodebind=1 --membind=1 {BIN}/ib_write_bw -p $pg_port -F -n 5000 "
+    command = (f"numactl --cpunodebind=1 --membind=1 {BIN}/ib_write_bw -p \\$pg_port -F -n 5000 "
                f"-d mlx5_2 -i 1 --use_cuda=2 -a")
     assert lines[-1] == f'run_pair "{command}" "{command} \\$pg_server_addr"'
 
@@ -108,7 +108,7 @@ def test_perftest_loopback_runs_both_sides_on_one_node() -> None:
                               "%memory=host%placement=loopback")
     assert "#SBATCH --ntasks=2" in lines and "#SBATCH --ntasks-per-node=2" in lines
     assert "pg_server_node=${pg_nodes[0]}" in lines and "pg_client_node=${pg_nodes[-1]}" in lines
-    command = (f"numactl --cpunodebind=0 --membind=0 {'{view}'}/ib_atomic_lat -p $pg_port -F "
+    command = (f"numactl --cpunodebind=0 --membind=0 {'{view}'}/ib_atomic_lat -p \\$pg_port -F "
                f"-n 5000 -A CMP_AND_SWAP -d mlx4_1 -i 1 -s 8")
     assert lines[-1].startswith('echo "# perfguard size=8"; run_pair "numactl --cpunodebind=0')
     assert "-A CMP_AND_SWAP -d mlx4_1 -i 1 -s 8 \\$pg_server_addr" in lines[-1]
@@ -121,7 +121,7 @@ def test_perftest_interference_layout() -> None:
     assert "#SBATCH --ntasks=4" in lines and "#SBATCH --ntasks-per-node=2" in lines
     body = "\n".join(lines)
     alone = body.index('echo "# perfguard phase=alone"')
-    background = body.index(f"{BIN}/ib_write_bw -p $pg_port -F -D 30 -d mlx5_0 -i 1 -s 8")
+    background = body.index(f"{BIN}/ib_write_bw -p \\$pg_port -F -D 30 -d mlx5_0 -i 1 -s 8")
     interfered = body.index('echo "# perfguard phase=interfered"')
     assert alone < background < interfered
     assert "(pg_port=$((pg_port + 100)); run_pair" in body
@@ -132,6 +132,7 @@ def test_himeno_rank_layout_grid_and_binding() -> None:
     scripts = dry_run_scripts("ndr4x4", "HimenoCheck%size=XL%nodes=4%ranks_step=all")
     [(name, lines)] = [(n, s) for n, s in scripts.items() if "nodes=4" in n]
     assert "#SBATCH --ntasks=384" in lines and "#SBATCH --ntasks-per-node=96" in lines
+    # Not pinned (cores): the step keeps --cpus-per-task.
     assert lines[-1] == "srun --cpus-per-task=1 --mpi=pmix --cpu-bind=verbose,cores ./himeno"
     build = dry_run_build_lines(name)
     ndx, ndy, ndz = process_grid(384, GRIDS["XL"])

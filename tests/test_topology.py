@@ -48,3 +48,17 @@ def test_bad_topology_names_file_and_place(tmp_path: Path, edit, message: str) -
     with pytest.raises(PerfguardError, match=message) as info:
         load_system(broken)
     assert str(broken) in str(info.value)
+
+
+def test_line_rates_by_encoding() -> None:
+    """QDR is 8b/10b; FDR10 (64b/66b at 10.3125 Gbaud) carries its nominal 40 Gb/s; FDR
+    (64b/66b at 14.0625 Gbaud) 54.5; EDR and later report the data rate."""
+    from perfguard.topology import Hca
+
+    def rate(gbps: float, speed: str = "") -> float:
+        return round(Hca("mlx", 1, "InfiniBand", gbps, 0, speed=speed).data_rate_gbps, 2)
+
+    assert rate(40, "QDR") == rate(40) == 32.0
+    assert rate(40, "FDR10") == 40.0
+    assert rate(56, "FDR") == rate(56) == 54.55
+    assert rate(100, "EDR") == 100.0 and rate(400, "NDR") == 400.0

@@ -63,3 +63,44 @@ def test_verdict_with_baseline_shows_change(migrated_dsn: str, demo_report: Path
     result = perfguard("verdict", "--baseline", "pre-upgrade", "--dsn", migrated_dsn)
     assert "baseline" in result.stdout.splitlines()[1]
     assert result.stdout.count("+100.0%") >= 4
+
+
+def test_skipped_expected_failure_and_retried_cases_do_not_fail_a_run(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """ReFrame's skip/xfail are their own states; of a retried case only its last attempt
+    is judged (its failed first attempt does not fail the run), as in the dashboards."""
+    import json
+    import uuid
+
+    import psycopg
+
+    raw = json.loads(demo_report.read_text())
+    raw["session_info"]["uuid"] = str(uuid.uuid4())
+    cases = raw["runs"][0]["testcases"]
+    hello = next(c for c in cases if c["name"].startswith("MpiHelloCheck"))
+    skipped = {**hello, "name": "SkippedCheck", "unique_name": "SkippedCheck",
+               "result": "skip", "fail_reason": "needs 8 nodes, partition has 4",
+               "perfvalues": {}}
+    xfailed = {**hello, "name": "KnownIssueCheck", "unique_name": "KnownIssueCheck",
+               "result": "xfail", "fail_reason": "known issue"}
+    first_try = {**hello, "result": "fail", "fail_phase": "run", "fail_reason": "node lost"}
+    raw["runs"][0]["testcases"] = [first_try, skipped, xfailed,
+                                   *[c for c in cases if c is not hello]]
+    raw["runs"].append({**raw["runs"][0], "runid": 1, "testcases": [{**hello, "run_index": 1}]})
+    report = tmp_path / "states.json"
+    report.write_text(json.dumps(raw))
+    [stored] = ingest_paths(tmp_path, migrated_dsn, [report], RunMeta())
+    assert stored.run_id is not None, stored.message
+
+    result = perfguard("verdict", str(stored.run_id), "--dsn", migrated_dsn)
+    assert result.returncode == 0, result.stdout
+    rows = {line.split()[0]: line.split()[-1] for line in result.stdout.splitlines()[1:]
+            if line and not line.startswith("verdict")}
+    assert rows["SkippedCheck"] == "skipped" and rows["KnownIssueCheck"] == "expected-failure"
+    assert rows["MpiHelloCheck"] == "pass"
+    assert "1 expected-failure" in result.stdout and "1 skipped" in result.stdout
+    with psycopg.connect(migrated_dsn) as conn:
+        states = dict(conn.execute(
+            "SELECT check_name || ':' || run_index, state FROM judged_testcase "
+            "WHERE run_id = %s", (stored.run_id,)).fetchall())
+    assert states["MpiHelloCheck:1"] == "pass" and "MpiHelloCheck:0" not in states

@@ -150,12 +150,12 @@ class OsuMultiPairCheck(OsuBenchmark):
     """osu_mbw_mr: ``pairs`` sender/receiver pairs across two nodes through one HCA."""
 
     descr = "OMB multiple-pair bandwidth and message rate"
-    #: Sender/receiver pairs; 0: one per core of a node (the node's full message rate).
+    #: Sender/receiver pairs; 0: four, or as many as a node has cores if fewer.
     pairs = variable(int, value=0)
 
     def shape(self) -> None:
         self.benchmark_path = "pt2pt/osu_mbw_mr"
-        self.pairs = self.pairs or self.current_partition.processor.num_cpus or 1
+        self.pairs = self.pairs or min(4, self.current_partition.processor.num_cpus or 1)
         self.ranks_per_node = self.pairs
         self.num_tasks = 2 * self.pairs
         # OMB pairs rank i with rank i + N/2: block distribution puts them on two nodes.
