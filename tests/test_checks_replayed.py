@@ -22,11 +22,12 @@ from reframe_tests.common.binding import srun_masks
 from tests.conftest import DATA, TEST_STATE, perfguard
 
 REPLAY = DATA / "replay"
-CHECKS = ("OsuPt2PtCheck", "OsuMultiPairCheck", "OsuCollectiveCheck",
-          "PerftestCheck%verb=atomic_fadd%measure=bw%memory=host",
-          "PerftestCheck%verb=atomic_fadd%measure=lat%memory=host%placement=pair",
-          "PerftestInterferenceCheck%verb=atomic_fadd%measure=bw%interferer=write",
-          "UcxPerftestCheck%test=tag_lat%memory=host", "HimenoCheck%size=XS")
+#: ReFrame matches -n against the display name without spaces ("Check%hca=lo%verb=…").
+CHECKS = ("^OsuPt2PtCheck", "^OsuMultiPairCheck", "^OsuCollectiveCheck",
+          "^PerftestCheck.*%verb=atomic_fadd%measure=bw%memory=host",
+          "^PerftestCheck.*%verb=atomic_fadd%measure=lat%memory=host%placement=pair",
+          "^PerftestInterferenceCheck.*%verb=atomic_fadd%measure=bw%interferer=write",
+          "^UcxPerftestCheck.*%test=tag_lat%memory=host", "^HimenoCheck%size=XS")
 
 
 def recorded_table(name: str) -> dict[int, list[float]]:

@@ -10,7 +10,7 @@ client steps — with this program where the benchmark would be::
 ``CATALOGUE_DIR/recordings.json`` lists what was recorded::
 
     [{"program": "osu_latency", "nnodes": 2, "ntasks": 2,
-      "args_contain": ["-c"], "variant": "XS 1x2x2",
+      "args_contain": ["-c"], "variant": "XS-1x2x2",
       "stdout": ["osu_latency.txt"], "stderr": "osu_latency.stderr.txt", "exit": 0}]
 
 The first entry whose given fields all match (program name; the step's node and

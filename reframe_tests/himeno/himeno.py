@@ -108,7 +108,7 @@ class HimenoCheck(rfm.RegressionTest, MeasuredCheck):
         self.build_system.commands = [
             f"printf '#!/bin/sh\\nexec {replay} \"$@\"\\n' > himeno", "chmod +x himeno"]
         ndx, ndy, ndz = self.grid
-        self.env_vars["PERFGUARD_REPLAY_VARIANT"] = f"{self.size} {ndx}x{ndy}x{ndz}"
+        self.env_vars["PERFGUARD_REPLAY_VARIANT"] = f"{self.size}-{ndx}x{ndy}x{ndz}"
 
     @sanity_function
     def validate(self):
