@@ -97,9 +97,9 @@ def test_perftest_pair_command_lines_and_numactl() -> None:
     lines = script("ndr4x4", "PerftestCheck%hca=mlx5_2%verb=write%measure=bw%memory=cuda"
                              "%placement=pair")
     assert "#SBATCH --ntasks-per-node=1" in lines and "#SBATCH --gres=gpu:4" in lines
-    assert "srun_server='srun --cpu-bind=verbose,map_cpu:48 -N1 -n1'" in lines
-    command = (f"numactl --physcpubind=48-95 --localalloc {BIN}/ib_write_bw -p \\$pg_port -F -n 5000 "
-               f"-d mlx5_2 -i 1 --use_cuda=2 -a")
+    assert "srun_server='srun --cpu-bind=verbose,map_cpu:48 --overlap -N1 -n1'" in lines
+    command = (f"numactl --physcpubind=48-95 --localalloc {BIN}/ib_write_bw -p \\$pg_port -F "
+               f"-n 5000 -d mlx5_2 -i 1 --use_cuda=2 -a")
     assert lines[-1] == f'run_pair "{command}" "{command} \\$pg_server_addr"'
 
 

@@ -80,7 +80,19 @@ class ServerClientCheck(HcaCheck):
     first_port = variable(int, value=0)
 
     def pair_steps(self, srun: str) -> None:
-        """Define the roles and `run_pair`; one task per step on its node."""
+        """Define the roles and `run_pair`; one task per step on its node.
+
+        ``--overlap``: server and client steps share a node's cores in a loopback run (a
+        pinned step owns all of them). Where virtual nodes share the host's cores (the
+        embedded cluster), the server takes another core than the client, or the two
+        busy-polling sides would take turns on one core.
+        """
         if self.first_port:
             self.env_vars["PG_FIRST_PORT"] = str(self.first_port)
-        self.prerun_cmds += pair_prologue(f"{srun} -N1 -n1", f"{srun} -N1 -n1")
+        server = client = f"{srun} --overlap -N1 -n1"
+        shared = self.current_partition.extras.get("node_cpus")
+        if shared and self.pinned_cores:
+            others = [c for c in next(iter(shared.values())) if c not in self.pinned_cores]
+            if others:
+                server = server.replace(f"map_cpu:{self.pinned_cores[0]}", f"map_cpu:{others[0]}")
+        self.prerun_cmds += pair_prologue(server, client)
