@@ -98,7 +98,7 @@ def test_perftest_pair_command_lines_and_numactl() -> None:
                              "%placement=pair")
     assert "#SBATCH --ntasks-per-node=1" in lines and "#SBATCH --gres=gpu:4" in lines
     assert "srun_server='srun --cpu-bind=verbose,map_cpu:48 --overlap -N1 -n1'" in lines
-    command = (f"numactl --physcpubind=48-95 --localalloc {BIN}/ib_write_bw -p \\$pg_port -F "
+    command = (f"numactl --localalloc {BIN}/ib_write_bw -p \\$pg_port -F "
                f"-n 5000 -d mlx5_2 -i 1 --use_cuda=2 -a")
     assert lines[-1] == f'run_pair "{command}" "{command} \\$pg_server_addr"'
 
@@ -108,10 +108,10 @@ def test_perftest_loopback_runs_both_sides_on_one_node() -> None:
                               "%memory=host%placement=loopback")
     assert "#SBATCH --ntasks=2" in lines and "#SBATCH --ntasks-per-node=2" in lines
     assert "pg_server_node=${pg_nodes[0]}" in lines and "pg_client_node=${pg_nodes[-1]}" in lines
-    command = (f"numactl --physcpubind=0-13 --localalloc {'{view}'}/ib_atomic_lat -p \\$pg_port -F "
+    command = (f"numactl --localalloc {'{view}'}/ib_atomic_lat -p \\$pg_port -F "
                f"-n 5000 -A CMP_AND_SWAP -d mlx4_1 -i 1 -s 8")
     assert lines[-1].startswith(
-        'echo "# perfguard size=8"; run_pair "numactl --physcpubind=0-13 --localalloc')
+        'echo "# perfguard size=8"; run_pair "numactl --localalloc')
     assert "-A CMP_AND_SWAP -d mlx4_1 -i 1 -s 8 \\$pg_server_addr" in lines[-1]
     assert command.split("/ib_atomic_lat")[1] in lines[-1]
 

@@ -24,7 +24,6 @@ from reframe.core.builtins import (
 from reframe.core.exceptions import SanityError
 from reframe.utility.sanity import make_performance_function
 
-from perfguard.topology import compact_cpu_list
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.pinning import AUTO_HCA, partition_topology
 from reframe_tests.common.server_client import PORT, ServerClientCheck, pair_line, per_size
@@ -102,14 +101,9 @@ class PerftestBase(rfm.RunOnlyRegressionTest, ServerClientCheck):
         return options
 
     def numactl(self) -> str:
-        topology = partition_topology(self.current_partition)
-        if topology is None or self.hca == AUTO_HCA:
-            return ""
-        # The HCA's NUMA domain by its cores, memory local to them: the same on a real
-        # node, and valid on the embedded one, whose NUMA domains exist only in Slurm.
-        numa = topology.node.hca(self.hca).numa
-        cores = next(d.cpus for d in topology.node.numa if d.id == numa)
-        return f"numactl --physcpubind={compact_cpu_list(list(cores))} --localalloc "
+        """srun's core map already binds each side to the HCA's NUMA domain; numactl keeps
+        its memory there (valid on the embedded cluster's virtual NUMA domains too)."""
+        return "numactl --localalloc " if self.pinned_cores else ""
 
     def pair(self, verb: str, measure: str, extra: list[str], duration: int = 0) -> str:
         """One `run_pair` line: identical options on both sides, the client adds the host."""
