@@ -89,7 +89,7 @@ def test_run_passes_and_skips_are_not_failures(replayed) -> None:
     assert "test-failed" not in re.sub(r"\d+ test-failed", "", result.stdout)
     verdict = result.stdout.splitlines()[-1]
     assert verdict.startswith("verdict:") and "0 fail, 0 test-failed" in verdict
-    assert re.search(r"\b4 skipped\b", verdict), verdict  # Himeno quarter/half on 2 cores
+    assert re.search(r"\b6 skipped\b", verdict), verdict  # Himeno quarter/half, 1/2/4 nodes
     skipped = [tc for tc in testcases if tc["result"] == "skip"]
     assert {tc["fail_reason"] for tc in skipped} == {
         "2 core(s) per node: this step is the 1-rank run"}
