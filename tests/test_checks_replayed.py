@@ -175,4 +175,4 @@ def test_himeno_sweep_stores_mflops_and_efficiency(replayed) -> None:
             "AND s.point_id <> 0"
         ).fetchall()
     assert sorted(int(r) for r, _ in points) == [1, 2, 2, 4, 4, 8]
-    assert key_figure(dsn, "HimenoCheck", "efficiency", nodes=1, ranks_step="1") == 1.0
+    assert key_figure(dsn, "HimenoCheck", "efficiency", nodes="1", ranks_step="1") == 1.0
