@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from perfguard.topology import AFFINITY_ORDER, compact_cpu_list, parse_cpu_list
+from perfguard.topology import AFFINITY_ORDER, parse_cpu_list
 
 
 @dataclass
@@ -151,7 +151,7 @@ def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str) -> 
     """A topology file for one partition, to review and commit under site_config/systems/."""
     hca_names = {h["name"] for h in found.hcas}
     node = {
-        "numa": [{"id": node, "cpus": compact_cpu_list(cpus)}
+        "numa": [{"id": node, "cpus": _compact(cpus)}
                  for node, cpus in sorted(found.numa.items())],
         "hcas": [{"name": h["name"], "port": h["port"], "link_layer": h.get("link_layer", ""),
                   "rate_gbps": h.get("rate_gbps", 0), "numa": h["numa"],
@@ -169,3 +169,16 @@ def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str) -> 
     return header + yaml.safe_dump(document, sort_keys=False)
 
 
+def _compact(cpus: list[int]) -> str:
+    """[0, 1, 2, 5] → '0-2,5'."""
+    ranges: list[str] = []
+    start = prev = None
+    for cpu in sorted(cpus) + [None]:
+        if start is None:
+            start = prev = cpu
+        elif cpu is not None and cpu == prev + 1:
+            prev = cpu
+        else:
+            ranges.append(f"{start}-{prev}" if start != prev else str(start))
+            start = prev = cpu
+    return ",".join(ranges)

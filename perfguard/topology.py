@@ -147,21 +147,6 @@ class System:
         raise PerfguardError(f"{self.path}: no partition {name!r}")
 
 
-def compact_cpu_list(cpus: list[int]) -> str:
-    """[0, 1, 2, 5] → '0-2,5'."""
-    ranges: list[str] = []
-    start = prev = None
-    for cpu in sorted(cpus) + [None]:
-        if start is None:
-            start = prev = cpu
-        elif cpu is not None and cpu == prev + 1:
-            prev = cpu
-        else:
-            ranges.append(f"{start}-{prev}" if start != prev else str(start))
-            start = prev = cpu
-    return ",".join(ranges)
-
-
 # --- loading --------------------------------------------------------------------
 def parse_cpu_list(text: str | int | list, where: str) -> tuple[int, ...]:
     """'0-13,28-41' → (0, 1, …, 13, 28, …, 41)."""

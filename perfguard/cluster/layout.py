@@ -33,8 +33,6 @@ class NodeSpec:
     name: str
     port: int
     cpus: tuple[int, ...]
-    #: The node's NUMA domains (one per socket), each a tuple of host CPUs.
-    numa: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,14 +87,9 @@ class ClusterLayout:
         per_socket = len(cpus) // sockets
         return tuple(cpus[s * per_socket:(s + 1) * per_socket] for s in range(sockets))
 
-    @property
-    def cores_per_node(self) -> int:
-        return sum(len(domain) for domain in self.numa_domains)
-
     def node_specs(self) -> list[NodeSpec]:
-        domains = self.numa_domains
-        cpus = tuple(c for domain in domains for c in domain)
-        return [NodeSpec(f"node{index + 1}", self.port_base + 21 + index, cpus, domains)
+        cpus = tuple(c for domain in self.numa_domains for c in domain)
+        return [NodeSpec(f"node{index + 1}", self.port_base + 21 + index, cpus)
                 for index in range(self.nodes)]
 
     def topology(self) -> dict:

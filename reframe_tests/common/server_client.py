@@ -12,6 +12,7 @@ from __future__ import annotations
 from reframe.core.builtins import variable
 
 from reframe_tests.common.base import HcaCheck
+from reframe_tests.common.pinning import map_cpu
 
 # Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD`
 # runs one measurement. `$srun_server` / `$srun_client` are set by the check.
@@ -94,5 +95,5 @@ class ServerClientCheck(HcaCheck):
         if shared and self.pinned_cores:
             others = [c for c in next(iter(shared.values())) if c not in self.pinned_cores]
             if others:
-                server = server.replace(f"map_cpu:{self.pinned_cores[0]}", f"map_cpu:{others[0]}")
+                server = server.replace(self.cpu_bind, map_cpu(others[:1]))
         self.prerun_cmds += pair_prologue(server, client)

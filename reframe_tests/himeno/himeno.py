@@ -88,11 +88,11 @@ class HimenoCheck(rfm.RegressionTest, MeasuredCheck):
     @run_before("compile")
     def generate_parameters(self):
         """RIKEN's paramset.sh writes param.h for this size and process grid."""
-        ndx, ndy, ndz = self.grid
         self.executable = "./himeno"
         if self.replaying:
             self.replay_instead_of_build()
             return
+        ndx, ndy, ndz = self.grid
         source = self.provided("share/himeno/himenoBMTxps.c")
         directory = source.rsplit("/", 1)[0]
         self.prebuild_cmds = [f"cp {directory}/himenoBMTxps.c {directory}/paramset.sh .",
