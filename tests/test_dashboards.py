@@ -122,7 +122,8 @@ def test_every_query_runs_and_names_its_columns(seeded: str) -> None:
                                       "speedup", "efficiency"],
             ("Last nightly", "A"): ["node", "metric", "ratio_to_reference"],
             ("Run history", "A"): ["time", "run", "trigger", "labels", "passed", "failed",
-                                   "missed_thresholds", "failing_checks"],
+                                   "skipped", "expected_failures", "missed_thresholds",
+                                   "failing_checks"],
             ("Failing test cases", "A"): ["check_name", "variant", "partition", "state",
                                           "fail_phase", "fail_reason", "slurm_jobid", "nodes"],
         }

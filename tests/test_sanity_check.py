@@ -27,9 +27,8 @@ def test_hello_passes_on_two_nodes_with_binding(layout: ClusterLayout) -> None:
 
 
 def test_hello_fails_on_wrong_expected_mask(layout: ClusterLayout) -> None:
-    # node1 owns CPU 0 and node2 CPU 1 (or both CPU 0 on a 1-CPU host): swap them.
-    cpus = {n.name: n.cpus[0] for n in layout.node_specs()}
-    wrong = ",".join(f"{node}:{hex(1 << (cpu + 1))}" for node, cpu in cpus.items())
+    # A mask of a CPU no node has: Slurm can never bind there, whichever core it picks.
+    wrong = ",".join(f"{n.name}:{hex(1 << len(layout.host_cpus))}" for n in layout.node_specs())
     outcome, case = run_hello(f"expected_masks={wrong}")
     assert outcome.returncode != 0
     assert case.result == "fail" and case.fail_phase == "sanity"

@@ -8,7 +8,7 @@ way it was meant to run.
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import run_after, sanity_function, variable
+from reframe.core.builtins import sanity_function, variable
 from reframe.core.exceptions import SanityError
 
 from reframe_tests.common.binding import mask_of, parse_mask, srun_masks
@@ -28,19 +28,10 @@ class MpiHelloCheck(rfm.RegressionTest, SrunLaunch, CollectsFingerprints):
     tags = {"sanity", "demo", "nightly", "acceptance"}
     maintainers = ["perfguard"]
 
-    #: Expected CPU mask per host, e.g. ``node1:0x1,node2:0x2``. Empty: derived from
-    #: the partition's ``node_cpus`` (the cores each node owns) for ``--cpu-bind=cores``.
+    #: Expected CPU mask per host, e.g. ``node1:0x1,node2:0x2``. Empty: with
+    #: ``--cpu-bind=cores`` each rank must own exactly one of its node's cores (the
+    #: partition's ``node_cpus``); which one is Slurm's choice on a multi-core node.
     expected_masks = variable(typ.Dict[str, str], value={})
-
-    @run_after("setup")
-    def derive_expected_masks(self):
-        if self.expected_masks or self.cpu_bind != "cores":
-            return
-        node_cpus = self.current_partition.extras.get("node_cpus", {})
-        # One task per node bound to a core: the node's first own CPU.
-        self.expected_masks = {
-            host: hex(mask_of(cpus[:1])) for host, cpus in node_cpus.items() if cpus
-        }
 
     @sanity_function
     def validate(self):
@@ -71,3 +62,8 @@ class MpiHelloCheck(rfm.RegressionTest, SrunLaunch, CollectsFingerprints):
         if expected is not None and parse_mask(expected) != actual:
             raise SanityError(f"rank {rank} on {host}: CPU mask {hex(actual)}, "
                               f"expected {expected}")
+        own = self.current_partition.extras.get("node_cpus", {}).get(host)
+        if expected is None and self.cpu_bind == "cores" and own and not (
+                bin(actual).count("1") == 1 and actual & mask_of(own)):
+            raise SanityError(f"rank {rank} on {host}: CPU mask {hex(actual)} is not one "
+                              f"core of the node's CPUs {own}")
