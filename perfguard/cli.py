@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from perfguard import __version__, paths
-from perfguard.errors import PerfguardError
+from perfguard.errors import PerfguardError, UsageError
+from perfguard.secrets import redact_secrets
 
 
 def _dsn_option() -> argparse.ArgumentParser:
@@ -49,6 +52,8 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
     print(f"embedded cluster up: {layout.nodes} nodes, state in {layout.state}")
     print(f"  export SLURM_CONF={layout.slurm_conf}")
     print(f"  PostgreSQL DSN: {layout.dsn}")
+    print(f"  role passwords (perfguard, Grafana's read-only role): {layout.pgpass}, "
+          f"shown by `perfguard cluster env`")
     return 0
 
 
@@ -73,10 +78,15 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
 
 def cmd_cluster_env(args: argparse.Namespace) -> int:
     from perfguard.cluster import current_layout
+    from perfguard.cluster.layout import DB_NAME, GRAFANA_USER
 
     layout = current_layout(args.state_dir)
-    print(f"export SLURM_CONF={layout.slurm_conf}")
-    print(f"export PERFGUARD_DSN={layout.dsn}")
+    print(f"export SLURM_CONF={shlex.quote(str(layout.slurm_conf))}")
+    print(f"export PERFGUARD_DSN={shlex.quote(layout.dsn)}")
+    print(f"# Grafana's data source: host 127.0.0.1:{layout.postgres_port}, database "
+          f"{DB_NAME}, user {GRAFANA_USER}, password:")
+    print(f"export PERFGUARD_GRAFANA_PASSWORD="
+          f"{shlex.quote(layout.role_passwords()[GRAFANA_USER])}")
     return 0
 
 
@@ -175,7 +185,9 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
     ing = sub.add_parser(
         "ingest", parents=[DSN], help="load ReFrame JSON reports into the database",
         description="Each report is stored in one transaction, idempotently by session uuid. "
-                    "A report that cannot be stored is kept in STATE/spool with the reason.")
+                    "A report that cannot be stored now (database down) is kept in "
+                    "STATE/spool with the reason; one that never can (malformed) is parked "
+                    "in STATE/spool/rejected. Exit 1 if any report was not stored.")
     ing.add_argument("reports", nargs="*", type=Path, help="ReFrame report files")
     ing.add_argument("--spool", action="store_true", help="retry every spooled report")
     ing.add_argument("--trigger", default="manual", help="trigger for reports without metadata")
@@ -184,16 +196,20 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from perfguard import db
-    from perfguard.ingest import RunMeta, ingest_paths, spooled
+    from contextlib import nullcontext
 
-    reports = list(args.reports) + (spooled(args.state_dir) if args.spool else [])
-    if not reports:
-        print("nothing to ingest" + (" (spool is empty)" if args.spool else ""))
-        return 0
+    from perfguard import db
+    from perfguard.ingest import RunMeta, ingest_paths
+    from perfguard.spool import spool_lock, spooled
+
     dsn = db.resolve_dsn(args.state_dir, args.dsn)
-    results = ingest_paths(args.state_dir, dsn, reports,
-                           RunMeta(args.trigger, tuple(args.label)))
+    with spool_lock(args.state_dir) if args.spool else nullcontext():
+        reports = list(args.reports) + (spooled(args.state_dir) if args.spool else [])
+        if not reports:
+            print("nothing to ingest" + (" (spool is empty)" if args.spool else ""))
+            return 0
+        results = ingest_paths(args.state_dir, dsn, reports,
+                               RunMeta(args.trigger, tuple(args.label)))
     return _print_ingest(results)
 
 
@@ -269,7 +285,7 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise PerfguardError(f"{what} {item!r}: expected NAME=VALUE")
+            raise UsageError(f"{what} {item!r}: expected NAME=VALUE")
         result[name] = value
     return result
 
@@ -284,11 +300,11 @@ def _point(items: list[str]) -> dict | None:
 def cmd_thresholds_set(args: argparse.Namespace) -> int:
     from perfguard import thresholds as th
 
-    lower, lower_frac = th.parse_bound(args.lower)
-    upper, upper_frac = th.parse_bound(args.upper)
+    lower, lower_frac = th.parse_bound(args.lower, "--lower")
+    upper, upper_frac = th.parse_bound(args.upper, "--upper")
     given = [f for v, f in ((lower, lower_frac), (upper, upper_frac)) if v is not None]
     if len(set(given)) > 1:
-        raise PerfguardError("--lower and --upper must both be fractions (%) or both absolute")
+        raise UsageError("--lower and --upper must both be fractions (%) or both absolute")
     threshold = th.Threshold(
         system=args.system, partition=args.partition, environ=args.environ, check=args.check,
         params=_pairs(args.param, "--param"), metric=args.metric, point=_point(args.point),
@@ -297,10 +313,20 @@ def cmd_thresholds_set(args: argparse.Namespace) -> int:
         direction=args.direction or th.direction_for_unit(args.unit), reason=args.reason)
     if args.author:
         threshold.author = args.author
+    threshold.validate("thresholds set")
     with _connect(args) as conn:
+        _warn_unknown_metrics(conn, [threshold])
         stored, changed = th.set_threshold(conn, threshold)
     print(("set" if changed else "unchanged") + f": #{stored.id} {stored.scope()}")
     return 0
+
+
+def _warn_unknown_metrics(conn, thresholds) -> None:
+    from perfguard import thresholds as th
+
+    for t in th.never_measured(conn, thresholds):
+        print(f"perfguard: warning: {t.scope()}: no run has measured metric {t.metric!r} "
+              f"yet; check the name (a typo never matches)", file=sys.stderr)
 
 
 def _threshold_line(t) -> str:
@@ -339,10 +365,9 @@ def cmd_thresholds_import(args: argparse.Namespace) -> int:
     from perfguard import thresholds as th
 
     entries = th.from_yaml(args.file)
-    changed = 0
     with _connect(args) as conn:
-        for entry in entries:
-            changed += th.set_threshold(conn, entry)[1]
+        _warn_unknown_metrics(conn, entries)
+        changed = th.set_all(conn, entries, str(args.file))
     print(f"{args.file}: {len(entries)} thresholds, {changed} changed")
     return 0
 
@@ -365,9 +390,9 @@ def cmd_thresholds_derive(args: argparse.Namespace) -> int:
     from perfguard import thresholds as th
     from perfguard.verdict import resolve_run
 
-    tolerance, is_fraction = th.parse_bound(args.tolerance)
+    tolerance, is_fraction = th.parse_bound(args.tolerance, "--tolerance")
     if tolerance is None or not is_fraction or tolerance <= 0:
-        raise PerfguardError(f"--tolerance {args.tolerance!r}: give a percentage such as 10%")
+        raise UsageError(f"--tolerance {args.tolerance!r}: give a percentage such as 10%")
     with _connect(args) as conn:
         run_id = resolve_run(conn, args.from_run)
         proposals = th.derive(conn, run_id, tolerance, args.author or getpass.getuser(),
@@ -629,12 +654,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.state_dir = (args.state_dir or paths.state_dir()).resolve()
     try:
         return args.func(args)
-    except PerfguardError as exc:
-        print(f"perfguard: error: {exc}", file=sys.stderr)
+    except UsageError as exc:
+        print(f"perfguard: error: {redact_secrets(str(exc))}", file=sys.stderr)
         return 2
+    except PerfguardError as exc:
+        print(f"perfguard: error: {redact_secrets(str(exc))}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("perfguard: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug of ours: one line, the traceback only on request
+        if os.environ.get("PERFGUARD_DEBUG"):
+            raise
+        print(f"perfguard: internal error in `{args.command}`: {type(exc).__name__}: "
+              f"{redact_secrets(str(exc))} (PERFGUARD_DEBUG=1 shows the traceback; "
+              f"please report it)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
-"""One exception type for every failure the user can act on.
+"""The failures the user can act on, each with a message naming what and where.
 
-The CLI prints its message (what failed and where) instead of a stack trace.
+The CLI prints the message instead of a stack trace: ``UsageError`` (a bad argument
+or input file) exits 2, any other ``PerfguardError`` (a failure) exits 1.
 """
 
 
 class PerfguardError(Exception):
     """A failure with a message that tells the user what and where."""
+
+
+class UsageError(PerfguardError):
+    """The command was given something it cannot use: an argument, option or file."""

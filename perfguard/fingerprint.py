@@ -29,14 +29,16 @@ class Change:
 def flatten(row: dict) -> dict[str, str]:
     """One node's fingerprint as field → value (HCA and GPU facts spelled out)."""
     facts = {f: row[f] for f in SCALAR_FIELDS if row.get(f)}
-    for hca in row.get("hcas") or []:
-        for key, value in hca.items():
-            if key != "name":
-                facts[f"hca {hca['name']} {key}"] = str(value)
-    for gpu in row.get("gpus") or []:
-        for key, value in gpu.items():
-            if key != "index":
-                facts[f"gpu {gpu['index']} {key}"] = str(value)
+    for kind, label in (("hcas", "name"), ("gpus", "index")):
+        devices = row.get(kind) or []
+        for position, device in enumerate(devices if isinstance(devices, list) else []):
+            if not isinstance(device, dict):
+                continue
+            # A device the collector could not name is still compared, by its position.
+            name = device.get(label, f"#{position}")
+            for key, value in device.items():
+                if key != label:
+                    facts[f"{kind[:-1]} {name} {key}"] = str(value)
     return facts
 
 

@@ -1,17 +1,17 @@
 """Load ReFrame reports into PostgreSQL: one transaction per report, COPY for the bulk.
 
-Idempotent by session uuid: a report whose session is stored already changes
-nothing. A report that cannot be stored (malformed, DB down, constraint broken)
-is copied to the spool directory with the reason beside it; `ingest --spool`
-retries it later, so no result is ever lost.
+Idempotent by session uuid, decided by the database: of several concurrent ingests
+of one report exactly one stores it, the others find it "already stored". A report
+that cannot be stored now (DB down, DB error) is copied to the spool under a name
+of its own, with its metadata and the reason beside it; `ingest --spool` retries
+it later. A report that can never be stored (malformed, truncated) is parked in
+``spool/rejected/`` with the reason instead of being retried forever.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,8 @@ from psycopg.types.json import Jsonb
 
 from perfguard import db
 from perfguard.errors import PerfguardError
-from perfguard.report import Report, TestCase, load, no_cyclic_gc
-
-META_SUFFIX = ".meta.json"
+from perfguard.report import Report, ReportError, TestCase, load, no_cyclic_gc
+from perfguard.spool import archive, archive_dir, in_spool, meta_path, reject, spool
 
 
 @dataclass(frozen=True)
@@ -42,13 +41,16 @@ class RunMeta:
         path = meta_path(report)
         if not path.exists():
             return default or cls()
-        data = json.loads(path.read_text())
-        return cls(data.get("trigger", "manual"), tuple(data.get("labels", [])),
-                   data.get("library_revision"))
-
-
-def meta_path(report: Path) -> Path:
-    return report.with_name(report.name + META_SUFFIX)
+        try:
+            data = json.loads(path.read_text())
+            labels = data.get("labels", [])
+            if not isinstance(labels, list):
+                raise TypeError("labels must be a list")
+            return cls(str(data.get("trigger", "manual")), tuple(map(str, labels)),
+                       data.get("library_revision"))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise ReportError(f"{path}: unreadable run metadata of {report.name} "
+                              f"({exc}); fix or delete it and ingest again") from exc
 
 
 @dataclass
@@ -61,18 +63,24 @@ class IngestResult:
     message: str = ""
 
 
-def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta) -> IngestResult:
-    """Store one report atomically; raises PerfguardError with file and reason on failure."""
+def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta,
+                  kept_at: Path | None = None) -> IngestResult:
+    """Store one report atomically; raises PerfguardError with file and reason on failure.
+
+    ``kept_at`` is where the report will live once stored (run.report_path), if not
+    where it is now.
+    """
     report = load(path)
+    report.path = (kept_at or path).resolve()
     try:
         with conn.transaction(), no_cyclic_gc():
-            existing = conn.execute("SELECT id FROM run WHERE session_uuid = %s",
-                                    (report.session_uuid,)).fetchone()
-            if existing:
-                return IngestResult(path, existing[0], False,
-                                    message=f"session {report.session_uuid} already stored")
             system = system_id(conn, _report_system(report))
             run_id = _insert_run(conn, system, report, meta)
+            if run_id is None:
+                existing = conn.execute("SELECT id FROM run WHERE session_uuid = %s",
+                                        (report.session_uuid,)).fetchone()[0]
+                return IngestResult(path, existing, False,
+                                    message=f"session {report.session_uuid} already stored")
             samples = _copy_testcases(conn, system, run_id, report)
             _insert_fingerprints(conn, system, run_id, report)
             conn.execute("UPDATE run SET missed_thresholds = (SELECT count(*) FROM key_verdict "
@@ -83,6 +91,8 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta) -> Ingest
             conn.execute("SELECT brin_summarize_new_values('sample_testcase_brin')")
     except psycopg.Error as exc:
         raise PerfguardError(f"{path}: database rejected the report: {exc}".strip()) from exc
+    except (OverflowError, ValueError) as exc:  # a number PostgreSQL cannot hold
+        raise ReportError(f"{path}: a value cannot be stored ({exc})") from exc
     return IngestResult(path, run_id, True, len(report.testcases), samples)
 
 
@@ -112,20 +122,25 @@ def _report_system(report: Report) -> str:
     """The one system a report's test cases ran on."""
     systems = {tc.system for tc in report.testcases} or {"unknown"}
     if len(systems) > 1:
-        raise PerfguardError(f"{report.path}: one report, several systems {sorted(systems)}")
+        raise ReportError(f"{report.path}: one report, several systems {sorted(systems)}")
     return systems.pop()
 
 
-def _insert_run(conn: psycopg.Connection, system: int, report: Report, meta: RunMeta) -> int:
-    return conn.execute(
+def _insert_run(conn: psycopg.Connection, system: int, report: Report,
+                meta: RunMeta) -> int | None:
+    """The new run's id, or None when this session is stored already (possibly by a
+    concurrent ingest, which this insert waits for)."""
+    row = conn.execute(
         """INSERT INTO run (session_uuid, system_id, started_at, finished_at, reframe_version,
                             cmdline, library_revision, trigger, labels, hostname, username,
                             report_path)
-           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id""",
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+           ON CONFLICT (session_uuid) DO NOTHING RETURNING id""",
         (report.session_uuid, system, report.started, report.finished,
          report.reframe_version, report.cmdline, meta.library_revision, meta.trigger,
          list(meta.labels), report.hostname, report.user, str(report.path)),
-    ).fetchone()[0]
+    ).fetchone()
+    return row[0] if row else None
 
 
 def _dimension_ids(conn: psycopg.Connection, report: Report
@@ -246,47 +261,16 @@ def _insert_fingerprints(conn: psycopg.Connection, system: int, run_id: int,
                  Jsonb(fp.get("hcas") or []), Jsonb(fp.get("gpus") or []), Jsonb(extra)))
 
 
-# --- spool --------------------------------------------------------------------
-def spool_dir(state: Path) -> Path:
-    return state / "spool"
-
-
-def spool(state: Path, report: Path, reason: str) -> Path:
-    """Keep a copy of a report that could not be stored, with the reason beside it."""
-    target_dir = spool_dir(state)
-    target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / report.name
-    if report.resolve() != target.resolve():
-        shutil.copy2(report, target)
-        if meta_path(report).exists():
-            shutil.copy2(meta_path(report), meta_path(target))
-    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    target.with_name(target.name + ".reason").write_text(f"{stamp} {reason}\n")
-    return target
-
-
-def spooled(state: Path) -> list[Path]:
-    directory = spool_dir(state)
-    if not directory.exists():
-        return []
-    return sorted(p for p in directory.glob("*.json") if not p.name.endswith(META_SUFFIX))
-
-
-def unspool(report: Path) -> None:
-    for path in (report, meta_path(report), report.with_name(report.name + ".reason")):
-        path.unlink(missing_ok=True)
-
-
 def ingest_paths(state: Path, dsn: str, reports: list[Path],
                  default_meta: RunMeta) -> list[IngestResult]:
-    """Ingest each report; failures are spooled and reported, never raised mid-way."""
+    """Ingest each report; failures are spooled or parked and reported, never raised
+    mid-way: a bad file does not keep the good ones of a batch from being stored."""
     results = []
     try:
         conn = db.connect(dsn)
     except PerfguardError as exc:
         for report in reports:
-            spool(state, report, str(exc))
-            results.append(IngestResult(report, None, False, message=f"spooled: {exc}"))
+            results.append(_keep_for_later(state, report, str(exc)))
         return results
     with conn:
         db.require_current(conn)
@@ -295,14 +279,28 @@ def ingest_paths(state: Path, dsn: str, reports: list[Path],
     return results
 
 
+def _keep_for_later(state: Path, report: Path, reason: str) -> IngestResult:
+    if not report.is_file():
+        return IngestResult(report, None, False, message=f"cannot read report: {reason}")
+    kept = spool(state, report, reason)
+    return IngestResult(report, None, False, message=f"spooled as {kept}: {reason}")
+
+
 def _ingest_one(state: Path, conn: psycopg.Connection, report: Path,
                 default_meta: RunMeta) -> IngestResult:
-    in_spool = report.parent.resolve() == spool_dir(state).resolve()
+    from_spool = in_spool(state, report)
+    kept_at = archive_dir(state) / report.name if from_spool else None
     try:
-        result = ingest_report(conn, report, RunMeta.beside(report, default_meta))
+        result = ingest_report(conn, report, RunMeta.beside(report, default_meta), kept_at)
+    except ReportError as exc:
+        if not report.is_file():
+            return IngestResult(report, None, False, message=str(exc))
+        parked = reject(state, report, str(exc))
+        return IngestResult(report, None, False,
+                            message=f"{exc} (parked as {parked}; it will not be retried)")
     except PerfguardError as exc:
-        spool(state, report, str(exc))
-        return IngestResult(report, None, False, message=f"spooled: {exc}")
-    if in_spool:
-        unspool(report)
+        conn.rollback()
+        return _keep_for_later(state, report, str(exc))
+    if from_spool:
+        archive(state, report)
     return result

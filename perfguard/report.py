@@ -145,8 +145,11 @@ def no_cyclic_gc():
 
 
 def load(path: Path) -> Report:
+    path = Path(path)
+    if path.is_dir():
+        raise ReportError(f"{path}: is a directory, not a report file")
     try:
-        text = Path(path).read_bytes()
+        text = path.read_bytes()
     except OSError as exc:
         raise ReportError(f"{path}: cannot read report ({exc.strerror})") from exc
     with no_cyclic_gc():
@@ -157,27 +160,31 @@ def load(path: Path) -> Report:
                      if isinstance(exc, json.JSONDecodeError) else f" ({exc.reason})")
             raise ReportError(f"{path}: not valid JSON{where}; the report is truncated or "
                               f"malformed") from exc
-        return parse(raw, Path(path))
+        except (ValueError, RecursionError) as exc:  # 5000-digit integers, 10^5 nested lists
+            raise ReportError(f"{path}: not a usable JSON document ({exc})") from exc
+        return parse(raw, path)
 
 
 def parse(raw: Any, path: Path) -> Report:
     if not isinstance(raw, dict) or "session_info" not in raw or "runs" not in raw:
         raise ReportError(f"{path}: not a ReFrame run report (no session_info/runs)")
-    info = raw["session_info"]
+    info = _typed(raw["session_info"], dict, f"{path}: session_info")
     version = str(info.get("data_version", ""))
     if version.split(".")[0] != SUPPORTED_MAJOR:
         raise ReportError(f"{path}: unsupported report data_version {version!r} "
                           f"(perfguard reads {SUPPORTED_MAJOR}.x)")
     uuid = info.get("uuid")
-    if not uuid:
+    if not uuid or not isinstance(uuid, str):
         raise ReportError(f"{path}: session_info has no uuid")
     testcases = []
-    for run_no, run in enumerate(raw["runs"]):
-        for case_no, case in enumerate(run.get("testcases", [])):
+    for run_no, run in enumerate(_typed(raw["runs"], list, f"{path}: runs")):
+        cases = _typed(_typed(run, dict, f"{path}: runs[{run_no}]").get("testcases", []),
+                       list, f"{path}: runs[{run_no}].testcases")
+        for case_no, case in enumerate(cases):
             where = f"{path}: runs[{run_no}].testcases[{case_no}]"
-            testcases.append(_testcase(case, where))
+            testcases.append(_testcase(_typed(case, dict, where), where))
     return Report(
-        path=path, session_uuid=str(uuid), data_version=version,
+        path=path, session_uuid=uuid, data_version=version,
         started=_time(info.get("time_start_unix"), info.get("time_start")) or _now(),
         finished=_time(info.get("time_end_unix"), info.get("time_end")),
         reframe_version=str(info.get("version", "")), cmdline=str(info.get("cmdline", "")),
@@ -186,13 +193,23 @@ def parse(raw: Any, path: Path) -> Report:
     )
 
 
+def _typed(value: Any, kind: type, where: str) -> Any:
+    if not isinstance(value, kind):
+        raise ReportError(f"{where}: expected {'an object' if kind is dict else 'a list'}, "
+                          f"found {type(value).__name__}")
+    return value
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
 def _time(unix: Any, text: Any) -> datetime | None:
     if isinstance(unix, (int, float)) and math.isfinite(unix):
-        return datetime.fromtimestamp(unix, timezone.utc)
+        try:
+            return datetime.fromtimestamp(unix, timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
     if isinstance(text, str) and text:
         try:
             return datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -203,15 +220,26 @@ def _time(unix: Any, text: Any) -> datetime | None:
 
 def _testcase(case: dict, where: str) -> TestCase:
     try:
-        name = case["name"]
-        unique = case.get("unique_name") or name
-        system = case["system"]
-        partition = case.get("partition") or system.split(":", 1)[-1]
-    except (KeyError, TypeError) as exc:
+        return _checked_testcase(case, where)
+    except KeyError as exc:
         raise ReportError(f"{where}: missing field {exc}") from exc
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise ReportError(f"{where}: a field has the wrong type ({exc})") from exc
+
+
+def _checked_testcase(case: dict, where: str) -> TestCase:
+    name = case["name"]
+    system = case["system"]
+    if not isinstance(name, str) or not isinstance(system, str):
+        raise ReportError(f"{where}: name and system must be strings")
+    unique = case.get("unique_name") or name
+    partition = case.get("partition") or system.split(":", 1)[-1]
     nodelist = case.get("job_nodelist") or []
+    if not isinstance(nodelist, list):
+        raise ReportError(f"{where}: job_nodelist must be a list")
+    exitcode = case.get("job_exitcode")
     return TestCase(
-        check=name.split()[0].split("%")[0],
+        check=name.split()[0].split("%")[0] if name.strip() else name,
         unique_name=str(unique),
         hashcode=str(case.get("hashcode", "")),
         params=_params(case),
@@ -220,17 +248,21 @@ def _testcase(case: dict, where: str) -> TestCase:
         environ=str(case.get("environ", "")),
         result=str(case.get("result", "unknown")),
         run_index=int(case.get("run_index", 0) or 0),
-        fail_phase=case.get("fail_phase"),
-        fail_reason=case.get("fail_reason"),
+        fail_phase=_optional_text(case.get("fail_phase")),
+        fail_reason=_optional_text(case.get("fail_reason")),
         jobid=str(case["jobid"]) if case.get("jobid") not in (None, "") else None,
         nodelist=[str(n) for n in nodelist],
-        job_exitcode=case.get("job_exitcode"),
+        job_exitcode=int(exitcode) if exitcode is not None else None,
         time_total=_finite_or_none(case.get("time_total")),
         started=_time(case.get("job_submit_time"), None),
         key_samples=_perf_samples(case, where),
         series=_series(case.get(SAMPLES_VARIABLE) or [], f"{where}.{SAMPLES_VARIABLE}"),
         fingerprints=_fingerprints(case, where),
     )
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _params(case: dict) -> dict[str, Any]:
@@ -270,7 +302,8 @@ def _optional_bound(value: Any, where: str) -> float | None:
 def _perf_samples(case: dict, where: str) -> list[Sample]:
     """ReFrame perf variables: ``{'part:metric': [value, ref, lower, upper, unit, …]}``."""
     samples = []
-    for key, entry in (case.get("perfvalues") or {}).items():
+    for key, entry in _typed(case.get("perfvalues") or {}, dict,
+                             f"{where}.perfvalues").items():
         metric = key.rsplit(":", 1)[-1]
         here = f"{where}.perfvalues[{key!r}]"
         if not isinstance(entry, (list, tuple)) or len(entry) < 5:

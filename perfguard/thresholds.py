@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +19,8 @@ import yaml
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from perfguard.errors import PerfguardError
+from perfguard.errors import PerfguardError, UsageError
+from perfguard.yamlfile import load_yaml
 
 DIRECTIONS = ("higher", "lower")
 BOUNDS = ("fraction", "absolute")
@@ -46,18 +48,61 @@ class Threshold:
     valid_to: datetime | None = None
 
     def validate(self, where: str) -> Threshold:
+        """Refuse what cannot be a threshold; every message names ``where``."""
+        self._validate_types(where)
         if self.direction not in DIRECTIONS:
-            raise PerfguardError(f"{where}: direction must be one of {DIRECTIONS}, "
-                                 f"not {self.direction!r}")
+            raise UsageError(f"{where}: direction must be one of {DIRECTIONS}, "
+                             f"not {self.direction!r}")
         if self.bounds not in BOUNDS:
-            raise PerfguardError(f"{where}: bounds must be one of {BOUNDS}, not {self.bounds!r}")
+            raise UsageError(f"{where}: bounds must be one of {BOUNDS}, not {self.bounds!r}")
         for name in ("reference", "lower", "upper"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
-                raise PerfguardError(f"{where}: {name} must be a finite number")
+                raise UsageError(f"{where}: {name} must be a finite number")
         if self.lower is None and self.upper is None:
-            raise PerfguardError(f"{where}: give at least one of lower/upper bound")
+            raise UsageError(f"{where}: give at least one of lower/upper bound")
+        self._validate_order(where)
         return self
+
+    def _validate_types(self, where: str) -> None:
+        for name in ("system", "check", "metric", "direction", "bounds", "unit", "author",
+                     "reason"):
+            if not isinstance(getattr(self, name), str):
+                raise UsageError(f"{where}: {name} must be a string, "
+                                 f"not {getattr(self, name)!r}")
+        for name in ("partition", "environ"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise UsageError(f"{where}: {name} must be a string")
+        if not self.check or not self.metric:
+            raise UsageError(f"{where}: check and metric must not be empty")
+        if not isinstance(self.params, dict) or not all(
+                isinstance(v, str) for v in self.params.values()):
+            raise UsageError(f"{where}: params must map parameter names to values")
+        if self.point is not None and (not isinstance(self.point, dict) or not all(
+                isinstance(v, (str, int, float)) for v in self.point.values())):
+            raise UsageError(f"{where}: point must map coordinates to numbers or strings")
+        for name in ("reference", "lower", "upper"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, (int, float))):
+                raise UsageError(f"{where}: {name} must be a number, not {value!r}")
+
+    def _validate_order(self, where: str) -> None:
+        """lower ≤ reference ≤ upper, and no negative time, size or rate."""
+        if self.bounds == "fraction" and ((self.lower or 0) > 0 or (self.upper or 0) < 0):
+            raise UsageError(f"{where}: a lower bound must be ≤ 0% and an upper bound ≥ 0% "
+                             f"of the reference (lower {self.lower}, upper {self.upper})")
+        low, high = self.limits()
+        if (low is not None and low > self.reference) or (
+                high is not None and high < self.reference):
+            raise UsageError(f"{where}: bounds must satisfy lower ≤ reference ≤ upper "
+                             f"(lower {low}, reference {self.reference}, upper {high})")
+        if is_magnitude_unit(self.unit):
+            negative = [(n, v) for n, v in (("reference", self.reference), ("lower", low),
+                                            ("upper", high)) if v is not None and v < 0]
+            if self.reference <= 0 or negative:
+                raise UsageError(f"{where}: a {self.unit} value cannot be negative or zero "
+                                 f"(reference {self.reference}, lower {low}, upper {high})")
 
     def limits(self) -> tuple[float | None, float | None]:
         """Absolute lower and upper limits."""
@@ -143,6 +188,24 @@ def set_threshold(conn: psycopg.Connection, t: Threshold) -> tuple[Threshold, bo
     return _from_row(row), True
 
 
+def set_all(conn: psycopg.Connection, thresholds: list[Threshold], source: str) -> int:
+    """Set every threshold of a file in one transaction: all of them or none.
+    Returns how many changed."""
+    try:
+        with conn.transaction():
+            return sum(set_threshold(conn, t)[1] for t in thresholds)
+    except psycopg.Error as exc:
+        raise PerfguardError(f"{source}: nothing imported, the database refused an entry: "
+                             f"{exc}") from exc
+
+
+def never_measured(conn: psycopg.Connection, thresholds: list[Threshold]) -> list[Threshold]:
+    """Thresholds whose metric no stored run has measured (typos never match)."""
+    known = {name for (name,) in conn.execute("SELECT DISTINCT name FROM metric")}
+    conn.commit()
+    return [t for t in thresholds if t.metric not in known] if known else []
+
+
 def _same_values(a: Threshold, b: Threshold) -> bool:
     keys = ("reference", "lower", "upper", "bounds", "unit", "direction")
     return all(getattr(a, k) == getattr(b, k) for k in keys)
@@ -191,44 +254,60 @@ def to_yaml(system: str, thresholds: list[Threshold]) -> str:
 
 
 def from_yaml(path: Path) -> list[Threshold]:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise PerfguardError(f"{path}: cannot read thresholds file: {exc}") from exc
+    """Every entry of a thresholds file, all validated before any is used."""
+    data = load_yaml(path, "thresholds")
     if not isinstance(data, dict) or "system" not in data or not isinstance(
             data.get("thresholds"), list):
-        raise PerfguardError(f"{path}: expected a mapping with 'system' and a 'thresholds' list")
+        raise UsageError(f"{path}: expected a mapping with 'system' and a 'thresholds' list")
     return [_entry(data["system"], entry, f"{path}: thresholds[{i}]")
             for i, entry in enumerate(data["thresholds"])]
 
 
 def _entry(system: str, entry: Any, where: str) -> Threshold:
     if not isinstance(entry, dict):
-        raise PerfguardError(f"{where}: expected a mapping")
+        raise UsageError(f"{where}: expected a mapping")
     unknown = set(entry) - set(_YAML_KEYS)
     missing = {"check", "metric", "reference", "direction"} - set(entry)
     if unknown or missing:
-        raise PerfguardError(f"{where}: unknown keys {sorted(unknown)}, missing keys "
-                             f"{sorted(missing)}")
-    try:
-        values = {k: entry[k] for k in _YAML_KEYS if k in entry}
-        values["params"] = {str(k): str(v) for k, v in (entry.get("params") or {}).items()}
-        for key in ("reference", "lower", "upper"):
-            if values.get(key) is not None:
-                values[key] = float(values[key])
-        return Threshold(system=str(system), **values).validate(where)
-    except (TypeError, ValueError) as exc:
-        raise PerfguardError(f"{where}: {exc}") from exc
+        raise UsageError(f"{where}: unknown keys {sorted(unknown)}, missing keys "
+                         f"{sorted(missing)}")
+    params = entry.get("params") or {}
+    if not isinstance(params, dict) or not all(
+            isinstance(v, (str, int, float)) and not isinstance(v, bool)
+            for v in params.values()):
+        raise UsageError(f"{where}: params must map parameter names to plain values, "
+                         f"not {params!r}"[:300])
+    values = {k: entry[k] for k in _YAML_KEYS if k in entry}
+    values["params"] = {str(k): str(v) for k, v in params.items()}
+    for key in ("reference", "lower", "upper"):
+        if isinstance(values.get(key), int) and not isinstance(values[key], bool):
+            values[key] = float(values[key])
+    return Threshold(system=str(system), **values).validate(where)
 
 
-def parse_bound(text: str | None) -> tuple[float | None, bool]:
+def parse_bound(text: str | None, option: str = "bound") -> tuple[float | None, bool]:
     """'10%' → (0.10, fraction) ; '-5%' → (-0.05, fraction) ; '3.2' → (3.2, absolute)."""
     if text is None or text == "":
         return None, False
     text = text.strip()
-    if text.endswith("%"):
-        return float(text[:-1]) / 100.0, True
-    return float(text), False
+    is_fraction = text.endswith("%")
+    try:
+        value = float(text[:-1] if is_fraction else text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: expected a number such as 5.2 or a "
+                         f"percentage such as -10%") from None
+    if not math.isfinite(value):
+        raise UsageError(f"{option} {text!r}: must be a finite number")
+    return (value / 100.0 if is_fraction else value), is_fraction
+
+
+_MAGNITUDE_UNIT = re.compile(r"(?i)^(?:[num]?s|sec|usec|msec|[kmgtp]?i?b|bytes?|\w*flops|"
+                             r"[^/]+/s(?:ec)?)$")
+
+
+def is_magnitude_unit(unit: str) -> bool:
+    """Times, sizes, bandwidths, rates and FLOPS: never negative (unlike %, or no unit)."""
+    return bool(_MAGNITUDE_UNIT.match(unit.strip()))
 
 
 _LOWER_IS_BETTER_UNITS = {"us", "usec", "ms", "s", "sec", "ns"}

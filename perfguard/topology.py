@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from perfguard.errors import PerfguardError
+from perfguard.yamlfile import load_yaml
 
 #: PCIe affinity between a GPU and an HCA, best first (nvidia-smi topo -m legend).
 AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
@@ -228,10 +227,7 @@ def _partition(data: dict, where: str) -> Partition:
 
 
 def load_system(path: Path) -> System:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise PerfguardError(f"{path}: cannot read topology file: {exc}") from exc
+    data = load_yaml(path, "topology")
     where = str(path)
     try:
         partitions = tuple(_partition(p, f"{where}: partitions[{i}]")

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from perfguard.errors import PerfguardError
+from perfguard.errors import PerfguardError, UsageError
 
 PASS, FAIL, NO_REFERENCE, TEST_FAILED = "pass", "fail", "no-reference", "test-failed"
 #: A test case that did not run (shape, provider, failed dependency): neither passed nor
@@ -102,15 +102,16 @@ def resolve_run(conn: psycopg.Connection, ref: str | None) -> int:
     if ref is None or ref == "latest":
         row = conn.execute("SELECT id FROM run ORDER BY started_at DESC, id DESC LIMIT 1"
                            ).fetchone()
-    elif ref.isdigit():
+    elif ref.isascii() and ref.isdigit() and len(ref) < 19:  # a bigint, not "²" or 10^30
         row = conn.execute("SELECT id FROM run WHERE id = %s", (int(ref),)).fetchone()
     else:
         row = conn.execute(
             "SELECT id FROM run WHERE session_uuid::text = %(r)s OR %(r)s = ANY(labels) "
             "ORDER BY started_at DESC LIMIT 1", {"r": ref}).fetchone()
     if row is None:
-        raise PerfguardError(f"no run matches {ref or 'latest'!r}" if ref else
-                             "the database holds no runs yet: `perfguard run` first")
+        if ref:
+            raise UsageError(f"no run matches {ref!r} (give a run id, session uuid or label)")
+        raise PerfguardError("the database holds no runs yet: `perfguard run` first")
     return row[0]
 
 

@@ -48,23 +48,32 @@ def layout() -> ClusterLayout:
     cluster.down(TEST_STATE)
 
 
+def create_database(layout: ClusterLayout) -> tuple[str, str]:
+    """A new, empty database owned by perfguard's role: (name, DSN)."""
+    name = f"pgtest_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(layout.dsn_for("postgres"), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} OWNER perfguard")
+    return name, layout.dsn_for(name)
+
+
+def drop_databases(layout: ClusterLayout, names: list[str]) -> None:
+    with psycopg.connect(layout.dsn_for("postgres"), autocommit=True) as conn:
+        for name in names:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 @pytest.fixture()
 def new_database(layout: ClusterLayout):
     """Factory of new, empty databases on the test cluster's PostgreSQL, dropped afterwards."""
-    admin = f"postgresql://postgres@127.0.0.1:{layout.postgres_port}/postgres"
     created = []
 
     def create() -> str:
-        name = f"pgtest_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name} OWNER perfguard")
+        name, dsn = create_database(layout)
         created.append(name)
-        return f"postgresql://perfguard@127.0.0.1:{layout.postgres_port}/{name}"
+        return dsn
 
     yield create
-    with psycopg.connect(admin, autocommit=True) as conn:
-        for name in created:
-            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    drop_databases(layout, created)
 
 
 @pytest.fixture()

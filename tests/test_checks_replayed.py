@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from reframe_tests.common.binding import srun_masks
-from tests.conftest import DATA, TEST_STATE, perfguard
+from tests.conftest import DATA, TEST_STATE, create_database, drop_databases, perfguard
 
 REPLAY = DATA / "replay"
 #: ReFrame matches -n against the display name without spaces ("Check%hca=lo%verb=…").
@@ -43,11 +42,7 @@ def recorded_table(name: str) -> dict[int, list[float]]:
 @pytest.fixture(scope="module")
 def replayed(layout):
     """One `perfguard run` of every check class, into a database of its own."""
-    name = f"pgtest_{uuid.uuid4().hex[:12]}"
-    admin = f"postgresql://postgres@127.0.0.1:{layout.postgres_port}/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name} OWNER perfguard")
-    dsn = f"postgresql://perfguard@127.0.0.1:{layout.postgres_port}/{name}"
+    name, dsn = create_database(layout)
     perfguard("db", "upgrade", "--dsn", dsn, check=True)
     args = ["run", "--dsn", dsn, "-S", "UcxPerftestCheck.iterations=2000"]
     for check in CHECKS:
@@ -55,8 +50,7 @@ def replayed(layout):
     result = perfguard(*args, state=TEST_STATE, env={"PERFGUARD_REPLAY": str(REPLAY)})
     report = Path(re.search(r"\(report (\S+)\)", result.stdout).group(1))
     yield result, dsn, json.loads(report.read_text())["runs"][0]["testcases"]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    drop_databases(layout, [name])
 
 
 def cases(testcases: list[dict], check: str, **params) -> list[dict]:

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from perfguard import db
-from perfguard.ingest import RunMeta, ingest_paths, spooled
+from perfguard.ingest import RunMeta, ingest_paths
 from perfguard.report import ReportError, load
+from perfguard.spool import spooled
 from tests.conftest import counts, perfguard
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.cluster.procs import port_in_use, require_binaries, require_root, terminate
-from perfguard.cluster.services import SERVICES, node_states
+from perfguard.cluster.services import SERVICES, dead_nodes, node_states
 from perfguard.errors import PerfguardError
 
 
@@ -27,7 +27,8 @@ def current_layout(state: Path) -> ClusterLayout:
 
 
 def up(state: Path, nodes: int, port_base: int) -> ClusterLayout:
-    """Start whatever is not running yet; a second call is a no-op."""
+    """Start whatever is not running: everything at first, exactly the dead daemons
+    (one node's slurmd, a stopped PostgreSQL) later; a second call is a no-op."""
     require_root()
     require_binaries()
     _require_visible_from_nodes(state)
@@ -43,6 +44,8 @@ def up(state: Path, nodes: int, port_base: int) -> ClusterLayout:
     for service in SERVICES:
         if not service.running(layout):
             service.start(layout)
+        elif service.reconcile is not None:
+            service.reconcile(layout)
     return layout
 
 
@@ -57,10 +60,13 @@ def _require_visible_from_nodes(state: Path) -> None:
 
 
 def _check_ports(layout: ClusterLayout) -> None:
-    """A port taken by someone else is an error that names the port and its user."""
+    """A port taken by someone else is an error that names the port and its user;
+    the ports of our own running daemons (a live node beside a dead one) are ours."""
     running = {s.name for s in SERVICES if s.running(layout)}
+    running |= {f"slurmd {n.name}" for n in layout.node_specs()} - {
+        f"slurmd {name}" for name in dead_nodes(layout)}
     for name, port in layout.all_ports().items():
-        if name.split()[0] in running:
+        if name in running or name.split()[0] in running:
             continue
         if port_in_use(port):
             raise PerfguardError(
@@ -82,16 +88,34 @@ def down(state: Path) -> list[str]:
     return stopped
 
 
+def _nodes_detail(layout: ClusterLayout) -> str:
+    dead = dead_nodes(layout)
+    states = node_states(layout)
+    detail = ", ".join(f"{n}={s}" for n, s in sorted(states.items()))
+    if dead:
+        detail = (f"slurmd of {', '.join(dead)} not running (`perfguard cluster up` restarts "
+                  f"it); " + detail)
+    return detail
+
+
+def _spool_detail(state: Path) -> str:
+    from perfguard.spool import rejected, spooled
+
+    waiting, parked = len(spooled(state)), len(rejected(state))
+    parts = ([f"{waiting} report(s) spooled (`perfguard ingest --spool`)"] if waiting else []) + (
+        [f"{parked} rejected in {state / 'spool' / 'rejected'}"] if parked else [])
+    return f"; {', '.join(parts)}" if parts else ""
+
+
 def status(state: Path) -> list[ComponentStatus]:
     layout = current_layout(state)
     result = []
     for service in SERVICES:
         running = service.running(layout)
         detail = ""
-        if service.name == "slurmd" and running:
-            states = node_states(layout)
-            detail = ", ".join(f"{n}={s}" for n, s in sorted(states.items()))
+        if service.name == "slurmd":
+            detail = _nodes_detail(layout)
         elif service.name == "postgresql":
-            detail = layout.dsn
+            detail = layout.dsn + _spool_detail(state)
         result.append(ComponentStatus(service.name, running, service.pids(layout), detail))
     return result

@@ -53,6 +53,8 @@ def slurm_conf(layout: ClusterLayout) -> str:
         "JobAcctGatherFrequency=30",
         "JobCompType=jobcomp/none",
         "ScronParameters=enable",
+        # Bind to the configured addresses (127.0.0.1), not to every interface.
+        "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny",
     ]
     host_cpus = len(layout.host_cpus)
     domains = layout.numa_domains
@@ -81,6 +83,7 @@ def slurmdbd_conf(layout: ClusterLayout, db_password: str) -> str:
         f"AuthInfo=socket={layout.munge_socket}",
         f"DbdHost={socket.gethostname()}",
         "DbdAddr=127.0.0.1",
+        "CommunicationParameters=NoInAddrAny",
         f"DbdPort={layout.slurmdbd_port}",
         "SlurmUser=root",
         f"PidFile={layout.pid_file('slurmdbd-self')}",

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from perfguard.errors import PerfguardError
 
@@ -21,6 +23,7 @@ DEFAULT_NODES = 4
 DEFAULT_PORT_BASE = 16800
 DB_NAME = "perfguard"
 DB_USER = "perfguard"
+GRAFANA_USER = "perfguard_grafana"
 
 
 #: The virtual nodes' network: the host's loopback, which the embedded topology
@@ -176,10 +179,47 @@ class ClusterLayout:
     def log_file(self, name: str) -> Path:
         return self.logs / f"{name}.log"
 
+    # --- secrets -----------------------------------------------------------
+    @property
+    def secrets(self) -> Path:
+        return self.state / "secrets"
+
+    @property
+    def pgpass(self) -> Path:
+        """libpq password file (0600): the passwords of perfguard's and Grafana's roles."""
+        return self.secrets / "pgpass"
+
+    def role_passwords(self) -> dict[str, str]:
+        """Each role's password, generated at the first start and kept 0600."""
+        known = {}
+        if self.pgpass.exists():
+            for line in self.pgpass.read_text().splitlines():
+                *_, role, password = line.split(":")
+                known[role] = password
+        if set(known) >= {DB_USER, GRAFANA_USER}:
+            return known
+        for role in (DB_USER, GRAFANA_USER):
+            known.setdefault(role, secrets.token_urlsafe(24))
+        self.secrets.mkdir(parents=True, exist_ok=True)
+        self.secrets.chmod(0o700)
+        tmp = self.pgpass.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.writelines(f"127.0.0.1:*:*:{role}:{password}\n"
+                           for role, password in known.items())
+        tmp.replace(self.pgpass)
+        return known
+
     # --- client side -------------------------------------------------------
     @property
     def dsn(self) -> str:
-        return f"postgresql://{DB_USER}@127.0.0.1:{self.postgres_port}/{DB_NAME}"
+        return self.dsn_for(DB_NAME)
+
+    def dsn_for(self, database: str, role: str = DB_USER) -> str:
+        """A DSN that names the password file, never the password."""
+        passfile = quote(str(self.pgpass), safe="/")
+        return (f"postgresql://{role}@127.0.0.1:{self.postgres_port}/{database}"
+                f"?passfile={passfile}")
 
     def client_env(self) -> dict[str, str]:
         """Environment for Slurm clients (sinfo, sbatch, sacct) and for perfguard itself."""

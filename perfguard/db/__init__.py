@@ -9,7 +9,8 @@ from pathlib import Path
 
 import psycopg
 
-from perfguard.errors import PerfguardError
+from perfguard.errors import PerfguardError, UsageError
+from perfguard.secrets import redact_secrets
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -34,16 +35,16 @@ def connect(dsn: str) -> psycopg.Connection:
         return psycopg.connect(dsn, connect_timeout=5)
     except psycopg.OperationalError as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise PerfguardError(f"database {redact(dsn)} is unreachable: {reason}") from exc
+        raise PerfguardError(f"database {redact(dsn)} is unreachable: "
+                             f"{redact_secrets(reason)}") from exc
+    except psycopg.ProgrammingError as exc:  # a DSN libpq cannot parse
+        raise UsageError(f"database DSN {redact(dsn)!r} is invalid: "
+                         f"{redact_secrets(str(exc))}") from exc
 
 
 def redact(dsn: str) -> str:
     """The DSN without its password, for messages."""
-    if "@" in dsn and "://" in dsn:
-        scheme, rest = dsn.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':')[0]}@{host}"
-    return dsn
+    return redact_secrets(dsn)
 
 
 @dataclass(frozen=True)
