@@ -27,5 +27,5 @@ def test_help(command: list[str]) -> None:
 
 def test_db_error_is_a_message_not_a_traceback() -> None:
     result = perfguard("db", "status", "--dsn", "postgresql://x@127.0.0.1:1/none")
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert "unreachable" in result.stderr and "Traceback" not in result.stderr

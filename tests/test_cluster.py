@@ -121,5 +121,5 @@ def test_not_root_is_explained() -> None:
             capture_output=True, text=True, timeout=60, cwd=readable)
     finally:
         shutil.rmtree(readable, ignore_errors=True)
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert "needs root" in result.stderr and "Traceback" not in result.stderr

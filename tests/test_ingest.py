@@ -10,7 +10,7 @@ import pytest
 from perfguard import db
 from perfguard.ingest import RunMeta, ingest_paths
 from perfguard.report import ReportError, load
-from perfguard.spool import spooled
+from perfguard.spool import rejected, spooled
 from tests.conftest import counts, perfguard
 
 
@@ -82,7 +82,7 @@ def broken_copies(demo_report: Path, tmp_path: Path) -> dict[str, Path]:
     ("nan", "is not finite"),
     ("not_a_report", "not a ReFrame run report"),
 ])
-def test_bad_report_is_spooled_and_db_unchanged(migrated_dsn: str, demo_report: Path,
+def test_bad_report_is_parked_and_db_unchanged(migrated_dsn: str, demo_report: Path,
                                                 tmp_path: Path, kind: str, message: str) -> None:
     bad = broken_copies(demo_report, tmp_path)[kind]
     before = counts(migrated_dsn)
@@ -91,7 +91,8 @@ def test_bad_report_is_spooled_and_db_unchanged(migrated_dsn: str, demo_report: 
     assert result.returncode == 1
     assert message in result.stderr and str(bad) in result.stderr
     assert counts(migrated_dsn) == before
-    [kept] = spooled(state)
+    assert spooled(state) == []  # never retried: parked with the reason
+    [kept] = rejected(state)
     assert kept.read_bytes() == bad.read_bytes()
     assert message in kept.with_name(kept.name + ".reason").read_text()
 
@@ -102,11 +103,14 @@ def test_db_down_spools_then_retry_stores(migrated_dsn: str, demo_report: Path,
     down = perfguard("ingest", "--dsn", "postgresql://perfguard@127.0.0.1:1/none",
                      str(demo_report), state=state)
     assert down.returncode == 1 and "unreachable" in down.stderr
-    assert [p.name for p in spooled(state)] == [demo_report.name]
+    [kept] = spooled(state)
+    assert kept.name.endswith(f"-{demo_report.name}")
+    assert kept.read_bytes() == demo_report.read_bytes()
     retry = perfguard("ingest", "--spool", "--dsn", migrated_dsn, state=state)
     assert retry.returncode == 0, retry.stderr
     assert spooled(state) == []
     assert counts(migrated_dsn)["run"] == 1
+    assert (state / "reports" / kept.name).read_bytes() == demo_report.read_bytes()
 
 
 def test_report_parser_rejects_missing_file(tmp_path: Path) -> None:

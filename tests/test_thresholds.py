@@ -37,7 +37,7 @@ def test_change_keeps_history(migrated_dsn: str) -> None:
 def test_yaml_export_import_roundtrip(migrated_dsn: str, new_database, tmp_path: Path) -> None:
     fresh_dsn = new_database()
     perfguard("thresholds", "set", "--dsn", migrated_dsn, *LAT, "--reference", "2.5",
-              "--upper", "0.5", "--point", "size=8", check=True)
+              "--upper", "3.0", "--point", "size=8", check=True)
     exported = tmp_path / "local.yaml"
     perfguard("thresholds", "export", "--dsn", migrated_dsn, "--system", "local", "-o",
               str(exported), check=True)
@@ -46,7 +46,7 @@ def test_yaml_export_import_roundtrip(migrated_dsn: str, new_database, tmp_path:
     assert "1 thresholds, 1 changed" in imported.stdout
     with psycopg.connect(fresh_dsn) as conn:
         [t] = th.current(conn, "local")
-    assert (t.bounds, t.upper, t.point, t.params) == ("absolute", 0.5, {"size": 8},
+    assert (t.bounds, t.upper, t.point, t.params) == ("absolute", 3.0, {"size": 8},
                                                       {"test": "tag_lat"})
 
 

@@ -190,7 +190,8 @@ def _node_hosts_file(layout: ClusterLayout) -> Path:
     hosts = layout.etc / "hosts"
     names = " ".join(n.name for n in layout.node_specs())
     host_entries = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
-    hosts.write_text(host_entries.rstrip("\n") + f"\n# perfguard virtual nodes\n127.0.0.1 {names}\n")
+    hosts.write_text(host_entries.rstrip("\n")
+                     + f"\n# perfguard virtual nodes\n127.0.0.1 {names}\n")
     return hosts
 
 
