@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -96,11 +98,28 @@ def run_reframe(request: RunRequest) -> RunOutcome:
     workdir = request.state / "work"
     workdir.mkdir(parents=True, exist_ok=True)
     (request.state / "log").mkdir(exist_ok=True)  # ReFrame's log file (site config)
-    completed = subprocess.run(command, env=run_environment(request), cwd=workdir)
+    process = subprocess.Popen(command, env=run_environment(request), cwd=workdir)
+    returncode = _wait_passing_on_termination(process)
     if not report.exists() and not request.dry_run:
-        raise PerfguardError(f"reframe exited with {completed.returncode} and wrote no report "
+        raise PerfguardError(f"reframe exited with {returncode} and wrote no report "
                              f"({report}); see {request.state / 'log' / 'reframe.log'}")
-    return RunOutcome(completed.returncode, report)
+    return RunOutcome(returncode, report)
+
+
+def _wait_passing_on_termination(process: subprocess.Popen) -> int:
+    """Wait for reframe; a SIGTERM to us (scancel, kill, a CI timeout) is passed on, so
+    reframe stops, writes the report of every test that finished, and we store it.
+    Ctrl-C reaches reframe from the terminal itself; we only keep waiting."""
+    if threading.current_thread() is not threading.main_thread():
+        return process.wait()
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM,
+                                              lambda *_: process.send_signal(signal.SIGTERM)),
+                signal.SIGINT: signal.signal(signal.SIGINT, lambda *_: None)}
+    try:
+        return process.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def library_revision() -> str | None:

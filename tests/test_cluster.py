@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -84,8 +85,9 @@ def test_up_status_sacct_down_leaves_nothing() -> None:
 def test_postgres_accepts_connection_at_printed_dsn(layout: ClusterLayout) -> None:
     import psycopg
 
-    dsn_line = perfguard("cluster", "env", state=layout.state, check=True).stdout
-    dsn = dsn_line.split("PERFGUARD_DSN=")[1].split()[0]
+    exports = perfguard("cluster", "env", state=layout.state, check=True).stdout
+    [dsn] = [word.split("=", 1)[1] for word in shlex.split(exports, comments=True)
+             if word.startswith("PERFGUARD_DSN=")]
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT current_database()").fetchone()[0] == "perfguard"
 

@@ -314,3 +314,45 @@ def test_cluster_up_restarts_exactly_a_dead_node(layout: ClusterLayout) -> None:
     assert {k: v for k, v in after.items() if v != pids_before[k]}.keys() == {"slurmd-node3"}
     assert cluster.services.node_states(layout)["node3"] in ("idle", "mixed")
     assert perfguard("cluster", "status", state=TEST_STATE).returncode == 0
+
+
+# --- a node lost mid-run -----------------------------------------------------------------------
+def job_nodes(layout: ClusterLayout, name_part: str) -> list[str]:
+    """The nodes of our running job, once it runs (empty until then)."""
+    env = layout.client_env()
+    queue = subprocess.run(["squeue", "-h", "-o", "%T|%j|%N"], capture_output=True,
+                           text=True, env=env).stdout
+    for line in queue.splitlines():
+        state, name, nodes = line.split("|")
+        if state == "RUNNING" and name_part in name:
+            return subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True,
+                                  text=True, env=env, check=True).stdout.split()
+    return []
+
+
+def test_a_node_lost_mid_run_is_named_in_the_verdict(layout: ClusterLayout,
+                                                     migrated_dsn: str) -> None:
+    import sys
+
+    run = subprocess.Popen(
+        [sys.executable, "-m", "perfguard.cli", "--state-dir", str(TEST_STATE), "run",
+         "--dsn", migrated_dsn, "-n", "^UcxPerftestCheck.*test=tag_lat",
+         "-S", "UcxPerftestCheck.iterations=100000000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (nodes := job_nodes(layout, "UcxPerftestCheck")):
+            assert time.monotonic() < deadline and run.poll() is None, "job never ran"
+            time.sleep(1)
+        victim = nodes[-1]  # not the batch host: its srun lives to report the loss
+        time.sleep(3)
+        for pid in cluster.services._node_pids(layout, victim):
+            os.kill(pid, signal.SIGKILL)
+        out, err = run.communicate(timeout=300)
+    finally:
+        run.kill()
+        cluster.up(TEST_STATE, nodes=layout.nodes, port_base=layout.port_base)
+    assert run.returncode == 1, err
+    [line] = [line for line in out.splitlines() if "UcxPerftestCheck" in line]
+    assert "test-failed" in line and f"node {victim} failed (NODE_FAIL)" in line, out
+    assert "Final" not in line

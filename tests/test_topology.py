@@ -40,7 +40,7 @@ def test_cpu_lists() -> None:
     (lambda t: t.replace("mlx4_0: PIX", "mlx4_0: NEAR"), r"levels \['NEAR'\]"),
     (lambda t: t.replace("    mpi: openmpi-openib\n", ""), "missing 'mpi'"),
     (lambda t: t.replace("kind: spack", "kind: conda"), "binary_provider.kind"),
-    (lambda t: t + "  - [oops\n", "cannot read topology file"),
+    (lambda t: t + "  - [oops\n", "not valid YAML for a topology file"),
 ])
 def test_bad_topology_names_file_and_place(tmp_path: Path, edit, message: str) -> None:
     broken = tmp_path / "broken.yaml"

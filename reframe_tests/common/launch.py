@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 import reframe as rfm
+import reframe.utility.osext as osext
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
+from reframe.core.exceptions import SanityError
+
+#: What srun prints when slurmctld tells it a node of the step was lost.
+NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
 
 
 class SrunLaunch(rfm.RegressionTestPlugin):
@@ -68,6 +76,38 @@ class SrunLaunch(rfm.RegressionTestPlugin):
             self.job.launcher = getlauncher("local")()
             self.compose_steps(srun)
 
+    @run_before("sanity")
+    def no_node_failed(self):
+        """A node lost mid-run is named as Slurm saw it ("node node1 failed (NODE_FAIL)"),
+        not reported as output the benchmark never had the chance to write."""
+        state = self.job.state or ""
+        lost = lost_nodes(os.path.join(self.stagedir, self.job.stderr))
+        if "NODE_FAIL" not in state and not lost:
+            return
+        nodes = lost or down_nodes(self.job.nodelist or [])
+        raise SanityError(f"node {','.join(nodes) or '(unknown)'} failed "
+                          f"({state if 'NODE_FAIL' in state else 'srun: Node failure'})")
+
     def compose_steps(self, srun: str) -> None:
         raise NotImplementedError(f"{type(self).__name__} sets self_launched but does not "
                                   f"implement compose_steps(srun)")
+
+
+def lost_nodes(stderr: str) -> list[str]:
+    """Nodes srun reported lost, in order, from the job's standard error."""
+    try:
+        with open(stderr, errors="replace") as text:
+            found = NODE_FAILURE.findall(text.read())
+    except OSError:
+        return []
+    return list(dict.fromkeys(found))
+
+
+def down_nodes(nodes: list[str]) -> list[str]:
+    """Those of ``nodes`` Slurm now has down or not responding (``*``)."""
+    if not nodes:
+        return []
+    listing = osext.run_command(f"sinfo -h -N -n {','.join(nodes)} -o '%N %T'")
+    return sorted({name for name, state in (line.split()[:2] for line in
+                                            listing.stdout.splitlines() if line.strip())
+                   if state.startswith(("down", "fail")) or state.endswith("*")})
