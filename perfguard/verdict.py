@@ -156,6 +156,15 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
+def _verdict_cell(line: Line) -> str:
+    """The state, and for a test case that did not run to a figure, why (its first line:
+    "test-failed: node node2 failed (NODE_FAIL)", "skipped: needs 8 nodes, …")."""
+    if line.status in (PASS, FAIL) or not line.detail.strip():
+        return line.status
+    why = line.detail.strip().splitlines()[0].removeprefix("sanity error: ")
+    return f"{line.status}: {why[:120]}{'…' if len(why) > 120 else ''}"
+
+
 def render(lines: list[Line], show_baseline: bool = False) -> str:
     header = ["check", "partition/environ", "metric", "value", "unit", "reference", "bounds",
               "verdict"]
@@ -169,7 +178,7 @@ def render(lines: list[Line], show_baseline: bool = False) -> str:
         bounds = "-" if line.low is None and line.high is None else \
             f"[{_num(line.low)}, {_num(line.high)}]"
         row = [name, f"{line.partition}/{line.environ}", metric, _num(line.value), line.unit,
-               _num(line.reference), bounds, line.status]
+               _num(line.reference), bounds, _verdict_cell(line)]
         if show_baseline:
             change = "-" if line.change is None else f"{line.change:+.1%}"
             row[5:5] = [_num(line.baseline), change]

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,7 @@ from perfguard.cluster.procs import read_pid
 from perfguard.spool import meta_path, rejected, spooled
 from tests.conftest import TEST_STATE, counts, perfguard
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 DB_DOWN = "postgresql://perfguard@127.0.0.1:1/none"
 
 
@@ -330,6 +332,15 @@ def job_nodes(layout: ClusterLayout, name_part: str) -> list[str]:
     return []
 
 
+def cancel_jobs(layout: ClusterLayout, name_part: str) -> None:
+    env = layout.client_env()
+    queue = subprocess.run(["squeue", "-h", "-o", "%i|%j"], capture_output=True, text=True,
+                           env=env).stdout
+    ids = [i for i, name in (line.split("|") for line in queue.splitlines()) if name_part in name]
+    if ids:
+        subprocess.run(["scancel", *ids], env=env, check=False)
+
+
 def test_a_node_lost_mid_run_is_named_in_the_verdict(layout: ClusterLayout,
                                                      migrated_dsn: str) -> None:
     import sys
@@ -351,8 +362,45 @@ def test_a_node_lost_mid_run_is_named_in_the_verdict(layout: ClusterLayout,
         out, err = run.communicate(timeout=300)
     finally:
         run.kill()
+        cancel_jobs(layout, "UcxPerftestCheck")
         cluster.up(TEST_STATE, nodes=layout.nodes, port_base=layout.port_base)
     assert run.returncode == 1, err
-    [line] = [line for line in out.splitlines() if "UcxPerftestCheck" in line]
+    verdict = out.split("perfguard verdict for run")[-1]
+    [line] = [line for line in verdict.splitlines() if "UcxPerftestCheck" in line]
     assert "test-failed" in line and f"node {victim} failed (NODE_FAIL)" in line, out
     assert "Final" not in line
+
+
+def test_a_terminated_run_stores_what_it_measured(layout: ClusterLayout,
+                                                  migrated_dsn: str) -> None:
+    import sys
+
+    run = subprocess.Popen(
+        [sys.executable, "-m", "perfguard.cli", "--state-dir", str(TEST_STATE), "run",
+         "--dsn", migrated_dsn, "-n", "MpiHelloCheck", "-n", "^UcxPerftestCheck.*test=tag_bw",
+         "-S", "UcxPerftestCheck.iterations=100000000"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen = []
+    watchdog = threading.Timer(240, os.killpg, (run.pid, signal.SIGKILL))  # never hang
+    watchdog.start()
+    try:
+        for line in run.stdout:
+            seen.append(line)
+            if re.search(r"OK\W*\] \(\d+/\d+\) MpiHelloCheck", ANSI.sub("", line)):
+                break
+        while not job_nodes(layout, "UcxPerftestCheck"):
+            assert run.poll() is None, "".join(seen)
+            time.sleep(1)
+        time.sleep(5)  # ReFrame prints OK before its cleanup stage ends
+        run.send_signal(signal.SIGTERM)
+        seen.append(run.communicate(timeout=120)[0])
+    finally:
+        watchdog.cancel()
+        run.kill()
+        cancel_jobs(layout, "UcxPerftestCheck")
+    assert run.returncode not in (0, -signal.SIGKILL), "".join(seen)
+    with psycopg.connect(migrated_dsn) as conn:
+        stored = dict(conn.execute(
+            "SELECT tc.check_name, tc.result FROM testcase tc WHERE tc.check_name IN "
+            "('MpiHelloCheck', 'UcxPerftestCheck')").fetchall())
+    assert stored.get("MpiHelloCheck") == "pass", "".join(seen)

@@ -39,6 +39,9 @@ def slurm_conf(layout: ClusterLayout) -> str:
         "SelectTypeParameters=CR_Core",
         "SlurmdParameters=config_overrides",
         "ReturnToService=2",
+        # A benchmark job whose node failed is a failed measurement, never silently
+        # rerun elsewhere (ReFrame would wait for it and report another node's figures).
+        "JobRequeue=0",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",
         "InactiveLimit=0",
