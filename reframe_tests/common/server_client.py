@@ -16,12 +16,15 @@ from reframe_tests.common.pinning import map_cpu
 
 # Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD`
 # runs one measurement. `$srun_server` / `$srun_client` are set by the check.
+# Each job starts in its own window of 12 ports below the ephemeral range, so jobs
+# whose nodes share one network (the embedded cluster) never pick the same port; a
+# listener on the port that is not our (still running) server is not taken for it.
 PAIR_FUNCTIONS = r"""
 pg_nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
 pg_server_node=${pg_nodes[0]}
 pg_client_node=${pg_nodes[-1]}
 pg_server_addr=$(scontrol show node "$pg_server_node" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
-pg_port=${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 20000))}
+pg_port=${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 1000 * 12))}
 pg_port_free() {
     srun --overlap -N1 -n1 -w "$pg_server_node" bash -c "! ss -Hltn 'sport = :$1' | grep -q ."
 }
@@ -36,8 +39,9 @@ run_pair() {
          "client=$pg_client_node port=$pg_port"
     eval "$srun_server -w $pg_server_node $server_cmd" >>server.out 2>>server.err &
     local server_pid=$!
-    if ! pg_wait_listening "$pg_port"; then
-        echo "perfguard: server on $pg_server_node did not listen on port $pg_port" >&2
+    if ! pg_wait_listening "$pg_port" || ! kill -0 "$server_pid" 2>/dev/null; then
+        echo "perfguard: server on $pg_server_node did not listen on port $pg_port" \
+             "(see server.err)" >&2
         kill "$server_pid" 2>/dev/null; wait "$server_pid"; return 1
     fi
     eval "$srun_client -w $pg_client_node $client_cmd"
