@@ -47,7 +47,8 @@ def perfguard(*args: str) -> subprocess.CompletedProcess:
 
 
 def kill_postgres(layout: ClusterLayout) -> str:
-    for pid in services.SERVICES[-1].pids(layout):
+    [postgres] = [s for s in services.SERVICES if s.name == "postgresql"]
+    for pid in postgres.pids(layout):
         os.kill(pid, signal.SIGKILL)
     return "PostgreSQL killed"
 

@@ -7,7 +7,9 @@ query parameter (``?password=PW``) and as a keyword (``password=PW`` or
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 MASK = "***"
 
@@ -22,3 +24,13 @@ def redact_secrets(text: str) -> str:
     for pattern in (_URI_USERINFO, _URI_QUERY, _KEYWORD):
         text = pattern.sub(lambda m: m.group("head") + MASK, text)
     return text
+
+
+def write_private(target: Path, text: str) -> None:
+    """Write a file only its owner can read (0600 from the first byte), whole or not at
+    all: written aside, then renamed over ``target``."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.replace(tmp, target)

@@ -17,17 +17,20 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from perfguard.secrets import redact_secrets
+from perfguard.secrets import redact_secrets, write_private
 
 META_SUFFIX = ".meta.json"
-
-
 REASON_SUFFIX = ".reason"
 
 
 def meta_path(report: Path) -> Path:
     """The run metadata (trigger, labels) kept beside a report."""
     return report.with_name(report.name + META_SUFFIX)
+
+
+def reason_path(report: Path) -> Path:
+    """Why a spooled or parked report is there."""
+    return report.with_name(report.name + REASON_SUFFIX)
 
 
 def spool_dir(state: Path) -> Path:
@@ -41,10 +44,6 @@ def rejected_dir(state: Path) -> Path:
 def archive_dir(state: Path) -> Path:
     """Where reports stored from the spool are kept (run.report_path points here)."""
     return state / "reports"
-
-
-def _companions(report: Path) -> list[Path]:
-    return [meta_path(report), report.with_name(report.name + REASON_SUFFIX)]
 
 
 def _unique_name(report: Path) -> str:
@@ -66,14 +65,6 @@ def _atomic_copy(source: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
-def _atomic_write(target: Path, text: str) -> None:
-    tmp = target.with_name(f".{target.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.replace(tmp, target)
-
-
 def _keep(directory: Path, report: Path, reason: str, from_spool: bool) -> Path:
     """Put a report and its metadata into ``directory`` with the reason beside it: a copy
     under a unique name, or — for a report already in the spool — moved by its name.
@@ -87,8 +78,7 @@ def _keep(directory: Path, report: Path, reason: str, from_spool: bool) -> Path:
         if from_spool:
             unspool(report)
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    _atomic_write(target.with_name(target.name + REASON_SUFFIX),
-                  f"{stamp} {redact_secrets(reason)}\n")
+    write_private(reason_path(target), f"{stamp} {redact_secrets(reason)}\n")
     return target
 
 
@@ -122,7 +112,7 @@ def rejected(state: Path) -> list[Path]:
 
 
 def unspool(report: Path) -> None:
-    for path in (report, *_companions(report)):
+    for path in (report, meta_path(report), reason_path(report)):
         path.unlink(missing_ok=True)
 
 
@@ -132,7 +122,7 @@ def archive(state: Path, report: Path) -> Path:
     if meta_path(report).exists():
         os.replace(meta_path(report), meta_path(target))
     os.replace(report, target)
-    report.with_name(report.name + REASON_SUFFIX).unlink(missing_ok=True)
+    reason_path(report).unlink(missing_ok=True)
     return target
 
 

@@ -27,14 +27,19 @@ TEST_PORT_BASE = 17800
 DATA = Path(__file__).parent / "data"
 
 
-def perfguard(*args: str, state: Path | None = None, env: dict | None = None,
-              check: bool = False) -> subprocess.CompletedProcess:
-    """Run the real `perfguard` command line."""
+def perfguard_command(*args: str, state: Path | None = None) -> list[str]:
+    """The real `perfguard` command line, for subprocess.run or Popen."""
     command = [sys.executable, "-m", "perfguard.cli"]
     if state is not None:
         command += ["--state-dir", str(state)]
-    result = subprocess.run(command + list(args), capture_output=True, text=True,
-                            env={**os.environ, **(env or {})}, timeout=600)
+    return command + list(args)
+
+
+def perfguard(*args: str, state: Path | None = None, env: dict | None = None,
+              check: bool = False, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the real `perfguard` command line."""
+    result = subprocess.run(perfguard_command(*args, state=state), capture_output=True,
+                            text=True, env={**os.environ, **(env or {})}, timeout=600, cwd=cwd)
     if check and result.returncode != 0:
         raise AssertionError(f"perfguard {' '.join(args)} failed:\n{result.stdout}\n"
                              f"{result.stderr}")

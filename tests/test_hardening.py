@@ -24,7 +24,7 @@ from perfguard import cluster
 from perfguard.cluster.layout import GRAFANA_USER, ClusterLayout
 from perfguard.cluster.procs import read_pid
 from perfguard.spool import meta_path, rejected, spooled
-from tests.conftest import TEST_STATE, counts, perfguard
+from tests.conftest import TEST_STATE, counts, perfguard, perfguard_command
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 DB_DOWN = "postgresql://perfguard@127.0.0.1:1/none"
@@ -169,17 +169,11 @@ def test_concurrent_ingests_of_one_report_store_it_once(migrated_dsn: str,
 
 def test_report_path_is_absolute(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     copy = copy_of(demo_report, tmp_path / "here.json")
-    subprocess.run([*perfguard_command(), "ingest", "--dsn", migrated_dsn, "here.json"],
-                   cwd=tmp_path, check=True, capture_output=True)
+    perfguard("ingest", "--dsn", migrated_dsn, "here.json", state=Path("state"),
+              cwd=tmp_path, check=True)
     with psycopg.connect(migrated_dsn) as conn:
         [(path,)] = conn.execute("SELECT report_path FROM run").fetchall()
     assert path == str(copy.resolve())
-
-
-def perfguard_command() -> list[str]:
-    import sys
-
-    return [sys.executable, "-m", "perfguard.cli", "--state-dir", "state"]
 
 
 # --- bad input: one clear line, and the batch goes on --------------------------------------
@@ -343,12 +337,9 @@ def cancel_jobs(layout: ClusterLayout, name_part: str) -> None:
 
 def test_a_node_lost_mid_run_is_named_in_the_verdict(layout: ClusterLayout,
                                                      migrated_dsn: str) -> None:
-    import sys
-
     run = subprocess.Popen(
-        [sys.executable, "-m", "perfguard.cli", "--state-dir", str(TEST_STATE), "run",
-         "--dsn", migrated_dsn, "-n", "^UcxPerftestCheck.*test=tag_lat",
-         "-S", "UcxPerftestCheck.iterations=100000000"],
+        perfguard_command("run", "--dsn", migrated_dsn, "-n", "^UcxPerftestCheck.*test=tag_lat",
+                          "-S", "UcxPerftestCheck.iterations=100000000", state=TEST_STATE),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -373,12 +364,10 @@ def test_a_node_lost_mid_run_is_named_in_the_verdict(layout: ClusterLayout,
 
 def test_a_terminated_run_stores_what_it_measured(layout: ClusterLayout,
                                                   migrated_dsn: str) -> None:
-    import sys
-
     run = subprocess.Popen(
-        [sys.executable, "-m", "perfguard.cli", "--state-dir", str(TEST_STATE), "run",
-         "--dsn", migrated_dsn, "-n", "MpiHelloCheck", "-n", "^UcxPerftestCheck.*test=tag_bw",
-         "-S", "UcxPerftestCheck.iterations=100000000"],
+        perfguard_command("run", "--dsn", migrated_dsn, "-n", "MpiHelloCheck",
+                          "-n", "^UcxPerftestCheck.*test=tag_bw",
+                          "-S", "UcxPerftestCheck.iterations=100000000", state=TEST_STATE),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     seen = []
     watchdog = threading.Timer(240, os.killpg, (run.pid, signal.SIGKILL))  # never hang

@@ -62,11 +62,11 @@ def _require_visible_from_nodes(state: Path) -> None:
 def _check_ports(layout: ClusterLayout) -> None:
     """A port taken by someone else is an error that names the port and its user;
     the ports of our own running daemons (a live node beside a dead one) are ours."""
-    running = {s.name for s in SERVICES if s.running(layout)}
-    running |= {f"slurmd {n.name}" for n in layout.node_specs()} - {
-        f"slurmd {name}" for name in dead_nodes(layout)}
+    dead = set(dead_nodes(layout))
+    ours = {s.name for s in SERVICES if s.running(layout)}
+    ours |= {f"slurmd {n.name}" for n in layout.node_specs() if n.name not in dead}
     for name, port in layout.all_ports().items():
-        if name in running or name.split()[0] in running:
+        if name in ours or name.split()[0] in ours:
             continue
         if port_in_use(port):
             raise PerfguardError(

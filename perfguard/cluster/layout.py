@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from perfguard.errors import PerfguardError
+from perfguard.secrets import write_private
 
 CLUSTER_NAME = "perfguard"
 PARTITION = "compute"
@@ -202,12 +203,8 @@ class ClusterLayout:
             known.setdefault(role, secrets.token_urlsafe(24))
         self.secrets.mkdir(parents=True, exist_ok=True)
         self.secrets.chmod(0o700)
-        tmp = self.pgpass.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.writelines(f"127.0.0.1:*:*:{role}:{password}\n"
-                           for role, password in known.items())
-        tmp.replace(self.pgpass)
+        write_private(self.pgpass, "".join(f"127.0.0.1:*:*:{role}:{password}\n"
+                                           for role, password in known.items()))
         return known
 
     # --- client side -------------------------------------------------------

@@ -11,7 +11,6 @@ import os
 import pwd
 import secrets
 import shutil
-import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -204,7 +203,9 @@ def _clear_dead_node(layout: ClusterLayout, node: str) -> None:
 
 
 def dead_nodes(layout: ClusterLayout) -> list[str]:
-    return [n.name for n in layout.node_specs() if not _node_pids(layout, n.name)]
+    """Nodes whose slurmd is not running."""
+    return [n.name for n in layout.node_specs()
+            if not pid_alive(read_pid(layout.pid_file(f"slurmd-{n.name}")))]
 
 
 def _node_pids(layout: ClusterLayout, node: str) -> list[int]:
@@ -325,9 +326,7 @@ def _write_pg_hba(data: Path) -> bool:
 def reconcile_postgres(layout: ClusterLayout) -> None:
     """A server started by an older perfguard (trust) gets passwords and the rules now."""
     if _write_pg_hba(_postgres_home(layout) / "data"):
-        os.kill(read_pid(layout.pid_file("postgresql")) or 0, signal.SIGHUP)
-        wait_until(lambda: _psql(layout, "SELECT 1", check=False).returncode == 0, 30,
-                   "PostgreSQL to reload its access rules", layout.log_file("postgresql"))
+        _psql(layout, "SELECT pg_reload_conf()")
     _ensure_database(layout)
 
 
