@@ -488,6 +488,8 @@ def cmd_spack_check(args: argparse.Namespace) -> int:
             print(f"     error: {error}")
         for warning in findings.warnings:
             print(f"     warning: {warning}")
+        for note in findings.notes:
+            print(f"     {note}")
     if skipped:
         print(f"note: {skipped}")
     return 1 if failed else 0

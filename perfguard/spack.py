@@ -1,10 +1,12 @@
-"""The project's Spack stacks: validate them without Spack, concretize and install with it.
+"""The project's Spack stacks: checked by Spack itself where it exists, by syntax where not.
 
-`perfguard spack check` reads every ``spack_envs/*/spack.yaml`` and the recipes in
-``spack_envs/repo``: YAML structure, specs that parse into name/version/variants,
-package names known to Spack's builtin repo (``builtin_packages.txt``) or ours,
-includes that exist, well-formed externals, and recipes with checksummed versions.
-Where ``spack`` is on PATH it also runs ``spack -e ENV concretize`` for each stack.
+`perfguard spack check` reads every ``spack_envs/*/spack.yaml`` and the recipes of our
+repository ``spack_envs/spack_repo/perfguard``: YAML structure, specs that parse,
+includes and repositories that exist, well-formed externals, recipes with checksummed
+versions. Package names, versions, variants and dependencies are Spack's to judge: with
+``spack`` (>= 1.0) on PATH every stack is concretized (in a scratch copy, so Spack's
+rewrites of a manifest never touch the checkout) and ``spack audit packages`` runs on
+our recipes.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +29,11 @@ from perfguard.errors import PerfguardError
 from perfguard.paths import REPO_ROOT, state_dir
 
 SPACK_ENVS = REPO_ROOT / "spack_envs"
+#: Our package repository (package API v2 layout: ``spack_repo/<namespace>/packages``).
+OUR_REPO = Path("spack_repo") / "perfguard"
+#: Compilers as dependencies, language virtuals and repository API v2 arrived with 1.0.
+MIN_SPACK = (1, 0)
 TOKEN = re.compile(r"\s*(\^|%[\w.@:-]+|@[\w.:,=-]+|[+~][\w-]+|[\w-]+=[\w.,:*/-]+|[\w-]+)")
-#: Keys of a `packages:` section that are not package names.
-PACKAGE_SECTION_KEYS = {"all"}
 
 
 @dataclass
@@ -79,17 +85,12 @@ def parse_spec(text: str) -> Spec:
     return root
 
 
-def known_packages(envs_dir: Path = SPACK_ENVS) -> set[str]:
-    listed = (envs_dir / "builtin_packages.txt").read_text().splitlines()
-    builtin = {line.strip() for line in listed if line.strip() and not line.startswith("#")}
-    ours = {p.parent.name for p in (envs_dir / "repo" / "packages").glob("*/package.py")}
-    return builtin | ours
-
-
 @dataclass
 class Findings:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: What Spack said when it was asked (concretized specs, timings, audits).
+    notes: list[str] = field(default_factory=list)
 
 
 def _load_yaml(path: Path, findings: Findings) -> Any:
@@ -102,41 +103,38 @@ def _load_yaml(path: Path, findings: Findings) -> Any:
     return None
 
 
-def _check_spec(text: Any, where: str, known: set[str], findings: Findings) -> None:
+def _check_spec(text: Any, where: str, findings: Findings) -> None:
     if not isinstance(text, str):
         findings.errors.append(f"{where}: spec must be a string, not {text!r}")
         return
     try:
-        spec = parse_spec(text)
+        parse_spec(text)
     except PerfguardError as exc:
         findings.errors.append(f"{where}: {exc}")
-        return
-    for node in [spec, *spec.dependencies]:
-        if node.name not in known:
-            findings.errors.append(f"{where}: unknown package {node.name!r} (neither in "
-                                   f"builtin_packages.txt nor in repo/packages)")
 
 
-def _check_packages_section(packages: Any, where: str, known: set[str],
-                            findings: Findings) -> None:
+def _check_packages_section(packages: Any, where: str, findings: Findings) -> None:
     if not isinstance(packages, dict):
         findings.errors.append(f"{where}: 'packages' must be a mapping")
         return
     for name, settings in packages.items():
-        if name not in known and name not in PACKAGE_SECTION_KEYS:
-            findings.errors.append(f"{where}: packages.{name}: unknown package")
         for index, external in enumerate((settings or {}).get("externals") or []):
             here = f"{where}: packages.{name}.externals[{index}]"
             if not isinstance(external, dict) or "spec" not in external or (
                     "prefix" not in external and "modules" not in external):
                 findings.errors.append(f"{here}: needs 'spec' and 'prefix' (or 'modules')")
                 continue
-            _check_spec(external["spec"], here, known, findings)
+            _check_spec(external["spec"], here, findings)
             if "prefix" in external and not str(external["prefix"]).startswith("/"):
                 findings.errors.append(f"{here}: prefix {external['prefix']!r} is not absolute")
 
 
-def check_environment(env_dir: Path, known: set[str]) -> Findings:
+def _repo_paths(repos: Any) -> list[str]:
+    """``repos:`` as a list (Spack's older form) or a mapping name → path (1.x form)."""
+    return list(repos.values()) if isinstance(repos, dict) else list(repos or [])
+
+
+def check_environment(env_dir: Path) -> Findings:
     findings = Findings()
     manifest = env_dir / "spack.yaml"
     data = _load_yaml(manifest, findings)
@@ -150,7 +148,7 @@ def check_environment(env_dir: Path, known: set[str]) -> Findings:
     if not isinstance(specs, list) or not specs:
         findings.errors.append(f"{manifest}: 'specs' must be a non-empty list")
     for index, spec in enumerate(specs or []):
-        _check_spec(spec, f"{manifest}: specs[{index}]", known, findings)
+        _check_spec(spec, f"{manifest}: specs[{index}]", findings)
     for include in body.get("include") or []:
         path = (env_dir / include).resolve()
         if not path.exists():
@@ -158,12 +156,12 @@ def check_environment(env_dir: Path, known: set[str]) -> Findings:
             continue
         included = _load_yaml(path, findings)
         if isinstance(included, dict) and "packages" in included:
-            _check_packages_section(included["packages"], str(path), known, findings)
-    for repo in body.get("repos") or []:
+            _check_packages_section(included["packages"], str(path), findings)
+    for repo in _repo_paths(body.get("repos")):
         if not (env_dir / repo / "repo.yaml").exists():
             findings.errors.append(f"{manifest}: repo {repo!r} has no repo.yaml")
     if "packages" in body:
-        _check_packages_section(body["packages"], str(manifest), known, findings)
+        _check_packages_section(body["packages"], str(manifest), findings)
     if "view" not in body:
         findings.errors.append(f"{manifest}: no 'view': the checks need the view path")
     concretizer = body.get("concretizer") or {}
@@ -173,7 +171,7 @@ def check_environment(env_dir: Path, known: set[str]) -> Findings:
     return findings
 
 
-def check_recipe(path: Path, known: set[str]) -> Findings:
+def check_recipe(path: Path) -> Findings:
     """A recipe's structure, read with `ast` (Spack itself is not needed)."""
     findings = Findings()
     try:
@@ -181,7 +179,7 @@ def check_recipe(path: Path, known: set[str]) -> Findings:
     except SyntaxError as exc:
         findings.errors.append(f"{path}:{exc.lineno}: {exc.msg}")
         return findings
-    expected = "".join(part.capitalize() for part in path.parent.name.split("-"))
+    expected = "".join(part.capitalize() for part in path.parent.name.split("_"))
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
     if [c.name for c in classes] != [expected]:
         findings.errors.append(f"{path}: expected one package class {expected!r}")
@@ -199,18 +197,16 @@ def check_recipe(path: Path, known: set[str]) -> Findings:
                                      f"`spack checksum {path.parent.name}` on a connected host")
     for call in (c for c in calls if c.func.id == "depends_on"):
         if call.args and isinstance(call.args[0], ast.Constant):
-            name = parse_spec(call.args[0].value).name
-            if name not in known:
-                findings.errors.append(f"{path}: depends_on unknown package {name!r}")
-    methods = {f.name for f in classes[0].body if isinstance(f, ast.FunctionDef)}
-    bases = {getattr(b, "id", "") for b in classes[0].bases}
-    if "Package" in bases and "install" not in methods:
-        findings.errors.append(f"{path}: a plain Package needs an install() phase")
+            _check_spec(call.args[0].value, f"{path}: depends_on", findings)
     return findings
 
 
 def environments(envs_dir: Path = SPACK_ENVS) -> list[Path]:
     return sorted(p.parent for p in envs_dir.glob("*/spack.yaml"))
+
+
+def recipes(envs_dir: Path = SPACK_ENVS) -> list[Path]:
+    return sorted((envs_dir / OUR_REPO / "packages").glob("*/package.py"))
 
 
 def spack_env(root: Path | None = None) -> dict[str, str]:
@@ -220,31 +216,100 @@ def spack_env(root: Path | None = None) -> dict[str, str]:
     return env
 
 
+def _spack(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess:
+    return subprocess.run(["spack", *args], capture_output=True, text=True,
+                          env=spack_env(), timeout=timeout)
+
+
+def spack_version() -> tuple[str, tuple[int, ...]]:
+    """``spack --version`` → ("1.1.0", (1, 1, 0)); a dev version keeps its numbers."""
+    text = _spack("--version", timeout=120).stdout.split()
+    label = text[0] if text else "?"
+    return label, tuple(int(n) for n in re.findall(r"\d+", label)[:3])
+
+
+def unsupported_spack() -> str | None:
+    """Why the Spack on PATH cannot be used (None: it can)."""
+    if shutil.which("spack") is None:
+        return ("spack is not on PATH (source your Spack's share/spack/setup-env.sh; "
+                "perfguard does not install Spack)")
+    label, version = spack_version()
+    if version[:2] < MIN_SPACK:
+        return (f"Spack {label} is too old: perfguard's stacks need Spack >= "
+                f"{'.'.join(map(str, MIN_SPACK))} (compilers as dependencies, language "
+                f"virtuals c/cxx/fortran, package repository API v2); see docs/spack.md")
+    return None
+
+
+#: A root line of `spack concretize`'s tree: "[+]  abcdefg  name@version+variants ...".
+ROOT_SPEC = re.compile(r"^ *(?:-|\[[+e^]\])\s+\w{7}  ([\w-]+@[^~+\s]+)", re.M)
+
+
 def concretize(env_dir: Path) -> Findings:
+    """``spack -e ENV concretize -f``: the roots Spack chose and how long it took."""
     findings = Findings()
-    result = subprocess.run(["spack", "-e", str(env_dir), "concretize", "-f"],
-                            capture_output=True, text=True, env=spack_env(), timeout=3600)
+    started = time.monotonic()
+    result = _spack("-e", str(env_dir), "concretize", "-f")
+    seconds = time.monotonic() - started
     if result.returncode != 0:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
-        findings.errors.append(f"{env_dir}: spack concretize failed: " + " | ".join(tail))
+        said = [line.strip() for line in (result.stderr + result.stdout).splitlines()
+                if line.strip()]
+        findings.errors.append(f"spack concretize failed after {seconds:.0f} s: "
+                               + " | ".join(said[-6:]))
+    else:
+        roots = ROOT_SPEC.findall(result.stdout + result.stderr)
+        findings.notes.append(f"concretized in {seconds:.0f} s: " + ", ".join(roots))
     return findings
 
 
+def audit(env_dir: Path, packages: list[str]) -> Findings:
+    """``spack audit packages`` on our recipes (directives, dependencies that exist)."""
+    findings = Findings()
+    result = _spack("-e", str(env_dir), "audit", "packages", *packages, timeout=600)
+    said = (result.stdout + result.stderr).strip()
+    if result.returncode != 0:
+        findings.errors.append("spack audit packages: " + " | ".join(said.splitlines()[-8:]))
+    else:
+        findings.notes.append("spack audit packages: passed")
+    return findings
+
+
+def scratch_copy(envs_dir: Path, target: Path) -> Path:
+    """The stacks and our repository, without installs or locks: Spack may rewrite a
+    manifest it concretizes (detected compilers, the 1.x form of ``repos``)."""
+    copy = target / "spack_envs"
+    shutil.copytree(envs_dir, copy, ignore=shutil.ignore_patterns(".spack-env", "spack.lock"))
+    return copy
+
+
 def check_all(envs_dir: Path = SPACK_ENVS) -> tuple[dict[str, Findings], str | None]:
-    """Findings per environment and recipe; the second value says why concretize was
-    skipped (no spack), or None when it ran."""
-    known = known_packages(envs_dir)
-    results = {str(env): check_environment(env, known) for env in environments(envs_dir)}
-    for recipe in sorted((envs_dir / "repo" / "packages").glob("*/package.py")):
-        results[str(recipe)] = check_recipe(recipe, known)
-    if shutil.which("spack") is None:
-        return results, ("spack is not on PATH: structure checked, `spack concretize` not run "
-                         "(source your Spack's setup-env.sh to include it)")
-    for env in environments(envs_dir):
-        if not results[str(env)].errors:
-            extra = concretize(env)
-            results[str(env)].errors += extra.errors
+    """Findings per environment and recipe; the second value says why Spack was not
+    asked (None when it was)."""
+    results = {str(env): check_environment(env) for env in environments(envs_dir)}
+    for recipe in recipes(envs_dir):
+        results[str(recipe)] = check_recipe(recipe)
+    why_not = unsupported_spack()
+    if why_not is not None:
+        return results, (f"{why_not}: only syntax and structure were checked; package "
+                         f"names, versions, variants and dependencies are Spack's to check")
+    label, _ = spack_version()
+    with tempfile.TemporaryDirectory(prefix="perfguard-spack-") as scratch:
+        copy = scratch_copy(envs_dir, Path(scratch))
+        def said(text: str) -> str:  # Spack names the copy's files: name the checkout's
+            return f"Spack {label}: " + text.replace(str(copy), str(envs_dir))
+
+        for env in environments(envs_dir):
+            if not results[str(env)].errors:
+                _merge(results[str(env)], concretize(copy / env.name), said)
+        stacks = environments(copy)  # any stack: each one names our repository
+        for recipe in recipes(envs_dir) if stacks else []:
+            _merge(results[str(recipe)], audit(stacks[0], [recipe.parent.name]), said)
     return results, None
+
+
+def _merge(into: Findings, found: Findings, said) -> None:
+    into.errors += list(map(said, found.errors))
+    into.notes += list(map(said, found.notes))
 
 
 def lock_hash(env_dir: Path) -> str | None:
@@ -257,8 +322,8 @@ def install(name: str) -> int:
     env_dir = SPACK_ENVS / name
     if not (env_dir / "spack.yaml").exists():
         raise PerfguardError(f"no Spack environment {name!r} under {SPACK_ENVS}")
-    if shutil.which("spack") is None:
-        raise PerfguardError("spack is not on PATH: source your Spack's share/spack/"
-                             "setup-env.sh (perfguard does not install Spack itself)")
+    why_not = unsupported_spack()
+    if why_not is not None:
+        raise PerfguardError(why_not)
     return subprocess.run(["spack", "-e", str(env_dir), "install", "--fail-fast"],
                           env=spack_env()).returncode

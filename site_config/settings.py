@@ -25,12 +25,16 @@ def _cluster_record() -> dict:
 
 def _embedded_providers() -> list[dict]:
     """$PERFGUARD_REPLAY (recorded outputs, tests only: what it has no recording of comes
-    from Debian's packages), else $PERFGUARD_PREFIX (e.g. an OMB installation), then
-    Debian's packages."""
+    from Debian's packages), else $PERFGUARD_PREFIX (e.g. an OMB installation) and
+    $PERFGUARD_SPACK_ENV (a stack of spack_envs/, with the Spack configuration scope
+    $PERFGUARD_SPACK_CONFIG if set), then Debian's packages."""
     if os.environ.get("PERFGUARD_REPLAY"):
         return [{"kind": "replay", "path": os.environ["PERFGUARD_REPLAY"]}, {"kind": "system"}]
     prefix = os.environ.get("PERFGUARD_PREFIX")
-    return [*([{"kind": "prefix", "path": prefix}] if prefix else []), {"kind": "system"}]
+    stack = os.environ.get("PERFGUARD_SPACK_ENV")
+    spack = {"kind": "spack", "env": stack, "config": os.environ.get("PERFGUARD_SPACK_CONFIG")}
+    return [*([{"kind": "prefix", "path": prefix}] if prefix else []),
+            *([{k: v for k, v in spack.items() if v}] if stack else []), {"kind": "system"}]
 
 
 def partition_config(system, part, **overrides) -> dict:

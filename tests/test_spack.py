@@ -1,27 +1,85 @@
-"""Spack stacks: the shipped ones pass `perfguard spack check`, broken copies fail clearly,
-and the spack provider's build and run scripts carry the environment, tree and view."""
+"""Spack stacks: syntax checked without Spack, concretized and audited by a real Spack
+(>= 1.0) where one is on PATH, installed from a local source mirror and run from the
+stack's view on the embedded cluster where one is given."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from perfguard.errors import PerfguardError
-from perfguard.spack import SPACK_ENVS, parse_spec
+from perfguard.report import load
+from perfguard.run import RunRequest, run_reframe
+from perfguard.spack import SPACK_ENVS, environments, parse_spec, recipes
 from tests.conftest import TEST_STATE, dry_run_scripts, perfguard
 
+STACKS = ("gcc-mvapich2", "gcc-openmpi-ucx", "gcc-openmpi-ucx-cuda", "gcc-openmpi4-verbs-cuda",
+          "gcc-system-openmpi")
+HAVE_SPACK = shutil.which("spack") is not None
+NEEDS_SPACK = pytest.mark.skipif(not HAVE_SPACK, reason="needs `spack` (>= 1.0) on PATH: "
+                                 "source your Spack's share/spack/setup-env.sh")
+#: A Spack source mirror holding osu-micro-benchmarks 7.4 (what gcc-system-openmpi builds).
+SPACK_MIRROR = os.environ.get("PERFGUARD_SPACK_MIRROR")
 
-def test_shipped_stacks_pass() -> None:
+
+def without_spack() -> dict[str, str]:
+    """PATH with no `spack` on it: what a host without Spack sees."""
+    spack = shutil.which("spack")
+    keep = [d for d in os.environ["PATH"].split(os.pathsep)
+            if not spack or Path(d) != Path(spack).parent]
+    return {"PATH": os.pathsep.join(keep)}
+
+
+def test_without_spack_only_syntax_is_checked_and_said() -> None:
+    result = perfguard("spack", "check", env=without_spack())
+    assert result.returncode == 0, result.stdout
+    for env in STACKS:
+        assert f"ok   {SPACK_ENVS / env}\n" in result.stdout
+    assert "version 2002.02.21 has no sha256" in result.stdout  # said, not hidden
+    assert ("note: spack is not on PATH (source your Spack's share/spack/setup-env.sh; "
+            "perfguard does not install Spack): only syntax and structure were checked"
+            in result.stdout)
+    assert "concretized" not in result.stdout
+
+
+@NEEDS_SPACK
+def test_every_stack_concretizes_and_our_recipes_pass_spacks_audit() -> None:
+    """Spack itself judges names, versions, variants and dependencies; the checkout is
+    left as it was (Spack works on a scratch copy)."""
+    before = {p: p.read_bytes() for p in SPACK_ENVS.rglob("*.y*ml")}
     result = perfguard("spack", "check")
     assert result.returncode == 0, result.stdout
-    for env in ("gcc-openmpi-ucx", "gcc-openmpi-ucx-cuda", "gcc-openmpi4-verbs-cuda",
-                "gcc-mvapich2"):
-        assert f"ok   {SPACK_ENVS / env}" in result.stdout
-    assert "version 2002.02.21 has no sha256" in result.stdout  # said, not hidden
-    if shutil.which("spack") is None:
-        assert "spack is not on PATH" in result.stdout
+    for env in STACKS:
+        block = result.stdout.split(f"ok   {SPACK_ENVS / env}\n")[1].split("\nok")[0]
+        assert "concretized in" in block and "osu-micro-benchmarks@" in block, block
+    assert "osu-micro-benchmarks@7.5.1, perftest@25.10.0-0.128, ucx@1.17.0" in result.stdout
+    assert result.stdout.count("spack audit packages: passed") == len(recipes())
+    assert {p: p.read_bytes() for p in SPACK_ENVS.rglob("*.y*ml")} == before
+
+
+@NEEDS_SPACK
+def test_spack_names_what_it_cannot_build(envs_copy: Path) -> None:
+    """A package Spack does not have, in a stack and as a recipe's dependency (the
+    Himeno recipe once needed `lhasa`), fails with Spack's words and the file."""
+    for env in environments(envs_copy):
+        if env.name != "gcc-openmpi-ucx":
+            shutil.rmtree(env)
+    _edit(envs_copy / "gcc-openmpi-ucx/spack.yaml", "perftest@", "perftestx@")
+    _edit(envs_copy / "spack_repo/perfguard/packages/himeno/package.py",
+          'depends_on("libarchive"', 'depends_on("lhasa"')
+    result = perfguard("spack", "check", "--envs", str(envs_copy))
+    assert result.returncode == 1
+    assert f"FAIL {envs_copy / 'gcc-openmpi-ucx'}" in result.stdout
+    assert "spack concretize failed" in result.stdout and "perftestx" in result.stdout
+    himeno = envs_copy / "spack_repo/perfguard/packages/himeno/package.py"
+    assert f"FAIL {himeno}" in result.stdout
+    assert "himeno: unknown package 'lhasa' in 'depends_on' directive" in result.stdout
+    assert str(himeno) in result.stdout.split("lhasa")[1]  # the checkout's file, not a copy
 
 
 def test_spec_parser() -> None:
@@ -38,27 +96,27 @@ def test_spec_parser() -> None:
 @pytest.fixture()
 def envs_copy(tmp_path: Path) -> Path:
     target = tmp_path / "spack_envs"
-    shutil.copytree(SPACK_ENVS, target)
+    shutil.copytree(SPACK_ENVS, target, ignore=shutil.ignore_patterns(".spack-env", "*.lock"))
     return target
 
 
 @pytest.mark.parametrize("breakage, message", [
     (lambda d: (d / "gcc-openmpi-ucx/spack.yaml").write_text("spack:\n  specs: [ucx\n"),
      "invalid YAML"),
-    (lambda d: _edit(d / "gcc-openmpi-ucx/spack.yaml", "perftest@", "perftestx@"),
-     "unknown package 'perftestx'"),
     (lambda d: _edit(d / "gcc-openmpi-ucx/spack.yaml", "ucx@1.17.0 +verbs", "ucx@1.17.0 !verbs"),
      "cannot parse from"),
     (lambda d: _edit(d / "gcc-mvapich2/spack.yaml", "../site/packages.yaml",
                      "../site/missing.yaml"), "include '../site/missing.yaml' does not exist"),
+    (lambda d: _edit(d / "gcc-mvapich2/spack.yaml", "../spack_repo/perfguard",
+                     "../repo"), "repo '../repo' has no repo.yaml"),
     (lambda d: _edit(d / "site/packages.yaml", "prefix: /usr/local/cuda-12.4",
                      "prefix: usr/local/cuda"), "is not absolute"),
-    (lambda d: _edit(d / "repo/packages/perftest/package.py", 'depends_on("pciutils")',
-                     'depends_on("pcituils")'), "depends_on unknown package 'pcituils'"),
+    (lambda d: _edit(d / "spack_repo/perfguard/packages/perftest/package.py",
+                     "class Perftest(", "class PerfTest("), "expected one package class"),
 ])
 def test_broken_copies_fail_with_file_and_reason(envs_copy: Path, breakage, message) -> None:
     breakage(envs_copy)
-    result = perfguard("spack", "check", "--envs", str(envs_copy))
+    result = perfguard("spack", "check", "--envs", str(envs_copy), env=without_spack())
     assert result.returncode == 1
     assert message in result.stdout and str(envs_copy) in result.stdout
 
@@ -83,3 +141,37 @@ def test_spack_provider_build_and_run_scripts() -> None:
     assert f"export PATH={view}/bin:$PATH" in run
     assert run[-1].endswith(f"{view}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency "
                             "-m 1:4194304")
+
+
+@NEEDS_SPACK
+@pytest.mark.skipif(not SPACK_MIRROR, reason="needs PERFGUARD_SPACK_MIRROR: a Spack source "
+                    "mirror holding osu-micro-benchmarks 7.4 (no internet here)")
+def test_stack_built_by_spack_runs_from_its_view(layout, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SpackStack fixture installs gcc-system-openmpi (OMB against Debian's Open MPI)
+    with real Spack; the check finds osu_latency through the stack's view and runs it
+    between two virtual nodes; the result names the stack's lock."""
+    scope = tmp_path / "scope"
+    scope.mkdir()
+    (scope / "mirrors.yaml").write_text(f"mirrors:\n  perfguard-test: file://{SPACK_MIRROR}\n")
+    # A mirror made by hand from a git copy of the release has other bytes than OSU's
+    # tarball, whose sha256 the builtin recipe pins.
+    (scope / "config.yaml").write_text("config:\n  checksum: false\n")
+    monkeypatch.setenv("PERFGUARD_SPACK_ENV", "gcc-system-openmpi")
+    monkeypatch.setenv("PERFGUARD_SPACK_CONFIG", str(scope))
+    outcome = run_reframe(RunRequest(state=TEST_STATE, names=(
+        "^OsuPt2PtCheck%benchmark=osu_latency%transfer=H-H%placement=inter",)))
+    [case] = [c for c in load(outcome.report).testcases if c.check == "OsuPt2PtCheck"]
+    assert case.result == "pass", case.fail_reason
+    view = TEST_STATE / "spack" / "views" / "gcc-system-openmpi"
+    script = _job_file(outcome.report, "rfm_job.sh")
+    assert f"{view}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency" in script
+    assert "# OSU MPI Latency Test v7.4" in _job_file(outcome.report, "rfm_job.out")
+    lock = SPACK_ENVS / "gcc-system-openmpi" / "spack.lock"
+    assert hashlib.sha256(lock.read_bytes()).hexdigest() in outcome.report.read_text()
+
+
+def _job_file(report: Path, name: str) -> str:
+    [case] = [c for c in json.loads(report.read_text())["runs"][0]["testcases"]
+              if c["name"].startswith("OsuPt2PtCheck")]
+    return (Path(case["outputdir"]) / name).read_text()

@@ -2,9 +2,10 @@
 
 ``binary_provider`` in a partition's topology (or the embedded config) is one of
 
-- ``{kind: spack, env: STACK, root: DIR}``: this project's Spack environment
-  ``spack_envs/STACK``, installed under ``DIR`` (default ``$STATE/spack``) with a
-  view at ``DIR/views/STACK`` — the default on real clusters;
+- ``{kind: spack, env: STACK, root: DIR, config: SCOPE}``: this project's Spack
+  environment ``spack_envs/STACK``, installed under ``DIR`` (default ``$STATE/spack``)
+  with a view at ``DIR/views/STACK``, optionally with a Spack configuration scope
+  (``spack -C SCOPE``: a site's mirrors) — the default on real clusters;
 - ``{kind: prefix, path: DIR, modules: [...]}``: an existing installation;
 - ``{kind: system}``: distribution packages on ``PATH`` (Debian's perftest, ucx-utils);
 - ``{kind: replay, path: DIR}``: **recorded real output** replayed in place of the
@@ -12,7 +13,7 @@
   Never a default: the embedded cluster uses it only when ``$PERFGUARD_REPLAY`` is set.
 
 A list of them is searched in order (the embedded cluster: ``$PERFGUARD_PREFIX``,
-then the system).
+``$PERFGUARD_SPACK_ENV``, then the system).
 
 When the provider cannot deliver (no ``spack``, prefix or binary missing) the
 check is skipped with a reason that says how to fix it. Dry runs skip the
@@ -96,6 +97,13 @@ def replay_problem(provider: dict, relpath: str) -> str | None:
     return None if name in programs else f"replay catalogue {catalogue} has no {name}"
 
 
+def spack_command(provider: dict) -> str:
+    """``spack``, with the provider's own configuration scope (``config: DIR``: mirrors
+    of an air-gapped site, build settings for perfguard's installs) when it names one."""
+    scope = provider.get("config")
+    return f"spack -C {os.path.expandvars(scope)}" if scope else "spack"
+
+
 def spack_provider(partition) -> dict | None:
     return next((p for p in providers_of(partition) if p.get("kind") == "spack"), None)
 
@@ -123,7 +131,7 @@ class SpackStack(rfm.RunOnlyRegressionTest):
             return
         env_dir = SPACK_ENVS / provider["env"]
         self.env_vars["PERFGUARD_SPACK_ROOT"] = str(spack_root(provider))
-        self.executable = f"spack -e {env_dir} install --fail-fast"
+        self.executable = f"{spack_command(provider)} -e {env_dir} install --fail-fast"
         self.postrun_cmds = [f"sha256sum {env_dir}/spack.lock"]
         if not self.is_dry_run() and shutil.which("spack") is None:
             self.skip(f"binary_provider 'spack' (environment {provider['env']}) needs `spack` "
@@ -149,6 +157,11 @@ class BinaryProvider(rfm.RegressionTestPlugin):
     def replaying(self) -> bool:
         """The partition's first provider replays recorded output instead of running."""
         return providers_of(self.current_partition)[0].get("kind") == "replay"
+
+    def replays(self, relpath: str) -> bool:
+        """A recording stands in for ``relpath`` (else a real program would run)."""
+        return self.replaying and replay_problem(
+            providers_of(self.current_partition)[0], relpath) is None
 
     def provided(self, relpath: str) -> str:
         reasons = []

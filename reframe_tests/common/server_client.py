@@ -28,9 +28,15 @@ pg_port=${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 1000 * 12))}
 pg_port_free() {
     srun --overlap -N1 -n1 -w "$pg_server_node" bash -c "! ss -Hltn 'sport = :$1' | grep -q ."
 }
-pg_wait_listening() {
+pg_wait_listening() {  # PORT SERVER_PID; fails at once when the server step ends first
     srun --overlap -N1 -n1 -w "$pg_server_node" timeout "${PG_READY_TIMEOUT:-60}" \
-        bash -c "until ss -Hltn 'sport = :$1' | grep -q .; do sleep 0.1; done"
+        bash -c "until ss -Hltn 'sport = :$1' | grep -q .; do sleep 0.1; done" &
+    local waiter=$!
+    while kill -0 "$waiter" 2>/dev/null; do
+        if ! kill -0 "$2" 2>/dev/null; then kill "$waiter"; wait "$waiter"; return 1; fi
+        sleep 0.2
+    done
+    wait "$waiter"
 }
 run_pair() {
     local server_cmd=$1 client_cmd=$2 rc
@@ -39,7 +45,7 @@ run_pair() {
          "client=$pg_client_node port=$pg_port"
     eval "$srun_server -w $pg_server_node $server_cmd" >>server.out 2>>server.err &
     local server_pid=$!
-    if ! pg_wait_listening "$pg_port" || ! kill -0 "$server_pid" 2>/dev/null; then
+    if ! pg_wait_listening "$pg_port" "$server_pid" || ! kill -0 "$server_pid" 2>/dev/null; then
         echo "perfguard: server on $pg_server_node did not listen on port $pg_port" \
              "(see server.err)" >&2
         kill "$server_pid" 2>/dev/null; wait "$server_pid"; return 1

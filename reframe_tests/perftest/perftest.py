@@ -48,6 +48,11 @@ def rdma_devices_present() -> bool:
                for line in out.splitlines())
 
 
+def program_path(verb: str, measure: str) -> str:
+    """``write``, ``bw`` → ``bin/ib_write_bw`` (relative to the provider)."""
+    return f"bin/ib_{VERBS[verb][0]}_{measure}"
+
+
 class PerftestBase(rfm.RunOnlyRegressionTest, ServerClientCheck):
     """Shared: HCA options, numactl pinning, GPU memory, server/client steps."""
 
@@ -62,8 +67,9 @@ class PerftestBase(rfm.RunOnlyRegressionTest, ServerClientCheck):
 
     @run_after("setup")
     def need_an_rdma_device(self):
-        """perftest speaks verbs: without an RDMA port it cannot run (unless replayed)."""
-        if self.is_dry_run() or self.replaying:
+        """perftest speaks verbs: without an RDMA port it cannot run (unless every
+        program it needs is replayed from a recording)."""
+        if self.is_dry_run() or all(map(self.replays, self.programs_needed())):
             return
         topology = partition_topology(self.current_partition)
         if topology is not None and self.hca != AUTO_HCA:
@@ -82,8 +88,11 @@ class PerftestBase(rfm.RunOnlyRegressionTest, ServerClientCheck):
         self.env_vars.pop("CUDA_VISIBLE_DEVICES", None)
         self.srun_extra = [o for o in self.srun_extra if not o.startswith("--gpu-bind")]
 
+    def programs_needed(self) -> list[str]:
+        return [program_path(self.verb, self.measure)]
+
     def program(self, verb: str, measure: str) -> str:
-        return self.provided(f"bin/ib_{VERBS[verb][0]}_{measure}")
+        return self.provided(program_path(verb, measure))
 
     def common_options(self, verb: str, duration: int = 0) -> list[str]:
         """Options server and client must share: device, port, GID, iterations or
@@ -193,6 +202,9 @@ class PerftestInterferenceCheck(PerftestBase):
     descr = "perftest with interfering traffic on the same HCA"
     #: How long the interfering pair runs (perftest -D), long enough to cover the test.
     interference_seconds = variable(int, value=30)
+
+    def programs_needed(self) -> list[str]:
+        return [*super().programs_needed(), program_path(self.interferer, "bw")]
 
     def compose_steps(self, srun: str) -> None:
         self.pair_steps(srun)

@@ -1,6 +1,11 @@
 # perfguard's Spack package for the Himeno benchmark (not in Spack's builtin repository).
 from spack.package import *
 
+try:  # Spack 1.x: build systems live in the builtin repository (package API v2)
+    from spack_repo.builtin.build_systems.generic import Package
+except ImportError:  # Spack 0.2x: spack.package provides it
+    pass
+
 
 class Himeno(Package):
     """Himeno benchmark, MPI C version (RIKEN, LGPL 2.0): Jacobi iterations for a
@@ -26,17 +31,15 @@ class Himeno(Package):
     variant("grid", default="1x1x1", description="Process grid NDXxNDYxNDZ (= MPI ranks)")
 
     depends_on("c", type="build")
-    depends_on("lhasa", type="build")
+    # An LHA archive: libarchive's bsdtar reads it (Spack's stage cannot).
+    depends_on("libarchive", type="build")
     depends_on("mpi")
 
     def install(self, spec, prefix):
-        lha = which("lha")
-        lha("xf", self.stage.archive_file)
+        which("bsdtar")("-xf", self.stage.archive_file)
         ndx, ndy, ndz = spec.variants["grid"].value.split("x")
-        sh = which("sh")
-        sh("paramset.sh", spec.variants["size"].value, ndx, ndy, ndz)
-        mpicc = Executable(spec["mpi"].mpicc)
-        mpicc("-O3", "himenoBMTxps.c", "-o", "himeno")
+        which("sh")("paramset.sh", spec.variants["size"].value, ndx, ndy, ndz)
+        Executable(spec["mpi"].mpicc)("-O3", "himenoBMTxps.c", "-o", "himeno")
         mkdirp(prefix.bin)
         install("himeno", prefix.bin)
         source = join_path(prefix.share, "himeno")
