@@ -160,7 +160,7 @@ def test_stack_built_by_spack_runs_from_its_view(layout, tmp_path: Path,
     monkeypatch.setenv("PERFGUARD_SPACK_ENV", "gcc-system-openmpi")
     monkeypatch.setenv("PERFGUARD_SPACK_CONFIG", str(scope))
     outcome = run_reframe(RunRequest(state=TEST_STATE, names=(
-        "^OsuPt2PtCheck%benchmark=osu_latency%transfer=H-H%placement=inter",)))
+        "OsuPt2PtCheck%hca=lo%benchmark=osu_latency%transfer=H-H%placement=inter",)))
     [case] = [c for c in load(outcome.report).testcases if c.check == "OsuPt2PtCheck"]
     assert case.result == "pass", case.fail_reason
     view = TEST_STATE / "spack" / "views" / "gcc-system-openmpi"
