@@ -414,6 +414,9 @@ def _add_verdict(sub: argparse._SubParsersAction) -> None:
     ver.add_argument("run", nargs="?", default=None,
                      help="run id, session uuid or label (default: latest)")
     ver.add_argument("--baseline", help="compare with this run (id, uuid or label)")
+    ver.add_argument("--explain", metavar="TEXT",
+                     help="for each line whose name contains TEXT: its history, noise "
+                          "estimate, rule and decision")
     ver.set_defaults(func=cmd_verdict)
 
 
@@ -426,7 +429,13 @@ def cmd_verdict(args: argparse.Namespace) -> int:
         if args.baseline:
             vd.with_baseline(lines, vd.verdict(conn, vd.resolve_run(conn, args.baseline)))
     print(f"run {run_id}")
-    print(vd.render(lines, show_baseline=bool(args.baseline)))
+    if args.explain is not None:
+        chosen = [line for line in lines if args.explain in vd.name_of(line)]
+        if not chosen:
+            raise UsageError(f"no line of run {run_id} is named like {args.explain!r}")
+        print("\n\n".join(vd.explain(line) for line in chosen))
+    else:
+        print(vd.render(lines, show_baseline=bool(args.baseline)))
     return 1 if vd.failed(lines) else 0
 
 

@@ -83,6 +83,7 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta,
                                     message=f"session {report.session_uuid} already stored")
             samples = _copy_testcases(conn, system, run_id, report)
             _insert_fingerprints(conn, system, run_id, report)
+            _record_directions(conn, report)
             conn.execute("UPDATE run SET missed_thresholds = (SELECT count(*) FROM key_verdict "
                          "WHERE run_id = %(id)s AND status = 'fail') WHERE id = %(id)s",
                          {"id": run_id})
@@ -239,6 +240,17 @@ def _testcase_row(tc_id: int, run_id: int, tc: TestCase, partitions: dict[str, i
 
 FINGERPRINT_FIELDS = ("kernel", "os", "rdma_core", "ofed", "gpu_driver", "mpi", "ucx",
                       "spack_lock_hash")
+
+
+def _record_directions(conn: psycopg.Connection, report: Report) -> None:
+    """What each check declares better; the newest declaration stands."""
+    declared = {(tc.check, metric): better for tc in report.testcases
+                for metric, better in tc.better.items()}
+    if declared:
+        conn.cursor().executemany(
+            "INSERT INTO metric_direction (check_name, metric, better) VALUES (%s, %s, %s) "
+            "ON CONFLICT (check_name, metric) DO UPDATE SET better = EXCLUDED.better",
+            [(check, metric, better) for (check, metric), better in sorted(declared.items())])
 
 
 def _insert_fingerprints(conn: psycopg.Connection, system: int, run_id: int,

@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,6 +22,7 @@ from perfguard.errors import PerfguardError
 SUPPORTED_MAJOR = "4"
 #: Name of the check variable in which perfguard checks list every measured point.
 SAMPLES_VARIABLE = "perfguard_samples"
+DIRECTIONS_VARIABLE = "perfguard_better"
 #: Name of the check variable holding the per-node environment fingerprints.
 FINGERPRINT_VARIABLE = "perfguard_fingerprints"
 
@@ -94,6 +95,8 @@ class TestCase:
     key_samples: list[Sample]
     series: list[Series]
     fingerprints: dict[str, dict[str, Any]]
+    #: metric → "higher" or "lower": which way is better, as the check declares it.
+    better: dict[str, str] = field(default_factory=dict)
 
     @property
     def samples(self) -> list[Sample]:
@@ -258,6 +261,7 @@ def _checked_testcase(case: dict, where: str) -> TestCase:
         key_samples=_perf_samples(case, where),
         series=_series(case.get(SAMPLES_VARIABLE) or [], f"{where}.{SAMPLES_VARIABLE}"),
         fingerprints=_fingerprints(case, where),
+        better=_directions(case, where),
     )
 
 
@@ -357,6 +361,15 @@ def _require_finite(values: list, where: str) -> None:
         pass
     for index, value in enumerate(values):
         _finite(value, f"{where}.values[{index}]")
+
+
+def _directions(case: dict, where: str) -> dict[str, str]:
+    raw = case.get(DIRECTIONS_VARIABLE) or {}
+    if not isinstance(raw, dict) or not all(
+            isinstance(k, str) and v in ("higher", "lower") for k, v in raw.items()):
+        raise ReportError(f"{where}.{DIRECTIONS_VARIABLE}: expected {{metric: 'higher' or "
+                          f"'lower'}}")
+    return raw
 
 
 def _fingerprints(case: dict, where: str) -> dict[str, dict[str, Any]]:

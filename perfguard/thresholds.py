@@ -344,23 +344,14 @@ def derive(conn: psycopg.Connection, run_id: int, tolerance: float,
     return proposals
 
 
-def _specificity(t: Threshold) -> int:
-    return (t.partition is not None) + (t.environ is not None) + len(t.params)
-
-
-def most_specific(candidates, check: str, params: dict[str, str], partition: str,
-                  environ: str) -> dict[str, Threshold]:
-    """Metric → the most specific key-figure threshold that applies to one test variant.
-
-    The same rule as the verdict's SQL: partition, environ and each matching
-    variant parameter make a threshold more specific.
-    """
-    best: dict[str, Threshold] = {}
-    for t in candidates:
-        if (t.check != check or t.point is not None
-                or t.partition not in (None, partition) or t.environ not in (None, environ)
-                or any(params.get(k) != v for k, v in t.params.items())):
-            continue
-        if t.metric not in best or _specificity(t) > _specificity(best[t.metric]):
-            best[t.metric] = t
-    return best
+def matching(conn: psycopg.Connection, system: str, check: str, params: dict[str, str],
+             partition: str, environ: str, metrics: list[str]) -> dict[str, Threshold]:
+    """Metric → the key-figure threshold that applies now to one test variant, chosen by
+    the database's matching_threshold(), the rule the verdict and dashboards use too."""
+    rows = conn.cursor(row_factory=dict_row).execute(
+        "SELECT t.* FROM unnest(%(metrics)s::text[]) m, "
+        "matching_threshold(%(system)s::text, %(check)s::text, m, NULL::jsonb, "
+        "%(partition)s::text, %(environ)s::text, %(params)s::jsonb, now()) t",
+        {"metrics": metrics, "system": system, "check": check, "partition": partition,
+         "environ": environ, "params": Jsonb(params)}).fetchall()
+    return {row["metric"]: _from_row(row) for row in rows}

@@ -1,60 +1,81 @@
-"""Verdicts: every key figure of a run against the threshold valid when the run started.
+"""Verdicts: every key figure of a run against its threshold and its own history.
 
-The threshold chosen for a sample is the most specific current one of its scope
-(partition, environ and variant params narrow it). No threshold means
-`no-reference`: visible, never a silent pass.
+The threshold of a value is chosen by one SQL function, ``matching_threshold`` (the
+most specific current one of its scope; ties go to the newest): the run's ReFrame
+references, this verdict and the dashboards all call it. A missed threshold is a
+``fail`` (acceptance: "≥ 90 % of line rate"). Otherwise the value is judged against
+the history of its series (perfguard.judge): ``regression``, ``improvement``,
+``inconclusive`` or ``pass``. Neither a threshold nor enough history: ``no-reference``,
+visible, never a silent pass.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
+from perfguard import judge
 from perfguard.errors import PerfguardError, UsageError
 
 PASS, FAIL, NO_REFERENCE, TEST_FAILED = "pass", "fail", "no-reference", "test-failed"
+REGRESSION, IMPROVEMENT, INCONCLUSIVE = judge.REGRESSION, judge.IMPROVEMENT, judge.INCONCLUSIVE
 #: A test case that did not run (shape, provider, failed dependency): neither passed nor
 #: failed. One that failed the way a reference said it would: expected-failure.
 SKIPPED, EXPECTED_FAILURE = "skipped", "expected-failure"
 #: Every state, in the order the summary counts them; only FAILING ones fail a run.
-STATES = (PASS, FAIL, TEST_FAILED, NO_REFERENCE, EXPECTED_FAILURE, SKIPPED)
-FAILING = (FAIL, TEST_FAILED)
+STATES = (PASS, FAIL, REGRESSION, TEST_FAILED, IMPROVEMENT, INCONCLUSIVE, NO_REFERENCE,
+          EXPECTED_FAILURE, SKIPPED)
+FAILING = (FAIL, REGRESSION, TEST_FAILED)
 
-# Key figures come from the key_verdict view (the one matching rule, shared with the
-# dashboards); curve points are judged only where a point-threshold names them.
+# Key figures come from the key_verdict view; curve points where a point threshold
+# names them. Both choose the threshold with matching_threshold().
 VERDICT_SQL = """
 SELECT k.testcase_id, k.check_name, k.params, k.partition, k.environ,
        k.testcase_state, k.fail_reason, k.metric, k.unit, k.value,
        '{}'::jsonb AS point, k.threshold_id, k.reference, k.lower_limit, k.upper_limit,
-       k.status
-FROM key_verdict k WHERE k.run_id = %(run_id)s
+       k.status, k.started_at, d.better
+FROM key_verdict k
+LEFT JOIN metric_direction d ON d.check_name = k.check_name AND d.metric = k.metric
+WHERE k.run_id = %(run_id)s
 UNION ALL
 SELECT tc.id, tc.check_name, tc.params, p.name, e.name, tc.state, tc.fail_reason,
        m.name, m.unit, s.value, pt.coords, th.id, th.reference, th.lower_limit,
        th.upper_limit,
        CASE WHEN (th.lower_limit IS NULL OR s.value >= th.lower_limit)
              AND (th.upper_limit IS NULL OR s.value <= th.upper_limit)
-            THEN 'pass' ELSE 'fail' END
+            THEN 'pass' ELSE 'fail' END,
+       r.started_at, d.better
 FROM run r
 JOIN system sy ON sy.id = r.system_id
 JOIN judged_testcase tc ON tc.run_id = r.id
 JOIN partition p ON p.id = tc.partition_id
 JOIN environ e ON e.id = tc.environ_id
-JOIN LATERAL (
-    SELECT t.* FROM threshold_limit t
-    WHERE t.system = sy.name AND t.check_name = tc.check_name AND t.point IS NOT NULL
-      AND (t.partition IS NULL OR t.partition = p.name)
-      AND (t.environ IS NULL OR t.environ = e.name) AND tc.params @> t.params
-      AND t.valid_from <= r.started_at AND (t.valid_to IS NULL OR t.valid_to > r.started_at)
-    ) th ON true
-JOIN metric m ON m.name = th.metric
-JOIN point pt ON pt.coords = th.point
+JOIN LATERAL (SELECT DISTINCT t.metric, t.point FROM threshold t
+              WHERE t.system = sy.name AND t.check_name = tc.check_name
+                AND t.point IS NOT NULL) named ON true
+JOIN metric m ON m.name = named.metric
+JOIN point pt ON pt.coords = named.point
 JOIN sample s ON s.testcase_id = tc.id AND s.metric_id = m.id AND s.point_id = pt.id
+JOIN LATERAL matching_threshold(sy.name, tc.check_name, m.name, pt.coords, p.name, e.name,
+                                tc.params, r.started_at) th ON true
+LEFT JOIN metric_direction d ON d.check_name = tc.check_name AND d.metric = m.name
 WHERE r.id = %(run_id)s
 ORDER BY 2, 3, 4, 5, 8
+"""
+
+# The judged run's series, back in time: every earlier value of the same system, check,
+# variant, partition, environ, metric and point, and the run's own.
+HISTORY_SQL = """
+SELECT v.check_name, v.params, v.partition, v.environ, v.metric, v.point, v.value
+FROM run cur JOIN system sy ON sy.id = cur.system_id
+JOIN series_value v ON v.system = sy.name AND v.started_at <= cur.started_at
+WHERE cur.id = %(run_id)s AND v.check_name = ANY(%(checks)s) AND v.point_id = ANY(%(points)s)
+ORDER BY v.started_at, v.run_id
 """
 
 TESTCASES_WITHOUT_SAMPLES = """
@@ -84,6 +105,10 @@ class Line:
     status: str
     detail: str = ""
     baseline: float | None = None
+    better: str | None = None
+    judgement: judge.Judgement | None = None
+    #: The series' values up to this run, oldest first (what the judgement read).
+    series: tuple[float, ...] = ()
 
     @property
     def change(self) -> float | None:
@@ -115,9 +140,12 @@ def resolve_run(conn: psycopg.Connection, ref: str | None) -> int:
     return row[0]
 
 
-def verdict(conn: psycopg.Connection, run_id: int) -> list[Line]:
+def verdict(conn: psycopg.Connection, run_id: int,
+            rule: judge.Rule = judge.DEFAULT_RULE) -> list[Line]:
     cursor = conn.cursor(row_factory=dict_row)
-    lines = [_line(row) for row in cursor.execute(VERDICT_SQL, {"run_id": run_id})]
+    rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
+    series = _history(conn, run_id, rows)
+    lines = [_line(row, series.get(_series_key(row), []), rule) for row in rows]
     for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
                           "-", None, "", {}, None, None, None, row["testcase_state"],
@@ -125,15 +153,54 @@ def verdict(conn: psycopg.Connection, run_id: int) -> list[Line]:
     return lines
 
 
-def _line(row: dict) -> Line:
-    """A missed threshold stays a fail; otherwise a test case that did not pass shows its
-    own state (its figures are not to be trusted as a pass)."""
-    status = row["status"]
-    if row["testcase_state"] != PASS and status != FAIL:
-        status = row["testcase_state"]
-    return Line(row["check_name"], row["params"], row["partition"], row["environ"],
+def _series_key(row: dict) -> tuple:
+    return (row["check_name"], _frozen(row["params"]), row["partition"], row["environ"],
+            row["metric"], _frozen(row["point"]))
+
+
+def _frozen(mapping: dict) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in mapping.items()))
+
+
+def _history(conn: psycopg.Connection, run_id: int, rows: list[dict]) -> dict[tuple, list]:
+    """Series key → values up to and including this run, oldest first."""
+    if not rows:
+        return {}
+    points = [0] + [pid for (pid,) in conn.execute(
+        "SELECT id FROM point WHERE coords = ANY(%s::jsonb[])",
+        ([Jsonb(r["point"]) for r in rows if r["point"]],))]
+    series: dict[tuple, list] = defaultdict(list)
+    for row in conn.cursor(row_factory=dict_row).execute(HISTORY_SQL, {
+            "run_id": run_id, "checks": sorted({r["check_name"] for r in rows}),
+            "points": points}):
+        series[_series_key(row)].append(row["value"])
+    return series
+
+
+def _line(row: dict, values: list[float], rule: judge.Rule) -> Line:
+    """A missed threshold is a fail; a test case that did not pass shows its own state (its
+    figures are not to be trusted); otherwise the history decides. Until a series has
+    history enough for a baseline, a passed threshold speaks alone; without one the line
+    is inconclusive; with neither a threshold nor a declared direction, no-reference."""
+    line = Line(row["check_name"], row["params"], row["partition"], row["environ"],
                 row["metric"], row["value"], row["unit"], row["point"], row["reference"],
-                row["lower_limit"], row["upper_limit"], status, row["fail_reason"] or "")
+                row["lower_limit"], row["upper_limit"], row["status"],
+                row["fail_reason"] or "", better=row["better"], series=tuple(values))
+    if line.status == FAIL:
+        return line
+    if row["testcase_state"] != PASS:
+        line.status = row["testcase_state"]
+        return line
+    if line.better is None:
+        line.detail = f"{line.check} declares no direction for {line.metric}"
+        return line
+    recent = values[-rule.confirm:] if values else [line.value]
+    line.judgement = judge.judge(values[:-len(recent)], recent, line.better, rule)
+    line.detail = line.judgement.reason
+    no_baseline = line.judgement.centre is None
+    if not (no_baseline and line.status == PASS):
+        line.status = line.judgement.state
+    return line
 
 
 def with_baseline(lines: list[Line], baseline: list[Line]) -> list[Line]:
@@ -159,7 +226,7 @@ def _num(value: float | None) -> str:
 def _verdict_cell(line: Line) -> str:
     """The state, and for a test case that did not run to a figure, why (its first line:
     "test-failed: node node2 failed (NODE_FAIL)", "skipped: needs 8 nodes, …")."""
-    if line.status in (PASS, FAIL) or not line.detail.strip():
+    if line.status in (PASS, FAIL, NO_REFERENCE) or not line.detail.strip():
         return line.status
     why = line.detail.strip().splitlines()[0].removeprefix("sanity error: ")
     return f"{line.status}: {why[:120]}{'…' if len(why) > 120 else ''}"
@@ -173,8 +240,7 @@ def render(lines: list[Line], show_baseline: bool = False) -> str:
     rows = [header]
     for line in lines:
         name = line.check + "".join(f" %{k}={v}" for k, v in sorted(line.params.items()))
-        metric = line.metric + ("" if not line.point else
-                                " @" + ",".join(f"{k}={v}" for k, v in line.point.items()))
+        metric = name_of(line).removeprefix(name + " ")
         bounds = "-" if line.low is None and line.high is None else \
             f"[{_num(line.low)}, {_num(line.high)}]"
         row = [name, f"{line.partition}/{line.environ}", metric, _num(line.value), line.unit,
@@ -187,3 +253,36 @@ def render(lines: list[Line], show_baseline: bool = False) -> str:
     text = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     summary = ", ".join(f"{n} {s}" for s, n in counts(lines).items() if n or s in FAILING)
     return "\n".join(text + ["", f"verdict: {summary}"])
+
+
+def name_of(line: Line) -> str:
+    """``Check %p=v … metric @size=…``: how a line is named in the table and --explain."""
+    name = line.check + "".join(f" %{k}={v}" for k, v in sorted(line.params.items()))
+    point = "" if not line.point else " @" + ",".join(f"{k}={v}" for k, v in line.point.items())
+    return f"{name} {line.metric}{point}"
+
+
+def explain(line: Line, rule: judge.Rule = judge.DEFAULT_RULE) -> str:
+    """The history, the noise estimate, the rule and the decision behind one line."""
+    out = [f"{name_of(line)} on {line.partition}/{line.environ}: {line.status}"]
+    out.append(f"  better: {line.better or 'not declared by the check'}")
+    if line.low is not None or line.high is not None:
+        out.append(f"  threshold: reference {_num(line.reference)}, limits "
+                   f"[{_num(line.low)}, {_num(line.high)}] (acceptance floor)")
+    recent = line.series[-rule.confirm:]
+    earlier = line.series[:-len(recent)] if recent else ()
+    used = earlier[-rule.window:]
+    out.append(f"  history: {len(earlier)} earlier runs, the last {len(used)} used: "
+               + " ".join(_num(v) for v in used))
+    j = line.judgement
+    if j is not None and j.centre is not None:
+        out.append(f"  baseline: median {_num(j.centre)}, noise σ {_num(j.noise)} "
+                   f"(MAD × {judge.MAD_TO_SIGMA}; CV {j.cv:.2%})")
+        out.append(f"  rule: a run is beyond when {rule.k:g}σ ({_num(rule.k * j.noise)}) and "
+                   f"{rule.min_change:.0%} from the median; {rule.needed} of the last "
+                   f"{rule.confirm} runs beyond, this one included, decide")
+        marks = ["beyond" if i in j.beyond else "within" for i in range(len(recent))]
+        out.append("  last runs: " + ", ".join(f"{_num(v)} ({m})"
+                                               for v, m in zip(recent, marks)))
+    out.append(f"  decision: {line.status}" + (f" — {line.detail}" if line.detail else ""))
+    return "\n".join(out)

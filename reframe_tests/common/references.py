@@ -1,9 +1,9 @@
 """Thresholds from perfguard's PostgreSQL become ReFrame references.
 
-One query per session and system (cached); each test picks the most specific
-thresholds of its scope, so ReFrame itself fails a test that misses one. When
-the database cannot be reached the run goes on without references (said once);
-`perfguard verdict` compares against the database afterwards.
+Each test asks the database's ``matching_threshold()`` — the one rule the verdict and
+the dashboards use — for its scope, over one connection per session, so ReFrame
+itself fails a test that misses one. When the database cannot be reached the run
+goes on without references (said once); `perfguard verdict` compares afterwards.
 """
 
 from __future__ import annotations
@@ -19,21 +19,34 @@ from perfguard import thresholds
 
 
 @functools.cache
-def thresholds_for(system: str) -> tuple[thresholds.Threshold, ...]:
+def _connection():
+    """The session's connection, or None (said once) when there is no database."""
     dsn = os.environ.get("PERFGUARD_DSN")
     if not dsn:
         getlogger().warning("perfguard: PERFGUARD_DSN is not set; running without "
                             "database references (`perfguard verdict` compares later)")
-        return ()
+        return None
     try:
         import psycopg
 
-        with psycopg.connect(dsn, connect_timeout=5) as conn:
-            return tuple(thresholds.current(conn, system))
+        return psycopg.connect(dsn, connect_timeout=5, autocommit=True)
     except Exception as exc:  # noqa: BLE001 - any failure means: run on without references
         getlogger().warning(f"perfguard: thresholds database unreachable ({exc}); running "
                             f"without references, `perfguard verdict` will compare later")
-        return ()
+        return None
+
+
+def thresholds_for(system: str, check: str, params: dict[str, str], partition: str,
+                   environ: str, metrics: list[str]) -> dict[str, thresholds.Threshold]:
+    conn = _connection()
+    if conn is None or not metrics:
+        return {}
+    try:
+        return thresholds.matching(conn, system, check, params, partition, environ, metrics)
+    except Exception as exc:  # noqa: BLE001 - the database went away mid-run
+        getlogger().warning(f"perfguard: no references for {check} ({exc}); "
+                            f"`perfguard verdict` will compare later")
+        return {}
 
 
 class DatabaseReferences(rfm.RegressionTestPlugin):
@@ -45,11 +58,12 @@ class DatabaseReferences(rfm.RegressionTestPlugin):
         so only figures it really reports can lack a reference."""
         system, partition = self.current_system.name, self.current_partition.name
         params = {name: str(getattr(self, name)) for name in type(self).param_space.params}
-        found = thresholds.most_specific(thresholds_for(system), type(self).__name__, params,
-                                         partition, self.current_environ.name)
+        metrics = sorted(getattr(self, "perf_variables", {}))
+        found = thresholds_for(system, type(self).__name__, params, partition,
+                               self.current_environ.name, metrics)
         self.reference = {f"{system}:{partition}": {
             metric: t.as_reframe() for metric, t in found.items()}}
-        missing = sorted(set(getattr(self, "perf_variables", {})) - set(found))
+        missing = sorted(set(metrics) - set(found))
         if missing:
             getlogger().info(f"perfguard: {self.display_name}: no reference for "
                              f"{', '.join(missing)}")

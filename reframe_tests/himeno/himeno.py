@@ -64,6 +64,7 @@ class HimenoCheck(rfm.RegressionTest, MeasuredCheck):
     sourcesdir = None
     tags = {"himeno", "scaling", "acceptance"}
     descr = "Himeno MPI scaling over nodes and ranks per node"
+    perfguard_better = {"mflops": "higher", "speedup": "higher", "efficiency": "higher"}
 
     @run_after("init")
     def depend_on_smallest_run(self):

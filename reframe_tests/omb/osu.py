@@ -53,6 +53,10 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, HcaCheck):
     device_buffers = False
     gpudirect = None
     key_figures: tuple[str, ...] = ()
+    perfguard_better = {"bandwidth": "higher", "message_rate": "higher",
+                        "line_rate_fraction": "higher",
+                        **dict.fromkeys(["latency", "latency_min", "latency_max", "latency_p50",
+                                         "latency_p90", "latency_p99"], "lower")}
     #: Collectives print no size column for osu_barrier.
     sized = True
 

@@ -58,6 +58,12 @@ class PerftestBase(rfm.RunOnlyRegressionTest, ServerClientCheck):
 
     valid_prog_environs = ["*"]
     tags = {"perftest", "rdma", "nightly", "acceptance"}
+    perfguard_better = {"bandwidth_peak": "higher", "bandwidth": "higher",
+                        "message_rate": "higher", "transactions_per_s": "higher",
+                        "degradation": "lower",
+                        **dict.fromkeys(["latency_min", "latency_max", "latency", "latency_avg",
+                                         "latency_stdev", "latency_p99", "latency_p999"],
+                                        "lower")}
 
     iterations = variable(int, value=5000)
 

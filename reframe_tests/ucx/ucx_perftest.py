@@ -34,6 +34,8 @@ class UcxPerftestCheck(rfm.RunOnlyRegressionTest, ServerClientCheck):
     num_tasks = 2
     num_tasks_per_node = 1
     tags = {"ucx", "demo", "nightly", "acceptance"}
+    perfguard_better = {"latency": "lower", "latency_p50": "lower", "bandwidth": "higher",
+                        "message_rate": "higher"}
 
     #: Message sizes in bytes; latency tests use those up to 4 KiB.
     message_sizes = variable(typ.List[int], value=[8, 4096, 65536, 1048576])

@@ -1,11 +1,7 @@
 # perfguard's Spack package for the Himeno benchmark (not in Spack's builtin repository).
+from spack_repo.builtin.build_systems.generic import Package
+
 from spack.package import *
-
-try:  # Spack 1.x: build systems live in the builtin repository (package API v2)
-    from spack_repo.builtin.build_systems.generic import Package
-except ImportError:  # Spack 0.2x: spack.package provides it
-    pass
-
 
 class Himeno(Package):
     """Himeno benchmark, MPI C version (RIKEN, LGPL 2.0): Jacobi iterations for a

@@ -1,12 +1,8 @@
 # perfguard's Spack package for perftest (not in Spack's builtin repository).
+from spack_repo.builtin.build_systems.autotools import AutotoolsPackage
+from spack_repo.builtin.build_systems.cuda import CudaPackage
+
 from spack.package import *
-
-try:  # Spack 1.x: build systems live in the builtin repository (package API v2)
-    from spack_repo.builtin.build_systems.autotools import AutotoolsPackage
-    from spack_repo.builtin.build_systems.cuda import CudaPackage
-except ImportError:  # Spack 0.2x: spack.package provides them
-    pass
-
 
 class Perftest(AutotoolsPackage, CudaPackage):
     """RDMA verbs benchmarks from linux-rdma: ib_{send,write,read,atomic}_{bw,lat}.

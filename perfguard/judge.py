@@ -1,0 +1,111 @@
+"""Is this value a regression? One series' history against its latest nights.
+
+The rule (defaults measured by ``benchmarks/verdict_quality.py``, see docs/verdicts.md):
+
+- **Baseline**: the series' earlier values (same system, check, variant, partition,
+  environ, metric and point), newest ``window`` of them. Its centre is the median and its
+  noise the MAD scaled to a standard deviation: one bad night in the history moves
+  neither.
+- **Recent**: the latest ``confirm`` values of the series, the judged run's included. A
+  night is *beyond* when it is worse (or better) than the centre by more than ``k`` noise
+  and by more than ``min_change`` of the centre.
+- **Decision**: ``regression`` (``improvement``) when at least ``needed`` of the recent
+  nights are beyond on the same side, the judged one among them, and agree with it
+  within ``agree`` noise (a shifted level, not a spike next to an unlucky night), so a
+  single spike never alarms; one such night alone is ``inconclusive`` ("confirm on the
+  next run"), as is a
+  history shorter than ``min_history`` or noise so large that a change of
+  ``max_detectable`` would go unseen. Otherwise ``pass``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+REGRESSION, IMPROVEMENT, INCONCLUSIVE, PASS = "regression", "improvement", "inconclusive", "pass"
+#: MAD → standard deviation for normally distributed noise.
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class Rule:
+    window: int = 30
+    min_history: int = 8
+    k: float = 1.7
+    min_change: float = 0.01
+    confirm: int = 3
+    needed: int = 2
+    #: Nights that confirm each other differ by less than this many noise.
+    agree: float = 4.0
+    #: Noise above which a 25 % change would not be told from noise: inconclusive.
+    max_detectable: float = 0.25
+    #: Floor of the noise, relative to the centre (a flat history is not noise-free).
+    min_noise: float = 0.001
+
+
+DEFAULT_RULE = Rule()
+
+
+@dataclass(frozen=True)
+class Judgement:
+    state: str
+    centre: float | None
+    noise: float | None
+    change: float | None
+    beyond: tuple[int, ...]
+    reason: str
+
+    @property
+    def cv(self) -> float | None:
+        return None if not self.centre or self.noise is None else self.noise / abs(self.centre)
+
+
+def baseline(history: list[float]) -> tuple[float, float]:
+    """(median, MAD-based standard deviation) of a history."""
+    centre = statistics.median(history)
+    mad = statistics.median(abs(v - centre) for v in history)
+    return centre, MAD_TO_SIGMA * mad
+
+
+def _side(value: float, centre: float, noise: float, better: str, rule: Rule) -> int:
+    """-1 worse, +1 better, 0 within noise (beyond both k·noise and min_change)."""
+    change = (value - centre) / abs(centre) if centre else 0.0
+    if abs(value - centre) <= rule.k * noise or abs(change) <= rule.min_change:
+        return 0
+    gain = 1 if value > centre else -1
+    return gain if better == "higher" else -gain
+
+
+def judge(history: list[float], recent: list[float], better: str,
+          rule: Rule = DEFAULT_RULE) -> Judgement:
+    """``history``: earlier values, oldest first, before the recent nights; ``recent``: the
+    latest nights, oldest first, the judged value last."""
+    value = recent[-1]
+    history = history[-rule.window:]
+    if len(history) < rule.min_history:
+        return Judgement(INCONCLUSIVE, None, None, None, (), f"{len(history)} earlier runs, "
+                         f"{rule.min_history} needed for a baseline")
+    centre, noise = baseline(history)
+    noise = max(noise, rule.min_noise * abs(centre))
+    change = (value - centre) / abs(centre) if centre else None
+    if centre and rule.k * noise / abs(centre) > rule.max_detectable:
+        return Judgement(INCONCLUSIVE, centre, noise, change, (),
+                         f"noise ±{noise / abs(centre):.1%} too large to tell a change")
+    recent = recent[-rule.confirm:]
+    sides = [_side(v, centre, noise, better, rule) for v in recent]
+    mine = sides[-1]
+    beyond = tuple(i for i, (v, side) in enumerate(zip(recent, sides))
+                   if side == mine and mine != 0 and abs(v - value) <= rule.agree * noise)
+    if mine == 0:
+        return Judgement(PASS, centre, noise, change, (), "within noise")
+    what = "worse" if mine < 0 else "better"
+    size = f"{change:+.1%} vs the median of {len(history)} runs" if change is not None else ""
+    if len(beyond) >= rule.needed:
+        state = REGRESSION if mine < 0 else IMPROVEMENT
+        return Judgement(state, centre, noise, change, beyond,
+                         f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
+                         f"more than {rule.k:g}σ")
+    return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
+                     f"{size}; {what} by more than {rule.k:g}σ on this run only: confirm "
+                     f"on the next")

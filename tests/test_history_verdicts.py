@@ -1,0 +1,119 @@
+"""Verdicts from history on the real database: a step is caught, a spike is not, a short
+history is inconclusive, and one threshold-matching rule for CLI, run and dashboards."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from perfguard import thresholds
+from perfguard.ingest import RunMeta, ingest_paths
+from perfguard.judge import judge
+from tests.conftest import perfguard
+
+BW_LINE = "UcxPerftestCheck %hca=lo %memory=host %test=tag_bw bandwidth"
+
+
+def store_nights(dsn: str, demo_report: Path, tmp_path: Path, factors: list[float],
+                 cv: float = 0.01, seed: int = 7) -> list[int]:
+    """One stored run per night, a day apart, every key figure of the real demo report
+    scaled by the night's factor and a normal noise of ``cv``: run ids, oldest first."""
+    raw = json.loads(demo_report.read_text())
+    rng = random.Random(seed)
+    paths = []
+    for night, factor in enumerate(factors):
+        copy = json.loads(json.dumps(raw))
+        copy["session_info"]["uuid"] = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        copy["session_info"]["time_start_unix"] += 86400 * (night - len(factors))
+        for case in copy["runs"][0]["testcases"]:
+            for entry in (case.get("perfvalues") or {}).values():
+                entry[0] *= factor * rng.gauss(1.0, cv)
+        path = tmp_path / f"night{night:03d}.json"
+        path.write_text(json.dumps(copy))
+        paths.append(path)
+    stored = ingest_paths(tmp_path, dsn, paths, RunMeta(trigger="nightly"))
+    return [s.run_id for s in stored]
+
+
+def state_of(dsn: str, run_id: int, line: str = BW_LINE) -> str:
+    result = perfguard("verdict", str(run_id), "--explain", line, "--dsn", dsn)
+    assert result.returncode in (0, 1), result.stderr
+    decision = next(x for x in result.stdout.splitlines() if x.startswith("  decision:"))
+    return decision.split()[1]
+
+
+def test_a_five_percent_step_is_a_regression_within_two_nights(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.95] * 3)
+    first, second = state_of(migrated_dsn, runs[20]), state_of(migrated_dsn, runs[21])
+    assert "regression" in (first, second), (first, second)
+    assert state_of(migrated_dsn, runs[19]) != "regression"  # the night before the step
+    result = perfguard("verdict", str(runs[21]), "--dsn", migrated_dsn)
+    assert result.returncode == 1 and "regression: -" in result.stdout
+    explained = perfguard("verdict", str(runs[21]), "--explain", BW_LINE, "--dsn",
+                          migrated_dsn).stdout
+    assert re.search(r"baseline: median \S+, noise σ \S+ \(MAD × 1.4826; CV [01]\.\d\d%\)",
+                     explained), explained
+    assert "better: higher" in explained
+
+
+def test_a_single_spike_never_alarms(migrated_dsn: str, demo_report: Path,
+                                     tmp_path: Path) -> None:
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.7] + [1.0] * 2)
+    assert state_of(migrated_dsn, runs[20]) == "inconclusive"  # said, but does not fail
+    assert state_of(migrated_dsn, runs[21]) == "pass"
+    assert state_of(migrated_dsn, runs[22]) == "pass"
+    assert perfguard("verdict", str(runs[20]), "--dsn", migrated_dsn).returncode == 0
+
+
+def test_a_short_history_is_inconclusive(migrated_dsn: str, demo_report: Path,
+                                         tmp_path: Path) -> None:
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 4)
+    explained = perfguard("verdict", str(runs[-1]), "--explain", BW_LINE, "--dsn",
+                          migrated_dsn).stdout
+    assert "decision: inconclusive — 1 earlier runs, 8 needed for a baseline" in explained
+
+
+def test_a_tie_between_thresholds_resolves_alike_in_cli_run_and_dashboards(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """Two thresholds as specific as each other (one names the partition, one the
+    environ): the newest stored wins everywhere."""
+    [run] = store_nights(migrated_dsn, demo_report, tmp_path, [1.0])
+    bw = ["--system", "local", "--check", "UcxPerftestCheck", "--param", "test=tag_bw",
+          "--param", "memory=host", "--param", "hca=lo", "--metric", "bandwidth", "--unit", "MiB/s"]
+    perfguard("thresholds", "set", "--dsn", migrated_dsn, *bw, "--partition", "compute",
+              "--reference", "1", "--lower=-10%", check=True)
+    perfguard("thresholds", "set", "--dsn", migrated_dsn, *bw, "--environ", "gnu-openmpi",
+              "--reference", "1e12", "--lower=-10%", check=True)
+    with psycopg.connect(migrated_dsn) as conn:
+        conn.execute("UPDATE threshold SET valid_from = '2000-01-01'")
+        newest = conn.execute("SELECT max(id) FROM threshold").fetchone()[0]
+        dashboard = conn.execute(
+            "SELECT threshold_id, status FROM key_verdict WHERE run_id = %s AND "
+            "check_name = 'UcxPerftestCheck' AND metric = 'bandwidth' "
+            "AND params->>'test' = 'tag_bw' AND params->>'memory' = 'host'", (run,)).fetchone()
+        by_run = thresholds.matching(conn, "local", "UcxPerftestCheck",
+                                     {"test": "tag_bw", "memory": "host", "hca": "lo"},
+                                     "compute",
+                                     "gnu-openmpi", ["bandwidth"])
+    assert dashboard == (newest, "fail")
+    assert by_run["bandwidth"].id == newest and by_run["bandwidth"].reference == 1e12
+    explained = perfguard("verdict", str(run), "--explain", BW_LINE, "--dsn", migrated_dsn)
+    assert "threshold: reference 1e+12" in explained.stdout and explained.returncode == 1
+
+
+@pytest.mark.parametrize("recent, state", [
+    ([100.0, 100.0, 94.0], "inconclusive"), ([100.0, 94.0, 94.0], "regression"),
+    ([94.0, 100.0, 94.0], "regression"), ([100.0, 94.0, 100.0], "pass"),
+    ([100.0, 106.0, 106.0], "improvement")])
+def test_judge_needs_two_of_the_last_three_runs(recent: list[float], state: str) -> None:
+    history = [100.0 + d for d in (-1, 1, 0.5, -0.5, 0, 1.2, -1.2, 0.3, -0.3, 0.8)]
+    assert judge(history, recent, "higher").state == state
+    flipped = {"regression": "improvement", "improvement": "regression"}.get(state, state)
+    assert judge(history, recent, "lower").state == flipped
