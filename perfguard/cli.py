@@ -410,7 +410,7 @@ def cmd_thresholds_derive(args: argparse.Namespace) -> int:
 # --- verdict -------------------------------------------------------------------------
 def _add_verdict(sub: argparse._SubParsersAction) -> None:
     ver = sub.add_parser("verdict", parents=[DSN],
-        help="a run's results against thresholds (exit 1 on fail)")
+        help="a run's results against thresholds and history (exit 1 on fail or regression)")
     ver.add_argument("run", nargs="?", default=None,
                      help="run id, session uuid or label (default: latest)")
     ver.add_argument("--baseline", help="compare with this run (id, uuid or label)")

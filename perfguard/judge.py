@@ -26,13 +26,15 @@ from dataclasses import dataclass
 REGRESSION, IMPROVEMENT, INCONCLUSIVE, PASS = "regression", "improvement", "inconclusive", "pass"
 #: MAD → standard deviation for normally distributed noise.
 MAD_TO_SIGMA = 1.4826
+#: Values further than this many MAD-sigmas from the median are outliers of a history.
+OUTLIER = 3.5
 
 
 @dataclass(frozen=True)
 class Rule:
     window: int = 30
     min_history: int = 8
-    k: float = 1.7
+    k: float = 1.8
     min_change: float = 0.01
     confirm: int = 3
     needed: int = 2
@@ -62,10 +64,14 @@ class Judgement:
 
 
 def baseline(history: list[float]) -> tuple[float, float]:
-    """(median, MAD-based standard deviation) of a history."""
+    """(median, noise) of a history. The noise is the standard deviation of the values
+    within ``OUTLIER`` MAD-sigmas of the median: outliers (a bad night, a spike) are left
+    out as the MAD would, but the estimate is far less noisy than the MAD itself, which
+    at 30 values misjudges the noise by ±20 % and so raises false alarms."""
     centre = statistics.median(history)
-    mad = statistics.median(abs(v - centre) for v in history)
-    return centre, MAD_TO_SIGMA * mad
+    mad_sigma = MAD_TO_SIGMA * statistics.median(abs(v - centre) for v in history)
+    kept = [v for v in history if abs(v - centre) <= OUTLIER * mad_sigma]
+    return centre, statistics.stdev(kept) if len(kept) >= 3 else mad_sigma
 
 
 def _side(value: float, centre: float, noise: float, better: str, rule: Rule) -> int:

@@ -1,4 +1,5 @@
-"""Verdicts from the database: pass, fail, no-reference, and the change vs a baseline."""
+"""Verdicts from the database: pass, fail, inconclusive without history, and the change vs a
+baseline."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ BW = ["--system", "local", "--check", "UcxPerftestCheck", "--param", "test=tag_b
       "--metric", "bandwidth", "--unit", "MiB/s"]
 
 
-def test_verdict_pass_fail_and_no_reference(migrated_dsn: str, demo_report: Path,
+def test_verdict_pass_fail_and_inconclusive_without_history(migrated_dsn: str, demo_report: Path,
                                             tmp_path: Path) -> None:
     [stored] = ingest_paths(tmp_path, migrated_dsn, [demo_report], RunMeta())
     plain = perfguard("verdict", "--dsn", migrated_dsn)
     assert plain.returncode == 0
-    assert "no-reference" in plain.stdout and " fail" not in plain.stdout.split("verdict:")[0]
+    assert "inconclusive: 0 earlier runs, 8 needed for a baseline" in plain.stdout
+    assert " fail" not in plain.stdout.split("verdict:")[0]
 
     # A bound set after the run does not judge it: thresholds are matched by validity time.
     perfguard("thresholds", "set", "--dsn", migrated_dsn, *BW, "--reference", "1e9",

@@ -1,0 +1,160 @@
+"""How often does a verdict cry wolf, and how soon does it catch a real drop?
+
+    .venv/bin/python benchmarks/verdict_quality.py [--trials 1000] [--seed 1]
+
+Series: real repeated measurements (benchmarks/data/repetitions.json: each value one
+whole benchmark run, recorded on this project's 2-core host) and synthetic IB-like
+noise (normal, CV 1 %), so the figures speak for a real fabric too. For each series,
+nightly sequences are resampled from its values: 30 nights of history, then the
+evaluated nights, in which we inject nothing, a step of -2, -5 or -10 % (or of k × the
+series' CV), or a single -20 % spike. Methods, side by side on the same sequences:
+
+- perfguard: perfguard.judge (the rule `perfguard verdict` applies), a regression;
+- band 5 %: worse than the history's median by more than 5 % (fixed ±x % band);
+- t-test: beyond the history's mean by t·sd at cumulative probability 0.99 (Bencher's
+  t-test boundary; the normal quantile stands in for Student's t);
+- z = 5: |z| >= 5 and a change of >= 5 % over the lookback window (Conbench's default).
+
+Reported per series and method: false alarms per night, detection of each step within 1
+and within 3 nights, alarms within 3 nights of a spike, and the smallest step (in CVs)
+detected within 3 nights with >= 95 % probability while false alarms stay under 1 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from perfguard.judge import DEFAULT_RULE, REGRESSION, judge  # noqa: E402
+
+DATA = Path(__file__).with_name("data") / "repetitions.json"
+HISTORY, NIGHTS = 30, 3
+STEPS = (-0.02, -0.05, -0.10)
+CV_MULTIPLES = (1, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20)
+T_099 = statistics.NormalDist().inv_cdf(0.99)
+
+Method = Callable[[list[float], list[float], str], bool]
+
+
+def worse(value: float, reference: float, better: str) -> float:
+    """Relative loss (> 0 is worse)."""
+    loss = (reference - value) / abs(reference)
+    return loss if better == "higher" else -loss
+
+
+def perfguard(history: list[float], recent: list[float], better: str) -> bool:
+    return judge(history, recent, better).state == REGRESSION
+
+
+def band(history: list[float], recent: list[float], better: str) -> bool:
+    return worse(recent[-1], statistics.median(history), better) > 0.05
+
+
+def t_test(history: list[float], recent: list[float], better: str) -> bool:
+    mean, sd = statistics.fmean(history), statistics.stdev(history)
+    return worse(recent[-1], mean, better) * abs(mean) > T_099 * sd
+
+
+def z_five(history: list[float], recent: list[float], better: str) -> bool:
+    mean, sd = statistics.fmean(history), statistics.stdev(history)
+    loss = worse(recent[-1], mean, better)
+    return loss * abs(mean) >= 5 * sd and loss >= 0.05
+
+
+METHODS: dict[str, Method] = {"perfguard": perfguard, "band 5 %": band, "t-test": t_test,
+                              "z = 5": z_five}
+
+
+def sequence(values: list[float], rng: random.Random, better: str,
+             change: Callable[[int], float]) -> list[float]:
+    """HISTORY + NIGHTS resampled nights; night i of the evaluation is made worse by
+    change(i) (a fraction)."""
+    nights = [rng.choice(values) for _ in range(HISTORY + NIGHTS)]
+    sign = 1 if better == "higher" else -1
+    return [v * (1 - sign * (change(i - HISTORY) if i >= HISTORY else 0.0))
+            for i, v in enumerate(nights)]
+
+
+def alarms(method: Method, nights: list[float], better: str) -> list[bool]:
+    """Whether the method alarms on each evaluated night (recent = up to that night)."""
+    out = []
+    for night in range(HISTORY, HISTORY + NIGHTS):
+        recent = nights[night - DEFAULT_RULE.confirm + 1:night + 1]
+        history = nights[:night - DEFAULT_RULE.confirm + 1]
+        out.append(method(history, recent, better))
+    return out
+
+
+def rates(method: Method, values: list[float], better: str, change, trials: int,
+          rng: random.Random) -> tuple[float, float, float]:
+    """(alarm on night 1, alarm within 3 nights, alarms per night)."""
+    first = within = total = 0
+    for _ in range(trials):
+        hit = alarms(method, sequence(values, rng, better, change), better)
+        first += hit[0]
+        within += any(hit)
+        total += sum(hit)
+    return first / trials, within / trials, total / (trials * NIGHTS)
+
+
+def smallest_step(method: Method, values: list[float], better: str, cv: float,
+                  false_alarms: float, trials: int, rng: random.Random) -> str:
+    if false_alarms >= 0.01:
+        return f"none (false alarms {false_alarms:.1%})"
+    for multiple in CV_MULTIPLES:
+        step = multiple * cv
+        _, within, _ = rates(method, values, better, lambda i, s=step: s, trials, rng)
+        if within >= 0.95:
+            return f"{multiple:g} CV ({step:.1%})"
+    return f"> {CV_MULTIPLES[-1]} CV"
+
+
+def synthetic(rng: random.Random, cv: float, n: int = 200) -> list[float]:
+    return [rng.gauss(1000.0, 1000.0 * cv) for _ in range(n)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    recorded = json.loads(DATA.read_text())
+    series = {name: (entry["values"], entry["better"]) for name, entry in
+              recorded["series"].items()}
+    series["synthetic IB-like, CV 1 %"] = (synthetic(rng, 0.01), "higher")
+    header = ("| series (n, CV) | method | false alarms / night | " +
+              " | ".join(f"{s:+.0%} step: night 1 / 3 nights" for s in STEPS) +
+              " | alarms in 3 nights: no change / -20 % spike on night 1 | smallest step "
+              "caught |")
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    for name, (values, better) in series.items():
+        centre = statistics.median(values)
+        cv = statistics.stdev(values) / abs(statistics.fmean(values))
+        for label, method in METHODS.items():
+            _, quiet, false_alarms = rates(method, values, better, lambda i: 0.0, args.trials,
+                                           rng)
+            steps = [rates(method, values, better, lambda i, s=-s: s, args.trials, rng)
+                     for s in STEPS]
+            spike = rates(method, values, better, lambda i: 0.2 if i == 0 else 0.0,
+                          args.trials, rng)[1]
+            smallest = smallest_step(method, values, better, cv, false_alarms,
+                                     args.trials, rng)
+            cells = " | ".join(f"{a:.0%} / {b:.0%}" for a, b, _ in steps)
+            print(f"| {name} (n={len(values)}, median {centre:.4g}, CV {cv:.1%}) | {label} | "
+                  f"{false_alarms:.2%} | {cells} | {quiet:.1%} / {spike:.1%} | {smallest} |",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
