@@ -82,7 +82,7 @@ def test_run_passes_and_skips_are_not_failures(replayed) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "test-failed" not in re.sub(r"\d+ test-failed", "", result.stdout)
     verdict = result.stdout.splitlines()[-1]
-    assert verdict.startswith("verdict:") and "0 fail, 0 test-failed" in verdict
+    assert verdict.startswith("verdict:") and "0 fail, 0 regression, 0 test-failed" in verdict
     assert re.search(r"\b6 skipped\b", verdict), verdict  # Himeno quarter/half, 1/2/4 nodes
     skipped = [tc for tc in testcases if tc["result"] == "skip"]
     assert len(skipped) == 6
