@@ -19,7 +19,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from perfguard import judge
+from perfguard import curves, judge
 from perfguard.errors import PerfguardError, UsageError
 
 PASS, FAIL, NO_REFERENCE, TEST_FAILED = "pass", "fail", "no-reference", "test-failed"
@@ -146,11 +146,21 @@ def verdict(conn: psycopg.Connection, run_id: int,
     rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
     series = _history(conn, run_id, rows)
     lines = [_line(row, series.get(_series_key(row), []), rule) for row in rows]
+    lines += _curve_lines(conn, run_id, rule)
     for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
                           "-", None, "", {}, None, None, None, row["testcase_state"],
                           row["fail_reason"] or ""))
     return lines
+
+
+def _curve_lines(conn: psycopg.Connection, run_id: int, rule: judge.Rule) -> list[Line]:
+    """A line per size sweep that regressed or improved somewhere (a curve within its
+    noise adds nothing to its key figure's line)."""
+    return [Line(c.check, c.params, c.partition, c.environ, f"{c.metric} curve", None, c.unit,
+                 {}, None, None, None, c.state, c.summary(), better=c.better)
+            for c in curves.judge_curves(conn, run_id, rule)
+            if c.state in (REGRESSION, IMPROVEMENT)]
 
 
 def _series_key(row: dict) -> tuple:

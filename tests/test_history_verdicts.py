@@ -21,9 +21,11 @@ BW_LINE = "UcxPerftestCheck %hca=lo %memory=host %test=tag_bw bandwidth"
 
 
 def store_nights(dsn: str, demo_report: Path, tmp_path: Path, factors: list[float],
-                 cv: float = 0.01, seed: int = 7) -> list[int]:
+                 cv: float = 0.01, seed: int = 7,
+                 curve_factors: list[float] | None = None, from_size: int = 0) -> list[int]:
     """One stored run per night, a day apart, every key figure of the real demo report
-    scaled by the night's factor and a normal noise of ``cv``: run ids, oldest first."""
+    scaled by the night's factor and a normal noise of ``cv`` (and every curve point from
+    ``from_size`` up by the night's curve factor and noise): run ids, oldest first."""
     raw = json.loads(demo_report.read_text())
     rng = random.Random(seed)
     paths = []
@@ -34,6 +36,12 @@ def store_nights(dsn: str, demo_report: Path, tmp_path: Path, factors: list[floa
         for case in copy["runs"][0]["testcases"]:
             for entry in (case.get("perfvalues") or {}).values():
                 entry[0] *= factor * rng.gauss(1.0, cv)
+            for series in case.get("perfguard_samples") or []:
+                sizes = series["coords"].get("size") or []
+                curve = (curve_factors or factors)[night]
+                series["values"] = [v * rng.gauss(1.0, cv) * (curve if s >= from_size else 1)
+                                    for v, s in zip(series["values"], sizes)] or \
+                    series["values"]
         path = tmp_path / f"night{night:03d}.json"
         path.write_text(json.dumps(copy))
         paths.append(path)
@@ -61,6 +69,22 @@ def test_a_five_percent_step_is_a_regression_within_two_nights(
     assert re.search(r"baseline: median \S+, noise σ \S+ \(MAD × 1.4826; CV [01]\.\d\d%\)",
                      explained), explained
     assert "better: higher" in explained
+
+
+def test_a_curve_that_regressed_at_large_sizes_only_names_them(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """The key figure (1 MiB) is steady, the curve lost 6 % from 64 KiB up: the verdict
+    names the sizes, and the run fails."""
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 23,
+                        curve_factors=[1.0] * 20 + [0.94] * 3, from_size=65536)
+    result = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
+    assert result.returncode == 1, result.stdout
+    [line] = [x for x in result.stdout.splitlines() if x.startswith("UcxPerftestCheck")
+              and "%test=tag_bw" in x and "bandwidth curve" in x]
+    assert re.search(r"regression: regressed at 64 KiB–1 MiB by \d\.\d%–\d\.\d%;", line), line
+    assert re.findall(r"regressed at ([^;]+?) by", line) == ["64 KiB–1 MiB"], line
+    # the same sweep's latency fell by as much: better, and said so
+    assert re.search(r"latency curve .* improvement: improved at 64 KiB–1 MiB", result.stdout)
 
 
 def test_a_single_spike_never_alarms(migrated_dsn: str, demo_report: Path,
