@@ -272,9 +272,16 @@ def _add_thresholds(sub: argparse._SubParsersAction) -> None:
     exp.add_argument("-o", "--output", type=Path, help="file (default: stdout)")
     exp.set_defaults(func=cmd_thresholds_export)
     der = actions.add_parser("derive", parents=[DSN],
-        help="propose thresholds from a known-good run")
-    der.add_argument("--from-run", required=True, help="run id, session uuid or label")
-    der.add_argument("--tolerance", default="10%", help="allowed degradation (default 10%%)")
+        help="propose thresholds from a known-good run, or from each series' history")
+    der.add_argument("--from-run", default=None,
+                     help="run id, session uuid or label (default: the latest)")
+    der.add_argument("--from-history", type=int, metavar="N", default=1,
+                     help="reference = median of the last N runs of each series, bound = "
+                          "--sigmas noise on the worse side (default: the run alone)")
+    der.add_argument("--sigmas", type=float, default=4.0,
+                     help="with --from-history: the bound's distance in noise (default 4)")
+    der.add_argument("--tolerance", default="10%",
+                     help="from one run: allowed degradation (default 10%%)")
     der.add_argument("--apply", action="store_true", help="write them (default: show only)")
     der.add_argument("--author", default=None)
     der.set_defaults(func=cmd_thresholds_derive)
@@ -310,11 +317,17 @@ def cmd_thresholds_set(args: argparse.Namespace) -> int:
         params=_pairs(args.param, "--param"), metric=args.metric, point=_point(args.point),
         reference=args.reference, lower=lower, upper=upper,
         bounds="fraction" if (given and given[0]) else "absolute", unit=args.unit,
-        direction=args.direction or th.direction_for_unit(args.unit), reason=args.reason)
+        direction=args.direction or "higher", reason=args.reason)
     if args.author:
         threshold.author = args.author
-    threshold.validate("thresholds set")
     with _connect(args) as conn:
+        if args.direction is None:
+            threshold.direction = th.declared_direction(conn, args.check, args.metric) or ""
+            if not threshold.direction:
+                raise UsageError(f"give --direction higher|lower: no stored run of "
+                                 f"{args.check} has declared which way {args.metric} is "
+                                 f"better")
+        threshold.validate("thresholds set")
         _warn_unknown_metrics(conn, [threshold])
         stored, changed = th.set_threshold(conn, threshold)
     print(("set" if changed else "unchanged") + f": #{stored.id} {stored.scope()}")
@@ -393,10 +406,17 @@ def cmd_thresholds_derive(args: argparse.Namespace) -> int:
     tolerance, is_fraction = th.parse_bound(args.tolerance, "--tolerance")
     if tolerance is None or not is_fraction or tolerance <= 0:
         raise UsageError(f"--tolerance {args.tolerance!r}: give a percentage such as 10%")
+    if args.from_history < 1 or args.sigmas <= 0:
+        raise UsageError("--from-history must be >= 1 and --sigmas > 0")
     with _connect(args) as conn:
         run_id = resolve_run(conn, args.from_run)
-        proposals = th.derive(conn, run_id, tolerance, args.author or getpass.getuser(),
-                              f"derived from run {run_id} ±{args.tolerance}")
+        reason = (f"median of the last {args.from_history} runs up to run {run_id}, "
+                  f"{args.sigmas:g} sigma" if args.from_history > 1 else
+                  f"derived from run {run_id} ±{args.tolerance}")
+        proposals, notes = th.derive(conn, run_id, tolerance, args.author or getpass.getuser(),
+                                     reason, history=args.from_history, sigmas=args.sigmas)
+        for note in notes:
+            print(f"# {note}")
         if args.apply:
             for t in proposals:
                 th.set_threshold(conn, t)

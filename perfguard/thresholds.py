@@ -310,38 +310,66 @@ def is_magnitude_unit(unit: str) -> bool:
     return bool(_MAGNITUDE_UNIT.match(unit.strip()))
 
 
-_LOWER_IS_BETTER_UNITS = {"us", "usec", "ms", "s", "sec", "ns"}
+def declared_direction(conn: psycopg.Connection, check: str, metric: str) -> str | None:
+    """Which way ``metric`` of ``check`` is better, as the check declared it (None: no run
+    of the check has been stored since it declared it)."""
+    row = conn.execute("SELECT better FROM metric_direction WHERE check_name = %s AND "
+                       "metric = %s", (check, metric)).fetchone()
+    return row[0] if row else None
 
 
-def direction_for_unit(unit: str) -> str:
-    """Times are better low; bandwidths, rates and FLOPS are better high."""
-    return "lower" if unit.strip().lower() in _LOWER_IS_BETTER_UNITS else "higher"
+# A run's key figures that passed, each with its declared direction and the values of
+# the last %(count)s runs of its series up to that run (oldest first).
+_KEY_FIGURE_HISTORY = """
+SELECT k.system, k.partition, k.environ, k.check_name, k.params, k.metric, k.unit, k.value,
+       d.better,
+       ARRAY(SELECT value FROM (
+           SELECT v.value, v.started_at, v.run_id FROM series_value v
+           WHERE v.system = k.system AND v.check_name = k.check_name AND v.params = k.params
+             AND v.partition = k.partition AND v.environ = k.environ AND v.metric = k.metric
+             AND v.point_id = 0 AND v.started_at <= k.started_at
+           ORDER BY v.started_at DESC, v.run_id DESC LIMIT %(count)s) last
+         ORDER BY started_at, run_id) AS history
+FROM key_verdict k
+LEFT JOIN metric_direction d ON d.check_name = k.check_name AND d.metric = k.metric
+WHERE k.run_id = %(run_id)s AND k.testcase_state = 'pass'
+ORDER BY k.check_name, k.params::text, k.metric
+"""
 
 
-def derive(conn: psycopg.Connection, run_id: int, tolerance: float,
-           author: str, reason: str) -> list[Threshold]:
-    """Thresholds proposed from a known-good run: each key figure ± tolerance, one-sided."""
+def derive(conn: psycopg.Connection, run_id: int, tolerance: float, author: str,
+           reason: str, history: int = 1, sigmas: float = 4.0,
+           minimum: int = 8) -> tuple[list[Threshold], list[str]]:
+    """Thresholds proposed for every key figure of a run, one-sided in the direction its
+    check declares: ``reference ± tolerance`` from the run alone (``history`` 1), or from
+    the last ``history`` runs of each series: their median, and a bound ``sigmas`` noise
+    (perfguard.judge.baseline) on the worse side, never tighter than 1 %. Also says what
+    was left out and why."""
+    from perfguard.judge import baseline
+
+    proposals, notes = [], []
     rows = conn.cursor(row_factory=dict_row).execute(
-        """SELECT sy.name AS system, p.name AS partition, e.name AS environ, tc.check_name,
-                  tc.params, m.name AS metric, m.unit, s.value
-           FROM run r JOIN system sy ON sy.id = r.system_id
-           JOIN testcase tc ON tc.run_id = r.id AND tc.result = 'pass'
-           JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id
-           JOIN sample s ON s.testcase_id = tc.id AND s.point_id = 0
-           JOIN metric m ON m.id = s.metric_id
-           WHERE r.id = %s ORDER BY tc.check_name, tc.params::text, m.name""",
-        (run_id,)).fetchall()
-    proposals = []
+        _KEY_FIGURE_HISTORY, {"run_id": run_id, "count": history}).fetchall()
     for row in rows:
-        direction = direction_for_unit(row["unit"])
+        scope = f"{row['check_name']} {row['metric']} {row['params']}"
+        if row["better"] is None:
+            notes.append(f"{scope}: its check declares no direction, left out")
+            continue
+        if history > 1 and len(row["history"]) < minimum:
+            notes.append(f"{scope}: {len(row['history'])} runs of history, {minimum} needed")
+            continue
+        centre, band = row["value"], tolerance
+        if history > 1:
+            centre, noise = baseline(row["history"])
+            band = max(sigmas * noise / abs(centre), 0.01) if centre else 0.01
+        higher = row["better"] == "higher"
         proposals.append(Threshold(
             system=row["system"], partition=row["partition"], environ=row["environ"],
             check=row["check_name"], params=row["params"], metric=row["metric"],
-            reference=row["value"], direction=direction, unit=row["unit"],
-            lower=-tolerance if direction == "higher" else None,
-            upper=tolerance if direction == "lower" else None,
+            reference=centre, direction=row["better"], unit=row["unit"],
+            lower=-band if higher else None, upper=None if higher else band,
             author=author, reason=reason))
-    return proposals
+    return proposals, notes
 
 
 def matching(conn: psycopg.Connection, system: str, check: str, params: dict[str, str],

@@ -68,7 +68,8 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
     """Four nightly runs a week apart; the last one degraded and failing."""
     demo = json.loads(demo_report.read_text())
     perfguard("thresholds", "set", "--dsn", migrated_dsn, "--system", "local", "--check",
-              "OsuPt2PtCheck", "--metric", "bandwidth", "--unit", "MB/s", "--reference",
+              "OsuPt2PtCheck", "--metric", "bandwidth", "--unit", "MB/s", "--direction", "higher",
+              "--reference",
               "5900", "--lower=-10%", check=True)
     with psycopg.connect(migrated_dsn) as conn:
         conn.execute("UPDATE threshold SET valid_from = '2000-01-01'")

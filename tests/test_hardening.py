@@ -256,7 +256,8 @@ def test_impossible_thresholds_are_refused(migrated_dsn: str, bounds: list[str],
 def test_unknown_metric_is_warned(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     perfguard("ingest", "--dsn", migrated_dsn, str(demo_report), state=tmp_path, check=True)
     result = perfguard("thresholds", "set", "--dsn", migrated_dsn, *THRESHOLD[:4],
-                       "--metric", "latnecy", "--reference", "3", "--upper", "10%")
+                       "--metric", "latnecy", "--direction", "lower", "--reference", "3",
+                       "--upper", "10%")
     assert result.returncode == 0 and "no run has measured metric 'latnecy'" in result.stderr
 
 

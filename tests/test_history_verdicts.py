@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import yaml
 
 from perfguard import thresholds
 from perfguard.ingest import RunMeta, ingest_paths
@@ -141,3 +142,19 @@ def test_judge_needs_two_of_the_last_three_runs(recent: list[float], state: str)
     assert judge(history, recent, "higher").state == state
     flipped = {"regression": "improvement", "improvement": "regression"}.get(state, state)
     assert judge(history, recent, "lower").state == flipped
+
+
+def test_thresholds_derived_from_history_sit_a_few_noise_below_the_median(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 12)
+    result = perfguard("thresholds", "derive", "--from-history", "12", "--dsn", migrated_dsn)
+    assert result.returncode == 0, result.stderr
+    entries = yaml.safe_load(result.stdout)["thresholds"]
+    [bw] = [e for e in entries if e["check"] == "UcxPerftestCheck"
+            and e["params"] == {"hca": "lo", "memory": "host", "test": "tag_bw"}]
+    assert bw["direction"] == "higher" and "upper" not in bw
+    assert -0.08 < bw["lower"] < -0.02  # 4 noise at CV 1 %
+    assert bw["reason"] == f"median of the last 12 runs up to run {runs[-1]}, 4 sigma"
+    short = perfguard("thresholds", "derive", "--from-history", "30", "--dsn", migrated_dsn)
+    assert "12 runs of history, 8 needed" not in short.stdout  # 12 ≥ 8: proposed
+    assert "# 0 thresholds" not in short.stdout

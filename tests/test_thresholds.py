@@ -13,7 +13,7 @@ from perfguard.run import RunRequest, run_reframe
 from tests.conftest import TEST_STATE, perfguard
 
 LAT = ["--system", "local", "--check", "UcxPerftestCheck", "--param", "test=tag_lat",
-       "--metric", "latency", "--unit", "us"]
+       "--metric", "latency", "--unit", "us", "--direction", "lower"]
 
 
 def test_change_keeps_history(migrated_dsn: str) -> None:

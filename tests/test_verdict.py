@@ -9,7 +9,7 @@ from perfguard.ingest import RunMeta, ingest_paths
 from tests.conftest import perfguard
 
 BW = ["--system", "local", "--check", "UcxPerftestCheck", "--param", "test=tag_bw",
-      "--metric", "bandwidth", "--unit", "MiB/s"]
+      "--metric", "bandwidth", "--unit", "MiB/s", "--direction", "higher"]
 
 
 def test_verdict_pass_fail_and_inconclusive_without_history(migrated_dsn: str, demo_report: Path,
@@ -33,7 +33,8 @@ def test_verdict_fails_when_threshold_valid_at_run_time_is_missed(
               "--lower=-10%", check=True)
     perfguard("thresholds", "set", "--dsn", migrated_dsn, "--system", "local", "--check",
               "UcxPerftestCheck", "--param", "test=tag_lat", "--metric", "latency",
-              "--unit", "us", "--reference", "1e6", "--upper", "10%", check=True)
+              "--unit", "us", "--direction", "lower", "--reference", "1e6", "--upper", "10%",
+              check=True)
     import psycopg
     with psycopg.connect(migrated_dsn) as conn:  # make the thresholds predate the run
         conn.execute("UPDATE threshold SET valid_from = '2000-01-01'")
