@@ -459,6 +459,27 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     return 1 if vd.failed(lines) else 0
 
 
+# --- change points -------------------------------------------------------------------
+def _add_changepoints(sub: argparse._SubParsersAction) -> None:
+    cpt = sub.add_parser("changepoints", parents=[DSN],
+        help="find and store where each series' level changed (E-Divisive), and what "
+             "changed in the environment there")
+    cpt.add_argument("--system", help="only this system (default: all)")
+    cpt.set_defaults(func=cmd_changepoints)
+
+
+def cmd_changepoints(args: argparse.Namespace) -> int:
+    from perfguard import changepoints
+
+    with _connect(args) as conn:
+        found = changepoints.detect(conn, args.system)
+    for point in found:
+        print(point.describe())
+    print(f"{len(found)} change points stored"
+          + (f" ({sum(p.regression for p in found)} regressions)" if found else ""))
+    return 0
+
+
 # --- topology ------------------------------------------------------------------------
 def _add_topology(sub: argparse._SubParsersAction) -> None:
     top = sub.add_parser("topology", help="describe nodes: NUMA, HCAs, GPUs and affinity")
@@ -672,6 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ingest(sub)
     _add_thresholds(sub)
     _add_verdict(sub)
+    _add_changepoints(sub)
     _add_topology(sub)
     _add_spack(sub)
     _add_fingerprint(sub)

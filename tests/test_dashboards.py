@@ -91,6 +91,15 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
         path.write_text(json.dumps(report))
         [stored] = ingest_paths(tmp_path, migrated_dsn, [path], RunMeta("nightly"))
         assert stored.stored, stored.message
+    # Four runs are too few for E-Divisive (tests/test_history_verdicts.py detects real
+    # ones): the change point `perfguard changepoints` would store at the degraded run.
+    with psycopg.connect(migrated_dsn) as conn:
+        conn.execute(
+            "INSERT INTO change_point (system, check_name, params, partition, environ, metric,"
+            " run_id, before, after, change, better, environment) SELECT 'local', "
+            "'OsuPt2PtCheck', params, 'compute', 'gnu-openmpi', 'bandwidth', run_id, 2, 1, "
+            "-0.5, 'higher', 'node1: OFED changed' FROM testcase "
+            "WHERE check_name = 'OsuPt2PtCheck' ORDER BY run_id DESC LIMIT 1")
     return migrated_dsn
 
 
@@ -170,10 +179,15 @@ def test_curve_scaling_heatmap_and_annotations(seeded: str) -> None:
         omb = [r for r in heat if r[1] == "OsuPt2PtCheck bandwidth"]
         assert {r[0] for r in omb} == {"node1", "node2"}
         assert omb[0][2] == pytest.approx(SEED_BW[-1][1] * 0.5 / 5900)
-        [anno] = [q for q in dashboards.queries() if q.ref == "Anno"]
-        sql = dashboards.expand(anno.sql, variables(conn), NOW - timedelta(days=90), NOW)
-        notes = conn.execute(sql).fetchall()
-        assert notes and all("OFED" in text for _, text, _ in notes)
+        annotations = {q.panel: q for q in dashboards.queries() if q.ref == "Anno"}
+        for name, query in annotations.items():
+            sql = dashboards.expand(query.sql, variables(conn), NOW - timedelta(days=90), NOW)
+            notes = conn.execute(sql).fetchall()
+            assert notes and all("OFED" in text for _, text, _ in notes), name
+        changes = dashboards.expand(annotations["annotation: Change points (E-Divisive)"].sql,
+                                    variables(conn), NOW - timedelta(days=90), NOW)
+        assert conn.execute(changes).fetchall()[0][1:] == (
+            "OsuPt2PtCheck bandwidth -50.0 %; node1: OFED changed", "regression")
 
 
 def test_dashboard_json_and_provisioning() -> None:

@@ -23,7 +23,8 @@ BW_LINE = "UcxPerftestCheck %hca=lo %memory=host %test=tag_bw bandwidth"
 
 def store_nights(dsn: str, demo_report: Path, tmp_path: Path, factors: list[float],
                  cv: float = 0.01, seed: int = 7,
-                 curve_factors: list[float] | None = None, from_size: int = 0) -> list[int]:
+                 curve_factors: list[float] | None = None, from_size: int = 0,
+                 kernel_from: int | None = None) -> list[int]:
     """One stored run per night, a day apart, every key figure of the real demo report
     scaled by the night's factor and a normal noise of ``cv`` (and every curve point from
     ``from_size`` up by the night's curve factor and noise): run ids, oldest first."""
@@ -35,6 +36,9 @@ def store_nights(dsn: str, demo_report: Path, tmp_path: Path, factors: list[floa
         copy["session_info"]["uuid"] = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         copy["session_info"]["time_start_unix"] += 86400 * (night - len(factors))
         for case in copy["runs"][0]["testcases"]:
+            if kernel_from is not None and night >= kernel_from:
+                for facts in (case.get("perfguard_fingerprints") or {}).values():
+                    facts["kernel"] = "6.1.0-99-amd64"
             for entry in (case.get("perfvalues") or {}).values():
                 entry[0] *= factor * rng.gauss(1.0, cv)
             for series in case.get("perfguard_samples") or []:
@@ -158,3 +162,25 @@ def test_thresholds_derived_from_history_sit_a_few_noise_below_the_median(
     short = perfguard("thresholds", "derive", "--from-history", "30", "--dsn", migrated_dsn)
     assert "12 runs of history, 8 needed" not in short.stdout  # 12 ≥ 8: proposed
     assert "# 0 thresholds" not in short.stdout
+
+
+def test_change_points_name_the_run_and_what_changed_there(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """A -7 % level shift from night 20, with a new kernel on that night; one spike at
+    night 8 is no change point."""
+    factors = [1.0] * 8 + [0.6] + [1.0] * 11 + [0.93] * 10
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, factors, kernel_from=20)
+    result = perfguard("changepoints", "--dsn", migrated_dsn)
+    assert result.returncode == 0, result.stderr
+    lines = [x for x in result.stdout.splitlines() if x.startswith(BW_LINE.rsplit(" ", 1)[0])
+             and " bandwidth " in x]
+    assert len(lines) == 1, result.stdout
+    [line] = lines
+    assert re.search(rf"bandwidth on compute/gnu-openmpi: -[5-9]\.\d% since run {runs[20]} "
+                     r"\(regression: ", line), line
+    assert "changed there: node" in line and "kernel" in line and "6.1.0-99-amd64" in line
+    with psycopg.connect(migrated_dsn) as conn:  # Grafana's annotation query
+        annotations = conn.execute("SELECT time, text, kind FROM change_point_annotation"
+                                   ).fetchall()
+    assert any(kind == "regression" and text.startswith("UcxPerftestCheck bandwidth -")
+               and "6.1.0-99-amd64" in text for _, text, kind in annotations), annotations
