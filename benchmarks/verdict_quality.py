@@ -9,7 +9,8 @@ nightly sequences are resampled from its values: 30 nights of history, then the
 evaluated nights, in which we inject nothing, a step of -2, -5 or -10 % (or of k × the
 series' CV), or a single -20 % spike. Methods, side by side on the same sequences:
 
-- perfguard: perfguard.judge (the rule `perfguard verdict` applies), a regression;
+- perfguard: perfguard.judge with site_config/verdict_rules.yaml (the rule `perfguard
+  verdict` applies), a regression;
 - band 5 %: worse than the history's median by more than 5 % (fixed ±x % band);
 - t-test: beyond the history's mean by t·sd at cumulative probability 0.99 (Bencher's
   t-test boundary; the normal quantile stands in for Student's t);
@@ -33,7 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from perfguard.judge import DEFAULT_RULE, REGRESSION, judge  # noqa: E402
+from perfguard.judge import DEFAULT_RULE, REGRESSION, judge, load_rules  # noqa: E402
+from perfguard.verdict import RULES_FILE  # noqa: E402
 
 DATA = Path(__file__).with_name("data") / "repetitions.json"
 HISTORY, NIGHTS = 30, 3
@@ -50,8 +52,13 @@ def worse(value: float, reference: float, better: str) -> float:
     return loss if better == "higher" else -loss
 
 
+RULES = load_rules(RULES_FILE)
+
+
 def perfguard(history: list[float], recent: list[float], better: str) -> bool:
-    return judge(history, recent, better).state == REGRESSION
+    """With the site's per-metric rule (latency series: `latency`, the others not)."""
+    rule = RULES.for_metric("", "latency" if better == "lower" else "bandwidth")
+    return judge(history, recent, better, rule).state == REGRESSION
 
 
 def band(history: list[float], recent: list[float], better: str) -> bool:

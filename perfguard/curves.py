@@ -95,7 +95,7 @@ def _percent_range(changes: list[float]) -> str:
 
 
 def judge_curves(conn: psycopg.Connection, run_id: int,
-                 rule: judge.Rule = judge.DEFAULT_RULE) -> list[Curve]:
+                 rules: judge.Rules = judge.DEFAULT_RULES) -> list[Curve]:
     """The run's sized curves, each size judged against its own history."""
     values: dict[tuple, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     measured: dict[tuple, set[int]] = defaultdict(set)
@@ -111,6 +111,7 @@ def judge_curves(conn: psycopg.Connection, run_id: int,
     for key, sizes in measured.items():
         check, params, partition, environ, metric = key
         unit, better = meta[key]
+        rule = rules.for_metric(check, metric)
         judged = {}
         for size in sizes:
             series = values[key][size]

@@ -20,8 +20,11 @@ The rule (defaults measured by ``benchmarks/verdict_quality.py``, see docs/verdi
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 REGRESSION, IMPROVEMENT, INCONCLUSIVE, PASS = "regression", "improvement", "inconclusive", "pass"
 #: MAD → standard deviation for normally distributed noise.
@@ -47,6 +50,54 @@ class Rule:
 
 
 DEFAULT_RULE = Rule()
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Per-metric overrides of the rule (site_config/verdict_rules.yaml): the first
+    entry whose ``check`` and ``metric`` patterns match applies."""
+
+    entries: tuple[tuple[str, str, Rule], ...] = ()
+
+    def for_metric(self, check: str, metric: str) -> Rule:
+        return next((rule for check_glob, metric_glob, rule in self.entries
+                     if fnmatch.fnmatchcase(check, check_glob)
+                     and fnmatch.fnmatchcase(metric, metric_glob)), DEFAULT_RULE)
+
+
+#: No overrides: the default rule for every metric.
+DEFAULT_RULES = Rules()
+
+
+def load_rules(path: Path) -> Rules:
+    """The overrides in ``path``; a missing file means the defaults everywhere."""
+    from perfguard.errors import UsageError
+    from perfguard.yamlfile import load_yaml
+
+    if not path.exists():
+        return DEFAULT_RULES
+    data = load_yaml(path, "verdict rules")
+    if not isinstance(data, dict) or not isinstance(data.get("rules", []), list):
+        raise UsageError(f"{path}: expected a mapping with a 'rules' list")
+    fields = {f.name: f.type for f in dataclasses.fields(Rule)}
+    entries = []
+    for index, entry in enumerate(data.get("rules") or []):
+        where = f"{path}: rules[{index}]"
+        if not isinstance(entry, dict):
+            raise UsageError(f"{where}: expected a mapping")
+        unknown = set(entry) - set(fields) - {"check", "metric"}
+        if unknown:
+            raise UsageError(f"{where}: unknown keys {sorted(unknown)} (known: check, metric, "
+                             f"{', '.join(fields)})")
+        values = {k: v for k, v in entry.items() if k in fields}
+        for key, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise UsageError(f"{where}: {key} must be a positive number, not {value!r}")
+        rule = dataclasses.replace(DEFAULT_RULE, **values)
+        if not 1 <= rule.needed <= rule.confirm:
+            raise UsageError(f"{where}: needed must be between 1 and confirm")
+        entries.append((str(entry.get("check", "*")), str(entry.get("metric", "*")), rule))
+    return Rules(tuple(entries))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from perfguard import curves, judge
 from perfguard.errors import PerfguardError, UsageError
+from perfguard.paths import SITE_CONFIG_DIR
 
 PASS, FAIL, NO_REFERENCE, TEST_FAILED = "pass", "fail", "no-reference", "test-failed"
 REGRESSION, IMPROVEMENT, INCONCLUSIVE = judge.REGRESSION, judge.IMPROVEMENT, judge.INCONCLUSIVE
@@ -140,13 +141,19 @@ def resolve_run(conn: psycopg.Connection, ref: str | None) -> int:
     return row[0]
 
 
+#: Per-metric overrides of the history rule, shipped with the site configuration.
+RULES_FILE = SITE_CONFIG_DIR / "verdict_rules.yaml"
+
+
 def verdict(conn: psycopg.Connection, run_id: int,
-            rule: judge.Rule = judge.DEFAULT_RULE) -> list[Line]:
+            rules: judge.Rules | None = None) -> list[Line]:
+    rules = judge.load_rules(RULES_FILE) if rules is None else rules
     cursor = conn.cursor(row_factory=dict_row)
     rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
     series = _history(conn, run_id, rows)
-    lines = [_line(row, series.get(_series_key(row), []), rule) for row in rows]
-    lines += _curve_lines(conn, run_id, rule)
+    lines = [_line(row, series.get(_series_key(row), []),
+                   rules.for_metric(row["check_name"], row["metric"])) for row in rows]
+    lines += _curve_lines(conn, run_id, rules)
     for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
                           "-", None, "", {}, None, None, None, row["testcase_state"],
@@ -154,12 +161,12 @@ def verdict(conn: psycopg.Connection, run_id: int,
     return lines
 
 
-def _curve_lines(conn: psycopg.Connection, run_id: int, rule: judge.Rule) -> list[Line]:
+def _curve_lines(conn: psycopg.Connection, run_id: int, rules: judge.Rules) -> list[Line]:
     """A line per size sweep that regressed or improved somewhere (a curve within its
     noise adds nothing to its key figure's line)."""
     return [Line(c.check, c.params, c.partition, c.environ, f"{c.metric} curve", None, c.unit,
                  {}, None, None, None, c.state, c.summary(), better=c.better)
-            for c in curves.judge_curves(conn, run_id, rule)
+            for c in curves.judge_curves(conn, run_id, rules)
             if c.state in (REGRESSION, IMPROVEMENT)]
 
 
@@ -272,8 +279,10 @@ def name_of(line: Line) -> str:
     return f"{name} {line.metric}{point}"
 
 
-def explain(line: Line, rule: judge.Rule = judge.DEFAULT_RULE) -> str:
+def explain(line: Line, rules: judge.Rules | None = None) -> str:
     """The history, the noise estimate, the rule and the decision behind one line."""
+    rules = judge.load_rules(RULES_FILE) if rules is None else rules
+    rule = rules.for_metric(line.check, line.metric)
     out = [f"{name_of(line)} on {line.partition}/{line.environ}: {line.status}"]
     out.append(f"  better: {line.better or 'not declared by the check'}")
     if line.low is not None or line.high is not None:

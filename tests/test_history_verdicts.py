@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from perfguard import thresholds
+from perfguard.errors import UsageError
 from perfguard.ingest import RunMeta, ingest_paths
-from perfguard.judge import judge
+from perfguard.judge import judge, load_rules
 from tests.conftest import perfguard
 
 BW_LINE = "UcxPerftestCheck %hca=lo %memory=host %test=tag_bw bandwidth"
@@ -184,3 +185,27 @@ def test_change_points_name_the_run_and_what_changed_there(
                                    ).fetchall()
     assert any(kind == "regression" and text.startswith("UcxPerftestCheck bandwidth -")
                and "6.1.0-99-amd64" in text for _, text, kind in annotations), annotations
+
+
+def test_latency_is_judged_by_its_own_rule(migrated_dsn: str, demo_report: Path,
+                                           tmp_path: Path) -> None:
+    """site_config/verdict_rules.yaml: latency k = 2 (measured), bandwidth the default."""
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 12)
+    lat = perfguard("verdict", str(runs[-1]), "--explain", "%test=tag_lat latency",
+                    "--dsn", migrated_dsn).stdout
+    bw = perfguard("verdict", str(runs[-1]), "--explain", BW_LINE, "--dsn", migrated_dsn).stdout
+    assert "rule: a run is beyond when 2σ" in lat and "rule: a run is beyond when 1.8σ" in bw
+
+
+@pytest.mark.parametrize("text, message", [
+    ("rules:\n  - metric: 'lat*'\n    kk: 2\n", "rules[0]: unknown keys ['kk']"),
+    ("rules:\n  - metric: 'lat*'\n    k: -1\n", "rules[0]: k must be a positive number"),
+    ("rules:\n  - needed: 4\n", "rules[0]: needed must be between 1 and confirm"),
+    ("rules: 3\n", "expected a mapping with a 'rules' list"),
+])
+def test_bad_verdict_rules_are_named(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "verdict_rules.yaml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=re.escape(message)):
+        load_rules(path)
+    assert load_rules(tmp_path / "absent.yaml").for_metric("C", "latency").k == 1.8
