@@ -20,6 +20,8 @@ from psycopg.types.json import Jsonb
 from scipy.stats import rankdata
 from signal_processing_algorithms.energy_statistics.energy_statistics import e_divisive
 
+from perfguard.verdict import variant_name
+
 SERIES_SQL = """
 SELECT v.system, v.check_name, v.params, v.partition, v.environ, v.metric, v.run_id,
        v.value, d.better
@@ -58,7 +60,7 @@ class ChangePoint:
         return (self.change < 0) == (self.better == "higher")
 
     def describe(self) -> str:
-        name = self.check + "".join(f" %{k}={v}" for k, v in sorted(self.params.items()))
+        name = variant_name(self.check, self.params)
         what = "regression" if self.regression else "improvement"
         text = (f"{name} {self.metric} on {self.partition}/{self.environ}: {self.change:+.1%} "
                 f"since run {self.run_id} ({what}: {self.before:.4g} → {self.after:.4g})")

@@ -312,21 +312,20 @@ def cmd_thresholds_set(args: argparse.Namespace) -> int:
     given = [f for v, f in ((lower, lower_frac), (upper, upper_frac)) if v is not None]
     if len(set(given)) > 1:
         raise UsageError("--lower and --upper must both be fractions (%) or both absolute")
-    threshold = th.Threshold(
-        system=args.system, partition=args.partition, environ=args.environ, check=args.check,
-        params=_pairs(args.param, "--param"), metric=args.metric, point=_point(args.point),
-        reference=args.reference, lower=lower, upper=upper,
-        bounds="fraction" if (given and given[0]) else "absolute", unit=args.unit,
-        direction=args.direction or "higher", reason=args.reason)
-    if args.author:
-        threshold.author = args.author
+    params, point = _pairs(args.param, "--param"), _point(args.point)
     with _connect(args) as conn:
-        if args.direction is None:
-            threshold.direction = th.declared_direction(conn, args.check, args.metric) or ""
-            if not threshold.direction:
-                raise UsageError(f"give --direction higher|lower: no stored run of "
-                                 f"{args.check} has declared which way {args.metric} is "
-                                 f"better")
+        direction = args.direction or th.declared_direction(conn, args.check, args.metric)
+        if direction is None:
+            raise UsageError(f"give --direction higher|lower: no stored run of {args.check} "
+                             f"has declared which way {args.metric} is better")
+        threshold = th.Threshold(
+            system=args.system, partition=args.partition, environ=args.environ,
+            check=args.check, params=params, metric=args.metric, point=point,
+            reference=args.reference, lower=lower, upper=upper,
+            bounds="fraction" if (given and given[0]) else "absolute", unit=args.unit,
+            direction=direction, reason=args.reason)
+        if args.author:
+            threshold.author = args.author
         threshold.validate("thresholds set")
         _warn_unknown_metrics(conn, [threshold])
         stored, changed = th.set_threshold(conn, threshold)

@@ -114,9 +114,7 @@ def judge_curves(conn: psycopg.Connection, run_id: int,
         rule = rules.for_metric(check, metric)
         judged = {}
         for size in sizes:
-            series = values[key][size]
-            recent = series[-rule.confirm:]
-            judged[size] = judge.judge(series[:-len(recent)], recent, better, rule)
+            judged[size] = judge.judge_series(values[key][size], better, rule)
         curves.append(Curve(check, dict(params), partition, environ, metric, unit, better,
                             judged))
     return sorted(curves, key=lambda c: (c.check, str(sorted(c.params.items())), c.metric))

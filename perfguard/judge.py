@@ -108,6 +108,7 @@ class Judgement:
     change: float | None
     beyond: tuple[int, ...]
     reason: str
+    rule: Rule = DEFAULT_RULE
 
     @property
     def cv(self) -> float | None:
@@ -142,27 +143,40 @@ def judge(history: list[float], recent: list[float], better: str,
     history = history[-rule.window:]
     if len(history) < rule.min_history:
         return Judgement(INCONCLUSIVE, None, None, None, (), f"{len(history)} earlier runs, "
-                         f"{rule.min_history} needed for a baseline")
+                         f"{rule.min_history} needed for a baseline", rule)
     centre, noise = baseline(history)
     noise = max(noise, rule.min_noise * abs(centre))
     change = (value - centre) / abs(centre) if centre else None
     if centre and rule.k * noise / abs(centre) > rule.max_detectable:
         return Judgement(INCONCLUSIVE, centre, noise, change, (),
-                         f"noise ±{noise / abs(centre):.1%} too large to tell a change")
+                         f"noise ±{noise / abs(centre):.1%} too large to tell a change", rule)
     recent = recent[-rule.confirm:]
     sides = [_side(v, centre, noise, better, rule) for v in recent]
     mine = sides[-1]
     beyond = tuple(i for i, (v, side) in enumerate(zip(recent, sides))
                    if side == mine and mine != 0 and abs(v - value) <= rule.agree * noise)
     if mine == 0:
-        return Judgement(PASS, centre, noise, change, (), "within noise")
+        return Judgement(PASS, centre, noise, change, (), "within noise", rule)
     what = "worse" if mine < 0 else "better"
     size = f"{change:+.1%} vs the median of {len(history)} runs" if change is not None else ""
     if len(beyond) >= rule.needed:
         state = REGRESSION if mine < 0 else IMPROVEMENT
         return Judgement(state, centre, noise, change, beyond,
                          f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
-                         f"more than {rule.k:g}σ")
+                         f"more than {rule.k:g}σ", rule)
     return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
                      f"{size}; {what} by more than {rule.k:g}σ on this run only: confirm "
-                     f"on the next")
+                     f"on the next", rule)
+
+
+def split(series: list[float] | tuple[float, ...],
+          rule: Rule = DEFAULT_RULE) -> tuple[list[float], list[float]]:
+    """A series up to the judged run (oldest first) → (earlier runs, the recent runs)."""
+    recent = list(series[-rule.confirm:])
+    return list(series[:len(series) - len(recent)]), recent
+
+
+def judge_series(series: list[float] | tuple[float, ...], better: str,
+                 rule: Rule = DEFAULT_RULE) -> Judgement:
+    """The last value of ``series`` judged against the values before it."""
+    return judge(*split(series, rule), better, rule)

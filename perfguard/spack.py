@@ -228,17 +228,17 @@ def spack_version() -> tuple[str, tuple[int, ...]]:
     return label, tuple(int(n) for n in re.findall(r"\d+", label)[:3])
 
 
-def unsupported_spack() -> str | None:
-    """Why the Spack on PATH cannot be used (None: it can)."""
+def usable_spack() -> tuple[str, str | None]:
+    """(the version of the Spack on PATH, why it cannot be used or None)."""
     if shutil.which("spack") is None:
-        return ("spack is not on PATH (source your Spack's share/spack/setup-env.sh; "
-                "perfguard does not install Spack)")
+        return "", ("spack is not on PATH (source your Spack's share/spack/setup-env.sh; "
+                    "perfguard does not install Spack)")
     label, version = spack_version()
     if version[:2] < MIN_SPACK:
-        return (f"Spack {label} is too old: perfguard's stacks need Spack >= "
-                f"{'.'.join(map(str, MIN_SPACK))} (compilers as dependencies, language "
-                f"virtuals c/cxx/fortran, package repository API v2); see docs/spack.md")
-    return None
+        return label, (f"Spack {label} is too old: perfguard's stacks need Spack >= "
+                       f"{'.'.join(map(str, MIN_SPACK))} (compilers as dependencies, language "
+                       f"virtuals c/cxx/fortran, package repository API v2); see docs/spack.md")
+    return label, None
 
 
 #: A root line of `spack concretize`'s tree: "[+]  abcdefg  name@version+variants ...".
@@ -288,11 +288,10 @@ def check_all(envs_dir: Path = SPACK_ENVS) -> tuple[dict[str, Findings], str | N
     results = {str(env): check_environment(env) for env in environments(envs_dir)}
     for recipe in recipes(envs_dir):
         results[str(recipe)] = check_recipe(recipe)
-    why_not = unsupported_spack()
+    label, why_not = usable_spack()
     if why_not is not None:
         return results, (f"{why_not}: only syntax and structure were checked; package "
                          f"names, versions, variants and dependencies are Spack's to check")
-    label, _ = spack_version()
     with tempfile.TemporaryDirectory(prefix="perfguard-spack-") as scratch:
         copy = scratch_copy(envs_dir, Path(scratch))
         def said(text: str) -> str:  # Spack names the copy's files: name the checkout's
@@ -322,7 +321,7 @@ def install(name: str) -> int:
     env_dir = SPACK_ENVS / name
     if not (env_dir / "spack.yaml").exists():
         raise PerfguardError(f"no Spack environment {name!r} under {SPACK_ENVS}")
-    why_not = unsupported_spack()
+    _, why_not = usable_spack()
     if why_not is not None:
         raise PerfguardError(why_not)
     return subprocess.run(["spack", "-e", str(env_dir), "install", "--fail-fast"],

@@ -46,10 +46,7 @@ WHERE k.run_id = %(run_id)s
 UNION ALL
 SELECT tc.id, tc.check_name, tc.params, p.name, e.name, tc.state, tc.fail_reason,
        m.name, m.unit, s.value, pt.coords, th.id, th.reference, th.lower_limit,
-       th.upper_limit,
-       CASE WHEN (th.lower_limit IS NULL OR s.value >= th.lower_limit)
-             AND (th.upper_limit IS NULL OR s.value <= th.upper_limit)
-            THEN 'pass' ELSE 'fail' END,
+       th.upper_limit, threshold_status(s.value, th.id, th.lower_limit, th.upper_limit),
        r.started_at, d.better
 FROM run r
 JOIN system sy ON sy.id = r.system_id
@@ -211,8 +208,7 @@ def _line(row: dict, values: list[float], rule: judge.Rule) -> Line:
     if line.better is None:
         line.detail = f"{line.check} declares no direction for {line.metric}"
         return line
-    recent = values[-rule.confirm:] if values else [line.value]
-    line.judgement = judge.judge(values[:-len(recent)], recent, line.better, rule)
+    line.judgement = judge.judge_series(values or [line.value], line.better, rule)
     line.detail = line.judgement.reason
     no_baseline = line.judgement.centre is None
     if not (no_baseline and line.status == PASS):
@@ -256,7 +252,7 @@ def render(lines: list[Line], show_baseline: bool = False) -> str:
         header[5:5] = ["baseline", "change"]
     rows = [header]
     for line in lines:
-        name = line.check + "".join(f" %{k}={v}" for k, v in sorted(line.params.items()))
+        name = variant_name(line.check, line.params)
         metric = name_of(line).removeprefix(name + " ")
         bounds = "-" if line.low is None and line.high is None else \
             f"[{_num(line.low)}, {_num(line.high)}]"
@@ -272,24 +268,26 @@ def render(lines: list[Line], show_baseline: bool = False) -> str:
     return "\n".join(text + ["", f"verdict: {summary}"])
 
 
+def variant_name(check: str, params: dict) -> str:
+    """``Check %p1=v1 %p2=v2``, parameters sorted: how a variant is named in every output."""
+    return check + "".join(f" %{k}={v}" for k, v in sorted(params.items()))
+
+
 def name_of(line: Line) -> str:
     """``Check %p=v … metric @size=…``: how a line is named in the table and --explain."""
-    name = line.check + "".join(f" %{k}={v}" for k, v in sorted(line.params.items()))
     point = "" if not line.point else " @" + ",".join(f"{k}={v}" for k, v in line.point.items())
-    return f"{name} {line.metric}{point}"
+    return f"{variant_name(line.check, line.params)} {line.metric}{point}"
 
 
-def explain(line: Line, rules: judge.Rules | None = None) -> str:
+def explain(line: Line) -> str:
     """The history, the noise estimate, the rule and the decision behind one line."""
-    rules = judge.load_rules(RULES_FILE) if rules is None else rules
-    rule = rules.for_metric(line.check, line.metric)
+    rule = line.judgement.rule if line.judgement else judge.DEFAULT_RULE
     out = [f"{name_of(line)} on {line.partition}/{line.environ}: {line.status}"]
     out.append(f"  better: {line.better or 'not declared by the check'}")
     if line.low is not None or line.high is not None:
         out.append(f"  threshold: reference {_num(line.reference)}, limits "
                    f"[{_num(line.low)}, {_num(line.high)}] (acceptance floor)")
-    recent = line.series[-rule.confirm:]
-    earlier = line.series[:-len(recent)] if recent else ()
+    earlier, recent = judge.split(line.series, rule)
     used = earlier[-rule.window:]
     out.append(f"  history: {len(earlier)} earlier runs, the last {len(used)} used: "
                + " ".join(_num(v) for v in used))

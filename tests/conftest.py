@@ -102,6 +102,14 @@ def demo_report(layout: ClusterLayout) -> Path:
     return outcome.report
 
 
+def job_file(report: Path, check: str, name: str) -> str:
+    """A file (rfm_job.out, rfm_job.sh, …) of the one test case of ``check`` in a report,
+    from the output directory ReFrame kept."""
+    [case] = [c for c in json.loads(report.read_text())["runs"][0]["testcases"]
+              if c["name"].startswith(check)]
+    return (Path(case["outputdir"]) / name).read_text()
+
+
 def counts(dsn: str) -> dict[str, int]:
     tables = ("run", "testcase", "sample", "metric", "fingerprint", "threshold")
     with psycopg.connect(dsn) as conn:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 from perfguard.report import load
 from perfguard.run import RunRequest, run_reframe
-from tests.conftest import TEST_STATE
+from tests.conftest import TEST_STATE, job_file
 
 
 def test_busy_port_is_skipped_not_waited_for(layout) -> None:
@@ -21,13 +20,6 @@ def test_busy_port_is_skipped_not_waited_for(layout) -> None:
                      "message_sizes=8")))
     [case] = [c for c in load(outcome.report).testcases if c.check == "UcxPerftestCheck"]
     assert case.result == "pass", case.fail_reason
-    stdout = (Path(case_outputdir(outcome.report)) / "rfm_job.out").read_text()
+    stdout = job_file(outcome.report, "UcxPerftestCheck", "rfm_job.out")
     assert f"port={port + 1}" in stdout and f"port={port} " not in stdout
 
-
-def case_outputdir(report: Path) -> str:
-    import json
-
-    [case] = [c for c in json.loads(report.read_text())["runs"][0]["testcases"]
-              if c["name"].startswith("UcxPerftestCheck")]
-    return case["outputdir"]

@@ -5,7 +5,6 @@ stack's view on the embedded cluster where one is given."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -16,7 +15,7 @@ from perfguard.errors import PerfguardError
 from perfguard.report import load
 from perfguard.run import RunRequest, run_reframe
 from perfguard.spack import SPACK_ENVS, environments, parse_spec, recipes
-from tests.conftest import TEST_STATE, dry_run_scripts, perfguard
+from tests.conftest import TEST_STATE, dry_run_scripts, job_file, perfguard
 
 STACKS = ("gcc-mvapich2", "gcc-openmpi-ucx", "gcc-openmpi-ucx-cuda", "gcc-openmpi4-verbs-cuda",
           "gcc-system-openmpi")
@@ -164,14 +163,10 @@ def test_stack_built_by_spack_runs_from_its_view(layout, tmp_path: Path,
     [case] = [c for c in load(outcome.report).testcases if c.check == "OsuPt2PtCheck"]
     assert case.result == "pass", case.fail_reason
     view = TEST_STATE / "spack" / "views" / "gcc-system-openmpi"
-    script = _job_file(outcome.report, "rfm_job.sh")
+    script = job_file(outcome.report, "OsuPt2PtCheck", "rfm_job.sh")
     assert f"{view}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency" in script
-    assert "# OSU MPI Latency Test v7.4" in _job_file(outcome.report, "rfm_job.out")
+    assert "# OSU MPI Latency Test v7.4" in job_file(outcome.report, "OsuPt2PtCheck",
+                                                         "rfm_job.out")
     lock = SPACK_ENVS / "gcc-system-openmpi" / "spack.lock"
     assert hashlib.sha256(lock.read_bytes()).hexdigest() in outcome.report.read_text()
 
-
-def _job_file(report: Path, name: str) -> str:
-    [case] = [c for c in json.loads(report.read_text())["runs"][0]["testcases"]
-              if c["name"].startswith("OsuPt2PtCheck")]
-    return (Path(case["outputdir"]) / name).read_text()

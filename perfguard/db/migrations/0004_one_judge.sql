@@ -20,16 +20,24 @@ RETURNS SETOF threshold_limit LANGUAGE sql STABLE AS $$
     LIMIT 1
 $$;
 
+-- Pass or fail against the limits of the matched threshold (none matched: no-reference);
+-- the key figures' view and the CLI's curve points both decide with it.
+CREATE FUNCTION threshold_status(value double precision, threshold_id bigint,
+                                 lower_limit double precision, upper_limit double precision)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN threshold_id IS NULL THEN 'no-reference'
+                WHEN (lower_limit IS NULL OR value >= lower_limit)
+                 AND (upper_limit IS NULL OR value <= upper_limit) THEN 'pass'
+                ELSE 'fail' END
+$$;
+
 CREATE OR REPLACE VIEW key_verdict AS
 SELECT r.id AS run_id, r.started_at, r.trigger, r.labels, sy.name AS system,
        p.name AS partition, e.name AS environ, tc.id AS testcase_id, tc.check_name,
        tc.params, tc.result, tc.fail_reason, tc.nodelist, m.name AS metric, m.unit, s.value,
        th.id AS threshold_id, th.reference, th.lower, th.upper, th.bounds, th.direction,
        th.lower_limit, th.upper_limit,
-       CASE WHEN th.id IS NULL THEN 'no-reference'
-            WHEN (th.lower_limit IS NULL OR s.value >= th.lower_limit)
-             AND (th.upper_limit IS NULL OR s.value <= th.upper_limit) THEN 'pass'
-            ELSE 'fail' END AS status,
+       threshold_status(s.value, th.id, th.lower_limit, th.upper_limit) AS status,
        tc.state AS testcase_state
 FROM run r
 JOIN system sy ON sy.id = r.system_id
@@ -67,4 +75,4 @@ JOIN metric m ON m.id = s.metric_id
 JOIN point pt ON pt.id = s.point_id;
 
 GRANT SELECT ON key_verdict, metric_direction, series_value TO perfguard_grafana;
-GRANT EXECUTE ON FUNCTION matching_threshold TO perfguard_grafana;
+GRANT EXECUTE ON FUNCTION matching_threshold, threshold_status TO perfguard_grafana;
