@@ -445,6 +445,7 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     with _connect(args) as conn:
         run_id = vd.resolve_run(conn, args.run)
         lines = vd.verdict(conn, run_id)
+        vd.record(conn, run_id, lines)  # judged again: thresholds or rules may have changed
         if args.baseline:
             vd.with_baseline(lines, vd.verdict(conn, vd.resolve_run(conn, args.baseline)))
     print(f"run {run_id}")

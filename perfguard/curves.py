@@ -15,13 +15,14 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from perfguard import judge
+from perfguard import history, judge
 
 # Every sized curve point of the run's checks, back in time from the run; the run's own
 # values come last in each series.
 CURVES_SQL = """
 SELECT v.check_name, v.params, v.partition, v.environ, v.metric, v.unit,
-       (v.point->>'size')::bigint AS size, v.value, v.run_id = cur.id AS mine, d.better
+       (v.point->>'size')::bigint AS size, v.value, v.run_id = cur.id AS mine, d.better,
+       v.started_at, v.system, v.nodelist
 FROM run cur JOIN system sy ON sy.id = cur.system_id
 JOIN series_value v ON v.system = sy.name AND v.started_at <= cur.started_at
 JOIN metric_direction d ON d.check_name = v.check_name AND d.metric = v.metric
@@ -97,13 +98,14 @@ def _percent_range(changes: list[float]) -> str:
 def judge_curves(conn: psycopg.Connection, run_id: int,
                  rules: judge.Rules = judge.DEFAULT_RULES) -> list[Curve]:
     """The run's sized curves, each size judged against its own history."""
-    values: dict[tuple, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    values: dict[tuple, dict[int, list[history.Value]]] = defaultdict(lambda: defaultdict(list))
     measured: dict[tuple, set[int]] = defaultdict(set)
     meta: dict[tuple, tuple[str, str]] = {}
     for row in conn.cursor(row_factory=dict_row).execute(CURVES_SQL, {"run_id": run_id}):
         key = (row["check_name"], tuple(sorted(row["params"].items())), row["partition"],
                row["environ"], row["metric"])
-        values[key][row["size"]].append(row["value"])
+        values[key][row["size"]].append(history.Value(
+            row["started_at"], row["value"], row["system"], tuple(row["nodelist"])))
         meta[key] = (row["unit"], row["better"])
         if row["mine"]:
             measured[key].add(row["size"])
@@ -114,7 +116,8 @@ def judge_curves(conn: psycopg.Connection, run_id: int,
         rule = rules.for_metric(check, metric)
         judged = {}
         for size in sizes:
-            judged[size] = judge.judge_series(values[key][size], better, rule)
+            series = history.values(conn, values[key][size], rule.same_fingerprint)
+            judged[size] = judge.judge_series(series, better, rule)
         curves.append(Curve(check, dict(params), partition, environ, metric, unit, better,
                             judged))
     return sorted(curves, key=lambda c: (c.check, str(sorted(c.params.items())), c.metric))

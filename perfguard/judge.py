@@ -47,6 +47,8 @@ class Rule:
     max_detectable: float = 0.25
     #: Floor of the noise, relative to the centre (a flat history is not noise-free).
     min_noise: float = 0.001
+    #: Baseline from the runs since the judged nodes' environment last changed only.
+    same_fingerprint: bool = False
 
 
 DEFAULT_RULE = Rule()
@@ -91,7 +93,10 @@ def load_rules(path: Path) -> Rules:
                              f"{', '.join(fields)})")
         values = {k: v for k, v in entry.items() if k in fields}
         for key, value in values.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            if fields[key] == "bool":
+                if not isinstance(value, bool):
+                    raise UsageError(f"{where}: {key} must be true or false, not {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise UsageError(f"{where}: {key} must be a positive number, not {value!r}")
         rule = dataclasses.replace(DEFAULT_RULE, **values)
         if not 1 <= rule.needed <= rule.confirm:
@@ -113,6 +118,14 @@ class Judgement:
     @property
     def cv(self) -> float | None:
         return None if not self.centre or self.noise is None else self.noise / abs(self.centre)
+
+    @property
+    def band(self) -> tuple[float, float] | None:
+        """The values a run may take and still be within noise (``_side`` is 0 inside)."""
+        if self.centre is None or self.noise is None:
+            return None
+        half = max(self.rule.k * self.noise, self.rule.min_change * abs(self.centre))
+        return self.centre - half, self.centre + half
 
 
 def baseline(history: list[float]) -> tuple[float, float]:

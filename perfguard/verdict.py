@@ -19,7 +19,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from perfguard import curves, judge
+from perfguard import curves, history, judge
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.paths import SITE_CONFIG_DIR
 
@@ -69,7 +69,8 @@ ORDER BY 2, 3, 4, 5, 8
 # The judged run's series, back in time: every earlier value of the same system, check,
 # variant, partition, environ, metric and point, and the run's own.
 HISTORY_SQL = """
-SELECT v.check_name, v.params, v.partition, v.environ, v.metric, v.point, v.value
+SELECT v.check_name, v.params, v.partition, v.environ, v.metric, v.point, v.value,
+       v.started_at, v.system, v.nodelist
 FROM run cur JOIN system sy ON sy.id = cur.system_id
 JOIN series_value v ON v.system = sy.name AND v.started_at <= cur.started_at
 WHERE cur.id = %(run_id)s AND v.check_name = ANY(%(checks)s) AND v.point_id = ANY(%(points)s)
@@ -148,8 +149,11 @@ def verdict(conn: psycopg.Connection, run_id: int,
     cursor = conn.cursor(row_factory=dict_row)
     rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
     series = _history(conn, run_id, rows)
-    lines = [_line(row, series.get(_series_key(row), []),
-                   rules.for_metric(row["check_name"], row["metric"])) for row in rows]
+    lines = []
+    for row in rows:
+        rule = rules.for_metric(row["check_name"], row["metric"])
+        values = history.values(conn, series.get(_series_key(row), []), rule.same_fingerprint)
+        lines.append(_line(row, values, rule))
     lines += _curve_lines(conn, run_id, rules)
     for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
@@ -176,7 +180,8 @@ def _frozen(mapping: dict) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in mapping.items()))
 
 
-def _history(conn: psycopg.Connection, run_id: int, rows: list[dict]) -> dict[tuple, list]:
+def _history(conn: psycopg.Connection, run_id: int,
+             rows: list[dict]) -> dict[tuple, list[history.Value]]:
     """Series key → values up to and including this run, oldest first."""
     if not rows:
         return {}
@@ -187,7 +192,8 @@ def _history(conn: psycopg.Connection, run_id: int, rows: list[dict]) -> dict[tu
     for row in conn.cursor(row_factory=dict_row).execute(HISTORY_SQL, {
             "run_id": run_id, "checks": sorted({r["check_name"] for r in rows}),
             "points": points}):
-        series[_series_key(row)].append(row["value"])
+        series[_series_key(row)].append(history.Value(
+            row["started_at"], row["value"], row["system"], tuple(row["nodelist"])))
     return series
 
 
@@ -214,6 +220,32 @@ def _line(row: dict, values: list[float], rule: judge.Rule) -> Line:
     if not (no_baseline and line.status == PASS):
         line.status = line.judgement.state
     return line
+
+
+RECORD_SQL = """
+INSERT INTO verdict_line (run_id, check_name, params, partition, environ, metric, point, value,
+                          unit, status, centre, noise, band_low, band_high, detail)
+VALUES (%(run_id)s, %(check)s, %(params)s, %(partition)s, %(environ)s, %(metric)s, %(point)s,
+        %(value)s, %(unit)s, %(status)s, %(centre)s, %(noise)s, %(low)s, %(high)s, %(detail)s)
+"""
+
+
+def record(conn: psycopg.Connection, run_id: int, lines: list[Line]) -> None:
+    """Store a run's verdict (replacing an earlier one) for the dashboards and reports."""
+    with conn.transaction():
+        conn.execute("DELETE FROM verdict_line WHERE run_id = %s", (run_id,))
+        with conn.cursor() as cursor:
+            cursor.executemany(RECORD_SQL, [_recorded(run_id, line) for line in lines])
+
+
+def _recorded(run_id: int, line: Line) -> dict[str, Any]:
+    j = line.judgement
+    low, high = (j.band if j and j.band else (None, None))
+    return {"run_id": run_id, "check": line.check, "params": Jsonb(line.params),
+            "partition": line.partition, "environ": line.environ, "metric": line.metric,
+            "point": Jsonb(line.point), "value": line.value, "unit": line.unit,
+            "status": line.status, "centre": j.centre if j else None,
+            "noise": j.noise if j else None, "low": low, "high": high, "detail": line.detail}
 
 
 def with_baseline(lines: list[Line], baseline: list[Line]) -> list[Line]:

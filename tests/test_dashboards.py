@@ -37,6 +37,7 @@ def omb_case(bandwidths: list[tuple[int, float]], result: str = "pass") -> dict:
             "result": result, "fail_phase": None if result == "pass" else "sanity",
             "fail_reason": None if result == "pass" else "core binding differs",
             "jobid": "77", "job_nodelist": ["node1", "node2"], "job_exitcode": 0,
+            "perfguard_better": {"bandwidth": "higher"},
             "perfvalues": {"local:compute:bandwidth": [bandwidths[-1][1], 0, None, None, "MB/s"]},
             "perfguard_samples": [{"metric": "bandwidth", "unit": "MB/s",
                                    "coords": {"size": [s for s, _ in bandwidths]},
@@ -63,9 +64,16 @@ def himeno_cases() -> list[dict]:
     return cases
 
 
+#: OMB bandwidth of each nightly run relative to the seed: within 1 % for twelve nights,
+#: two better ones (an improvement, judged against the history), then one at half
+#: speed that misses its threshold and fails its test case.
+NIGHTS = [1.0, 0.99, 1.01, 1.0, 0.995, 1.005, 0.99, 1.01, 1.0, 0.995, 1.005, 1.0, 1.06, 1.065,
+          0.5]
+
+
 @pytest.fixture()
 def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
-    """Four nightly runs a week apart; the last one degraded and failing."""
+    """Fifteen nightly runs five days apart (NIGHTS); the last one degraded and failing."""
     demo = json.loads(demo_report.read_text())
     perfguard("thresholds", "set", "--dsn", migrated_dsn, "--system", "local", "--check",
               "OsuPt2PtCheck", "--metric", "bandwidth", "--unit", "MB/s", "--direction", "higher",
@@ -73,13 +81,13 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
               "5900", "--lower=-10%", check=True)
     with psycopg.connect(migrated_dsn) as conn:
         conn.execute("UPDATE threshold SET valid_from = '2000-01-01'")
-    for week in range(4):
+    last = len(NIGHTS) - 1
+    for night, factor in enumerate(NIGHTS):
         report = json.loads(json.dumps(demo))
-        started = (NOW - timedelta(days=7 * (3 - week))).timestamp()
-        report["session_info"].update(uuid=f"00000000-0000-4000-8000-00000000000{week}",
+        started = (NOW - timedelta(days=5 * (last - night))).timestamp()
+        report["session_info"].update(uuid=f"00000000-0000-4000-8000-{night:012d}",
                                       time_start_unix=started, time_end_unix=started + 600)
-        degraded = week == 3
-        factor = 0.5 if degraded else 1.0 - 0.01 * week
+        degraded = night == last
         report["runs"][0]["testcases"] += [
             omb_case([(s, b * factor) for s, b in SEED_BW], "fail" if degraded else "pass"),
             *himeno_cases()]
@@ -87,12 +95,12 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
             for case in report["runs"][0]["testcases"]:
                 for facts in (case.get("perfguard_fingerprints") or {}).values():
                     facts["ofed"] = "MLNX_OFED_LINUX-24.10"
-        path = tmp_path / f"nightly-{week}.json"
+        path = tmp_path / f"nightly-{night}.json"
         path.write_text(json.dumps(report))
         [stored] = ingest_paths(tmp_path, migrated_dsn, [path], RunMeta("nightly"))
         assert stored.stored, stored.message
-    # Four runs are too few for E-Divisive (tests/test_history_verdicts.py detects real
-    # ones): the change point `perfguard changepoints` would store at the degraded run.
+    # One degraded run is no change point for E-Divisive (tests/test_history_verdicts.py
+    # detects real ones): the change point `perfguard changepoints` would store at the degraded run.
     with psycopg.connect(migrated_dsn) as conn:
         conn.execute(
             "INSERT INTO change_point (system, check_name, params, partition, environ, metric,"
@@ -127,15 +135,20 @@ def test_every_query_runs_and_names_its_columns(seeded: str) -> None:
             ("$check $metric over time", "A"): ["time", "metric", "value"],
             ("$check $metric over time", "B"): ["time", "lower_limit", "upper_limit"],
             ("$check $metric over time", "C"): ["time", "failed"],
+            ("$check $metric over time", "D"): ["time", "history_low", "history_high"],
+            ("$check $metric over time", "E"): ["time", "improved"],
             ("$check $variant", "A"): ["size", "latest", "previous", "reference"],
             ("Himeno scaling", "A"): ["size", "nodes", "ranks_per_node", "ranks", "mflops",
                                       "speedup", "efficiency"],
             ("Last nightly", "A"): ["node", "metric", "ratio_to_reference"],
             ("Run history", "A"): ["time", "run", "trigger", "labels", "passed", "failed",
                                    "skipped", "expected_failures", "missed_thresholds",
+                                   "regressions", "improvements", "inconclusive",
                                    "failing_checks"],
             ("Failing test cases", "A"): ["check_name", "variant", "partition", "state",
                                           "fail_phase", "fail_reason", "slurm_jobid", "nodes"],
+            ("Verdict of run", "A"): ["check_name", "variant", "where_run", "metric", "value",
+                                      "unit", "baseline", "change", "status", "detail"],
         }
         seen = set()
         for query in dashboards.queries():
@@ -160,6 +173,16 @@ def test_failing_run_shows_where_it_should(seeded: str) -> None:
         latest = dict(zip(columns, history[0]))
         assert (latest["failed"], latest["missed_thresholds"]) == (1, 1)
         assert latest["failing_checks"] == "OsuPt2PtCheck"
+        # The night before improved: its key figure and its whole curve.
+        assert (latest["regressions"], dict(zip(columns, history[1]))["improvements"]) == (0, 2)
+        _, improved = run_panel(conn, "$check $metric over time", "E")
+        assert [v for _, v in improved] == [pytest.approx(SEED_BW[-1][1] * NIGHTS[-2])]
+        _, bands = run_panel(conn, "$check $metric over time", "D")
+        # Judged against nights of ±1 %, the improved nights lie above the noise band.
+        low, high = bands[-1][1:]
+        assert low < SEED_BW[-1][1] < high < SEED_BW[-1][1] * NIGHTS[-3]
+        _, lines = run_panel(conn, "Verdict of run")
+        assert (lines[0][0], lines[0][3], lines[0][8]) == ("OsuPt2PtCheck", "bandwidth", "fail")
         _, failing = run_panel(conn, "Failing test cases")
         assert [row[0] for row in failing] == ["OsuPt2PtCheck"]
         assert failing[0][5] == "core binding differs"
@@ -170,7 +193,7 @@ def test_curve_scaling_heatmap_and_annotations(seeded: str) -> None:
         _, curve = run_panel(conn, "$check $variant")
         assert [row[0] for row in curve] == [s for s, _ in SEED_BW]
         size, latest, previous, _ = curve[-1]
-        assert latest == pytest.approx(previous / 0.98 * 0.5)  # week 2 ran at 98 %
+        assert latest == pytest.approx(previous / NIGHTS[-2] * NIGHTS[-1])
         columns, scaling = run_panel(conn, "Himeno scaling")
         rows = {(r[1], r[2]): dict(zip(columns, r)) for r in scaling}
         assert rows[(4, 16)]["mflops"] == SEED_HIMENO[(4, 16)]

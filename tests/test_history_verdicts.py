@@ -77,6 +77,45 @@ def test_a_five_percent_step_is_a_regression_within_two_nights(
     assert "better: higher" in explained
 
 
+def test_dashboards_show_the_states_the_cli_prints(migrated_dsn: str, demo_report: Path,
+                                                  tmp_path: Path) -> None:
+    """Ingest judges each run once and stores its lines; the dashboards read those, and
+    they say what `perfguard verdict` says."""
+    from datetime import datetime, timedelta, timezone
+
+    from perfguard import dashboards
+
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.95] * 3)
+    stored_at_ingest = _stored_states(migrated_dsn, runs[21])
+    assert stored_at_ingest[BW_LINE] == "regression"
+    cli = perfguard("verdict", str(runs[21]), "--dsn", migrated_dsn).stdout
+    for name, state in stored_at_ingest.items():
+        check, *params, metric = name.split(" ")
+        row = next(x for x in cli.splitlines() if x.startswith(check) and
+                   all(p in x for p in params) and f"  {metric}  " in x)
+        assert f"  {state}" in row, (name, row)
+    assert _stored_states(migrated_dsn, runs[21]) == stored_at_ingest  # judged alike again
+    [panel] = [q for q in dashboards.queries() if q.panel.startswith("Verdict of run")]
+    now = datetime.now(timezone.utc)
+    sql = dashboards.expand(panel.sql, {"run": str(runs[21])}, now - timedelta(days=90), now)
+    with psycopg.connect(migrated_dsn) as conn:
+        shown = conn.execute(sql).fetchall()
+    assert ("UcxPerftestCheck", "bandwidth", "regression") in {
+        (row[0], row[3], row[8]) for row in shown if '"tag_bw"' in row[1]}
+    assert shown[0][8] == "regression"  # the worst first
+
+
+def _stored_states(dsn: str, run_id: int) -> dict[str, str]:
+    """Key-figure lines of a run as stored in verdict_line, named as the CLI names them."""
+    from perfguard.verdict import variant_name
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT check_name, params, metric, status FROM verdict_line "
+                            "WHERE run_id = %s AND point = '{}' AND metric NOT LIKE '%% curve'",
+                            (run_id,)).fetchall()
+    return {f"{variant_name(c, p)} {m}": s for c, p, m, s in rows}
+
+
 def test_a_curve_that_regressed_at_large_sizes_only_names_them(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     """The key figure (1 MiB) is steady, the curve lost 6 % from 64 KiB up: the verdict
@@ -197,11 +236,36 @@ def test_latency_is_judged_by_its_own_rule(migrated_dsn: str, demo_report: Path,
     assert "rule: a run is beyond when 2σ" in lat and "rule: a run is beyond when 1.8σ" in bw
 
 
+def test_same_fingerprint_rule_learns_the_new_level_after_an_upgrade(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """A kernel upgrade and a −5 % level on the same night: judged against all history it
+    is a regression; with ``same_fingerprint`` the new epoch is too short for a baseline
+    (inconclusive), and once it has eight runs of its own the new level raises no alarm."""
+    from perfguard import verdict as vd
+
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 15 + [0.95] * 11,
+                        kernel_from=15)
+    rules_file = tmp_path / "rules.yaml"
+    rules_file.write_text("rules:\n  - metric: bandwidth\n    same_fingerprint: true\n")
+    epoch_rules = load_rules(rules_file)
+
+    def state(run_id: int, rules) -> str:
+        with psycopg.connect(migrated_dsn) as conn:
+            return next(line.status for line in vd.verdict(conn, run_id, rules)
+                        if vd.name_of(line) == BW_LINE)
+
+    assert state(runs[16], None) == "regression"
+    assert state(runs[16], epoch_rules) == "inconclusive"
+    assert state(runs[-1], epoch_rules) in ("pass", "inconclusive")  # the new level: no alarm
+    assert state(runs[-1], None) == "regression"
+
+
 @pytest.mark.parametrize("text, message", [
     ("rules:\n  - metric: 'lat*'\n    kk: 2\n", "rules[0]: unknown keys ['kk']"),
     ("rules:\n  - metric: 'lat*'\n    k: -1\n", "rules[0]: k must be a positive number"),
     ("rules:\n  - needed: 4\n", "rules[0]: needed must be between 1 and confirm"),
     ("rules: 3\n", "expected a mapping with a 'rules' list"),
+    ("rules:\n  - same_fingerprint: 1\n", "same_fingerprint must be true or false, not 1"),
 ])
 def test_bad_verdict_rules_are_named(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "verdict_rules.yaml"
