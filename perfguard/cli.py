@@ -676,6 +676,41 @@ def cmd_upgrade_check(args: argparse.Namespace) -> int:
     return 1 if outcome.failed else 0
 
 
+# --- fabric sweep ---------------------------------------------------------------------
+def _add_sweep(sub: argparse._SubParsersAction) -> None:
+    swp = sub.add_parser(
+        "sweep", parents=[DSN],
+        help="find the slow node, HCA or link: every node pair once, under Slurm",
+        description="Runs FabricSweepCheck in one allocation: each node's HCA in loopback, "
+                    "then every node pair once in rounds of disjoint pairs (circle method); "
+                    "retests failing pairs with half as many at once; blames nodes, HCAs "
+                    "and links with their evidence (site_config/sweep.yaml sets the "
+                    "criteria). Exit 1 when anything is blamed.")
+    swp.add_argument("--system", default="local", help="ReFrame system (default: local)")
+    swp.add_argument("--nodes", help="Slurm hostlist of the nodes to sweep (default: the "
+                                     "partition's, as many as it has)")
+    swp.add_argument("--drain", action="store_true",
+                     help="DRAIN blamed nodes, the reason beginning 'perfguard:' (only after "
+                          "a retest confirmed them)")
+    swp.add_argument("--resume", action="store_true",
+                     help="only RESUME the nodes perfguard drained (others are left alone)")
+    swp.set_defaults(func=cmd_sweep)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from perfguard import workflows
+
+    if args.resume:
+        resumed = workflows.resume_drained(args.state_dir)
+        print(f"resumed: {', '.join(resumed)}" if resumed else
+              "no node is drained by perfguard")
+        return 0
+    outcome = workflows.fabric_sweep(args.state_dir, args.dsn, args.system, args.nodes,
+                                     args.drain)
+    print(outcome.text)
+    return 1 if outcome.findings else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perfguard",
@@ -698,6 +733,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spack(sub)
     _add_fingerprint(sub)
     _add_workflows(sub)
+    _add_sweep(sub)
     return parser
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from perfguard import db, paths
 from perfguard import fingerprint as fp
+from perfguard import sweep as sw
 from perfguard import verdict as vd
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.errors import PerfguardError
@@ -273,3 +274,121 @@ def upgrade_check(state: Path, dsn: str | None, baseline: str, nodes: str | None
               + (f" (nodes {nodes})" if nodes else "")
               + f": run {completed.run_id} against baseline {baseline}")
     return Outcome(completed, lines, f"{header}\n{text}")
+
+
+# --- fabric sweep ---------------------------------------------------------------------
+SWEEP_CRITERIA = paths.SITE_CONFIG_DIR / "sweep.yaml"
+
+
+@dataclass
+class SweepOutcome:
+    run_id: int
+    findings: list
+    drained: list[str]
+    text: str
+
+
+def fabric_sweep(state: Path, dsn: str | None, system: str, nodes: str | None = None,
+                 drain: bool = False) -> SweepOutcome:
+    """Sweep, retest the failing pairs with half as many at once, blame, store, drain."""
+    dsn = db.resolve_dsn(state, dsn)
+    criteria = sw.load_criteria(SWEEP_CRITERIA, system)
+    setvars: tuple[str, ...] = ()
+    if nodes:
+        kept, _ = excluded_nodes(state, nodes)
+        setvars = (f"FabricSweepCheck.nodes={','.join(sorted(kept, key=fp.natural_key))}",)
+    first = _sweep_run(state, dsn, system, setvars, ("sweep",))
+    with db.connect(dsn) as conn:
+        found = sw.measurements(conn, first)
+    if not found:
+        raise PerfguardError(f"sweep run {first} measured no pair: `perfguard verdict {first}` "
+                             f"says why (skipped or failed test cases)")
+    state_of = sw.Sweep(found, sw.limits(found, _line_rates(system), criteria))
+    at_once = 0
+    for _ in range(criteria.retests):
+        pairs = sorted({f"{m.server}:{m.client}" for m in state_of.failing()})
+        if not pairs:
+            break
+        at_once = sw.retest_at_once(at_once, len({m.server for m in found}) // 2)
+        again = _sweep_run(state, dsn, system,
+                           (f"FabricSweepCheck.pairs={','.join(pairs)}",
+                            f"FabricSweepCheck.at_once={at_once}"),
+                           ("sweep-retest", f"sweep:{first}"))
+        with db.connect(dsn) as conn:
+            state_of = state_of.retested(sw.measurements(conn, again))
+    findings = sw.blame(state_of)
+    drained = _drain(state, first, findings) if drain else []
+    with db.connect(dsn) as conn:
+        sw.store_findings(conn, first, findings, set(drained))
+    return SweepOutcome(first, findings, drained,
+                        sw.render(first, system, state_of, findings, drained))
+
+
+def _sweep_run(state: Path, dsn: str, system: str, setvars: tuple[str, ...],
+               labels: tuple[str, ...]) -> int:
+    completed = run_and_store(RunRequest(state=state, system=system, tags=("sweep",),
+                                         setvars=setvars, trigger="sweep", labels=labels), dsn)
+    if not completed.stored:
+        raise PerfguardError(f"sweep run not stored: {completed.message}; the report is kept "
+                             f"in the spool ({completed.report.name})")
+    return completed.run_id
+
+
+def _line_rates(system: str) -> dict[str, float]:
+    """HCA → line rate in MiB/s, from the system's topology file (none: no such floor)."""
+    from perfguard.topology import load_systems
+
+    rates = {}
+    for known in load_systems(paths.SITE_CONFIG_DIR / "systems"):
+        if known.name == system:
+            for part in known.partitions:
+                for hca in part.node.hcas:
+                    if hca.data_rate_gbps:
+                        rates[hca.name] = hca.data_rate_gbps * 1e9 / 8 / 2**20
+    return rates
+
+
+def _slurm(state: Path, *argv: str) -> subprocess.CompletedProcess:
+    layout = ClusterLayout.load(state)
+    return subprocess.run(list(argv), capture_output=True, text=True,
+                          env=layout.client_env() if layout else None)
+
+
+def _drain(state: Path, run_id: int, findings: list) -> list[str]:
+    """Blamed nodes (and nodes of blamed HCAs) to DRAIN, the reason naming the sweep."""
+    drained = []
+    for finding in findings:
+        node = finding.node
+        if node is None or node in drained:
+            continue
+        reason = f"{sw.DRAIN_MARK} sweep run {run_id}: {finding.kind} {finding.subject} " \
+                 f"{finding.evidence}"[:200]
+        result = _slurm(state, "scontrol", "update", f"NodeName={node}", "State=DRAIN",
+                        f"Reason={reason}")
+        if result.returncode != 0:
+            raise PerfguardError(f"cannot drain {node}: {result.stderr.strip()}")
+        drained.append(node)
+    return drained
+
+
+def drained_by_perfguard(state: Path) -> dict[str, str]:
+    """Nodes drained with a reason perfguard wrote: node → reason."""
+    listing = _slurm(state, "sinfo", "-h", "-N", "-o", "%N|%T|%E")
+    if listing.returncode != 0:
+        raise PerfguardError(f"sinfo failed: {listing.stderr.strip()}")
+    found = {}
+    for line in listing.stdout.splitlines():
+        node, node_state, reason = (line.split("|", 2) + ["", ""])[:3]
+        if reason.startswith(sw.DRAIN_MARK) and "drain" in node_state.lower():
+            found[node] = reason
+    return found
+
+
+def resume_drained(state: Path) -> list[str]:
+    """RESUME the nodes perfguard drained; nodes drained by anyone else stay as they are."""
+    nodes = sorted(drained_by_perfguard(state), key=fp.natural_key)
+    for node in nodes:
+        result = _slurm(state, "scontrol", "update", f"NodeName={node}", "State=RESUME")
+        if result.returncode != 0:
+            raise PerfguardError(f"cannot resume {node}: {result.stderr.strip()}")
+    return nodes

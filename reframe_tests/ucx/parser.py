@@ -40,15 +40,17 @@ def parse(output: str) -> list[UcxResult]:
     results = []
     for index, mark in enumerate(marks):
         end = marks[index + 1].start() if index + 1 < len(marks) else len(output)
-        block = output[mark.end():end]
-        final = FINAL.search(block)
-        size = int(mark.group(1))
-        if final is None:
-            raise ParseError(f"message size {size}: no 'Final:' row (output truncated or the "
-                             f"client failed)")
-        values = [float(v) for v in final.groups()[1:]]
-        if any(v != v or v in (float("inf"), float("-inf")) for v in values):
-            raise ParseError(f"message size {size}: non-finite value in {final.group(0)!r}")
-        results.append(UcxResult(size, int(final.group(1)), values[0], values[2], values[4],
-                                 values[6]))
+        results.append(parse_final(output[mark.end():end], int(mark.group(1)),
+                                   f"message size {mark.group(1)}"))
     return results
+
+
+def parse_final(block: str, size: int, what: str) -> UcxResult:
+    """The ``Final:`` row of one measurement's output; ``what`` names it in errors."""
+    final = FINAL.search(block)
+    if final is None:
+        raise ParseError(f"{what}: no 'Final:' row (output truncated or the client failed)")
+    values = [float(v) for v in final.groups()[1:]]
+    if any(v != v or v in (float("inf"), float("-inf")) for v in values):
+        raise ParseError(f"{what}: non-finite value in {final.group(0)!r}")
+    return UcxResult(size, int(final.group(1)), values[0], values[2], values[4], values[6])

@@ -1,0 +1,413 @@
+"""Fabric sweep: every node pair once, pair by pair, and who is to blame.
+
+The schedule is the circle method (round-robin tournament): N nodes meet in N−1 rounds
+(N rounds when N is odd, one node sitting out each round) of disjoint pairs, so a round
+runs its pairs at once and every pair is measured exactly once. Before the rounds, each
+node measures its own HCA in loopback.
+
+A pair *fails* a metric when it is worse than the sweep's best pair by ClusterKit's
+rules (bandwidth below 93 % of the best, latency above 2.1× the lowest) or misses the
+HCA's line rate floor. Failing pairs are measured again (``perfguard sweep`` retests
+with half as many pairs at once, so contention is ruled out); only pairs that fail
+every time count. Then blame, each decision with its evidence:
+
+- a node that fails in loopback, or with most of its partners (at least two), is the
+  bad **node**; if it fails on some of its HCAs but not others, the bad **HCA**;
+- a failing pair that no bad node explains is a bad **link** (cable, port, switch path).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from perfguard.fingerprint import natural_key
+
+#: What each metric's better direction is (the sweep check declares the same).
+BETTER = {"bandwidth": "higher", "latency": "lower"}
+
+
+def circle_rounds(count: int) -> list[list[tuple[int, int]]]:
+    """Rounds of disjoint pairs of ``range(count)``, every pair exactly once: hold the
+    first seat, rotate the others one place per round (the circle method)."""
+    seats: list[int | None] = list(range(count)) + ([None] if count % 2 else [])
+    size = len(seats)
+    rounds = []
+    for _ in range(size - 1):
+        pairs = [(seats[i], seats[size - 1 - i]) for i in range(size // 2)]
+        rounds.append([(min(a, b), max(a, b)) for a, b in pairs
+                       if a is not None and b is not None])
+        seats = [seats[0], seats[-1], *seats[1:-1]]
+    return rounds
+
+
+def in_slots(pairs: list[tuple], at_once: int) -> list[list[tuple]]:
+    """A round's pairs in groups of at most ``at_once`` (0: all at once)."""
+    at_once = at_once or len(pairs) or 1
+    return [pairs[i:i + at_once] for i in range(0, len(pairs), at_once)]
+
+
+def disjoint_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """Given pairs (a retest) as few rounds of disjoint pairs as a greedy pass finds."""
+    rounds: list[list[tuple[str, str]]] = []
+    for pair in pairs:
+        for existing in rounds:
+            if not {n for p in existing for n in p} & set(pair):
+                existing.append(pair)
+                break
+        else:
+            rounds.append([pair])
+    return rounds
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One pair (server == client: loopback) on one HCA: a metric's value, or None when
+    the measurement itself failed (no output, a server that never listened)."""
+    hca: str
+    server: str
+    client: str
+    metric: str
+    value: float | None
+    unit: str = ""
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (min(self.server, self.client), max(self.server, self.client))
+
+    @property
+    def loopback(self) -> bool:
+        return self.server == self.client
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """When a pair fails (site_config/sweep.yaml; ClusterKit's rules by default)."""
+
+    #: ClusterKit: a pair is bad below 93 % of the best bandwidth or above 2.1× the
+    #: lowest latency of the sweep.
+    bandwidth_fraction: float = 0.93
+    latency_factor: float = 2.1
+    line_rate_fraction: float = 0.8
+    retests: int = 1
+
+
+@dataclass(frozen=True)
+class Limit:
+    """What a pair of one HCA and metric must reach, and why."""
+    value: float
+    better: str
+    why: str
+
+    def misses(self, value: float | None) -> bool:
+        if value is None:
+            return True
+        return value < self.value if self.better == "higher" else value > self.value
+
+
+def limits(measurements: Iterable[Measurement], line_rate: dict[str, float] | None = None,
+           criteria: Criteria = Criteria()) -> dict[tuple, Limit]:
+    """(hca, metric, loopback) → the limit from the best pair of that kind (loopback and
+    node pairs are compared among themselves), raised to the line rate floor for
+    bandwidth where the topology gives the HCA's rate (in the metric's unit)."""
+    best: dict[tuple, Measurement] = {}
+    for m in measurements:
+        if m.value is None or m.metric not in BETTER:
+            continue
+        key = (m.hca, m.metric, m.loopback)
+        held = best.get(key)
+        higher = BETTER[m.metric] == "higher"
+        if held is None or (m.value > held.value if higher else m.value < held.value):
+            best[key] = m
+    result = {}
+    for (hca, metric, loop), m in best.items():
+        where = f"{m.server}" if loop else f"{m.server}–{m.client}"
+        kind = "loopback" if loop else "pair"
+        if metric == "bandwidth":
+            fraction = criteria.bandwidth_fraction
+            limit = Limit(m.value * fraction, "higher",
+                          f"{fraction:.0%} of the best {kind} ({where} {m.value:.4g} {m.unit})")
+            rate = (line_rate or {}).get(hca.split()[0])
+            floor = (rate or 0) * criteria.line_rate_fraction
+            if floor > limit.value:
+                limit = Limit(floor, "higher", f"{criteria.line_rate_fraction:.0%} of "
+                                               f"{hca}'s line rate {rate:.4g} {m.unit}")
+        else:
+            factor = criteria.latency_factor
+            limit = Limit(m.value * factor, "lower",
+                          f"{factor:g}× the lowest {kind} ({where} {m.value:.4g} {m.unit})")
+        result[(hca, metric, loop)] = limit
+    return result
+
+
+def failing(measurements: Iterable[Measurement],
+            limit_of: dict[tuple, Limit]) -> list[Measurement]:
+    """Measurements that miss their limit (a failed measurement always does)."""
+    out = []
+    for m in measurements:
+        if m.metric not in BETTER:
+            continue
+        limit = limit_of.get((m.hca, m.metric, m.loopback))
+        if m.value is None or (limit is not None and limit.misses(m.value)):
+            out.append(m)
+    return out
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # node, hca or link
+    subject: str
+    hca: str
+    evidence: str
+
+    @property
+    def node(self) -> str | None:
+        """The node to take out of service: a bad node, or the node of a bad HCA (a link
+        is a cable or switch port: no node is to blame)."""
+        return None if self.kind == "link" else self.subject.split()[0]
+
+
+@dataclass
+class Sweep:
+    """Everything measured (latest value per pair, HCA and metric), the limits from the
+    first full sweep, and how often each failing pair was measured."""
+    measurements: list[Measurement]
+    limit_of: dict[tuple, Limit]
+    attempts: dict[tuple, int] = field(default_factory=dict)
+
+    def failing(self) -> list[Measurement]:
+        return failing(self.measurements, self.limit_of)
+
+    def retested(self, again: list[Measurement]) -> Sweep:
+        """The retest's values replace the earlier ones of the same pair, HCA and metric."""
+        newer = {_key(m): m for m in again}
+        attempts = dict(self.attempts)
+        for k in newer:
+            attempts[k] = attempts.get(k, 1) + 1
+        kept = [newer.pop(_key(m), m) for m in self.measurements]
+        return Sweep(kept + list(newer.values()), self.limit_of, attempts)
+
+
+def _key(m: Measurement) -> tuple:
+    return (m.hca, m.pair, m.metric)
+
+
+def _describe(m: Measurement, limit: Limit | None, node: str | None = None) -> str:
+    other = m.client if node == m.server else m.server
+    who = "loopback" if m.loopback else (f"with {other}" if node else f"{m.server}–{m.client}")
+    if m.value is None:
+        return f"{m.metric} {who}: measurement failed"
+    return f"{m.metric} {who} {m.value:.4g} {m.unit}".rstrip() + \
+        (f" (limit {limit.value:.4g}: {limit.why})" if limit else "")
+
+
+def blame(sweep: Sweep) -> list[Finding]:
+    """Nodes, HCAs and links to blame, from the pairs still failing after retests."""
+    bad = sweep.failing()
+    partners: dict[tuple[str, str], set[str]] = defaultdict(set)  # (hca, node) → partners
+    hcas_of: dict[str, set[str]] = defaultdict(set)
+    for m in sweep.measurements:
+        hcas_of[m.server].add(m.hca)
+        hcas_of[m.client].add(m.hca)
+        if not m.loopback:
+            partners[(m.hca, m.server)].add(m.client)
+            partners[(m.hca, m.client)].add(m.server)
+    failed_with: dict[tuple[str, str], dict[str, list[Measurement]]] = defaultdict(
+        lambda: defaultdict(list))
+    for m in bad:
+        for node in {m.server, m.client}:
+            other = m.client if node == m.server else m.server
+            failed_with[(m.hca, node)][other].append(m)
+    bad_on: dict[str, dict[str, list[Measurement]]] = defaultdict(dict)  # node → hca → ms
+    for hca in sorted({h for h, _ in failed_with}):
+        for node in _bad_nodes(hca, failed_with, partners):
+            bad_on[node][hca] = [m for ms in failed_with[(hca, node)].values() for m in ms]
+    findings = []
+    for node, by_hca in sorted(bad_on.items()):
+        evidence = {hca: _evidence(sweep, node, ms, partners[(hca, node)])
+                    for hca, ms in sorted(by_hca.items())}
+        if set(by_hca) == hcas_of[node]:  # every HCA it has: the node itself
+            text = "; ".join(f"{hca}: {e}" for hca, e in evidence.items()) \
+                if len(evidence) > 1 else next(iter(evidence.values()))
+            findings.append(Finding("node", node, ",".join(evidence), text))
+        else:
+            findings += [Finding("hca", f"{node} {hca}", hca, e) for hca, e in evidence.items()]
+    blamed = {(hca, node) for node, by_hca in bad_on.items() for hca in by_hca}
+    links: dict[tuple, list[Measurement]] = defaultdict(list)
+    for m in bad:
+        if m.loopback or (m.hca, m.server) in blamed or (m.hca, m.client) in blamed:
+            continue
+        links[(m.hca, m.pair)].append(m)
+    for (hca, (a, b)), ms in sorted(links.items()):
+        text = "; ".join(_describe(m, sweep.limit_of.get((m.hca, m.metric, False)))
+                         for m in ms)
+        tries = sweep.attempts.get(_key(ms[0]), 1)
+        findings.append(Finding("link", f"{a}–{b}", hca,
+                                f"{text}; both nodes pass with their other partners"
+                                + _tries(tries)))
+    return findings
+
+
+def _bad_nodes(hca: str, failed_with: dict, partners: dict) -> list[str]:
+    """Nodes of one HCA to blame: those failing in loopback, then, one at a time, the node
+    failing with the most partners not already blamed, while that is at least two and
+    more than half of them (so the partners of a bad node are not blamed for it)."""
+    nodes = {node for h, node in failed_with if h == hca}
+    bad = [n for n in sorted(nodes) if n in failed_with[(hca, n)]]
+    while True:
+        def failing_partners(node: str) -> set[str]:
+            return set(failed_with[(hca, node)]) - set(bad) - {node}
+
+        candidates = [n for n in sorted(nodes, key=natural_key) if n not in bad]
+        if not candidates:
+            return bad
+        worst = max(candidates, key=lambda n: len(failing_partners(n)))
+        count = len(failing_partners(worst))
+        if count < 2 or count <= len(partners[(hca, worst)] - set(bad)) / 2:
+            return bad
+        bad.append(worst)
+
+
+def _evidence(sweep: Sweep, node: str, ms: list[Measurement], partners: set[str]) -> str:
+    failed = {m.client if m.server == node else m.server for m in ms if not m.loopback}
+    parts = [_describe(m, sweep.limit_of.get((m.hca, m.metric, m.loopback)), node)
+             for m in sorted(ms, key=lambda m: (m.metric, not m.loopback, m.server, m.client))]
+    tries = max(sweep.attempts.get(_key(m), 1) for m in ms)
+    share = f"fails with {len(failed)} of {len(partners)} partners" if partners else \
+        "no partner measured"
+    return f"{share}: " + "; ".join(parts) + _tries(tries)
+
+
+def _tries(attempts: int) -> str:
+    return f" (measured {attempts}×, failed every time)" if attempts > 1 else \
+        " (measured once)"
+
+
+def cost(nodes: int, seconds_per_round: float) -> tuple[int, float]:
+    """(rounds, seconds) of a full sweep: N−1 rounds (N odd: N), plus the loopback round."""
+    rounds = nodes - 1 if nodes % 2 == 0 else nodes
+    return rounds + 1, (rounds + 1) * seconds_per_round
+
+
+def retest_at_once(at_once: int, pairs: int) -> int:
+    """Half as many pairs at once as before (at least one): contention is ruled out."""
+    return max(1, math.ceil((at_once or pairs) / 2))
+
+
+# --- criteria, the database ---------------------------------------------------------
+def load_criteria(path: Path, system: str) -> Criteria:
+    """The system's entry of site_config/sweep.yaml over its defaults; errors name the key."""
+    from perfguard.errors import UsageError
+    from perfguard.yamlfile import load_yaml
+
+    if not path.exists():
+        return Criteria()
+    data = load_yaml(path, "sweep criteria") or {}
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a mapping with 'default' and 'systems'")
+    merged = {**(data.get("default") or {}), **((data.get("systems") or {}).get(system) or {})}
+    known = {f.name: f.type for f in dataclasses.fields(Criteria)}
+    unknown = sorted(set(merged) - set(known))
+    if unknown:
+        raise UsageError(f"{path}: unknown keys {unknown} (known: {', '.join(known)})")
+    for key, value in merged.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or \
+                (known[key] == "int" and not isinstance(value, int)):
+            raise UsageError(f"{path}: {key} must be a non-negative {known[key]}, not {value!r}")
+    return Criteria(**merged)
+
+
+#: The metric a failed measurement of each test would have given.
+FAILED_TEST_METRIC = {"tag_bw": "bandwidth", "tag_lat": "latency"}
+
+
+def variant_label(hca: str, memory: str | None) -> str:
+    """An HCA as the sweep tells them apart: device memory is its own path (GPUDirect)."""
+    return hca if memory in (None, "host") else f"{hca} ({memory})"
+
+
+def measurements(conn: psycopg.Connection, run_id: int) -> list[Measurement]:
+    """A sweep run's measurements from the database; a failed one (metric ``failed``)
+    becomes a None value of the metric its test measures."""
+    rows = conn.execute("SELECT hca, memory, server, client, metric, unit, value, failed_test "
+                        "FROM sweep_pair WHERE run_id = %s ORDER BY server, client",
+                        (run_id,)).fetchall()
+    out = []
+    for hca, memory, server, client, metric, unit, value, test in rows:
+        label = variant_label(hca, memory)
+        if metric == "failed":
+            metric = FAILED_TEST_METRIC.get(test, test)
+            out.append(Measurement(label, server, client, metric, None))
+        elif metric in BETTER:
+            out.append(Measurement(label, server, client, metric, value, unit))
+    return out
+
+
+def store_findings(conn: psycopg.Connection, run_id: int, findings: list[Finding],
+                   drained: set[str]) -> None:
+    """A sweep's findings, replacing any earlier ones of the run."""
+    with conn.transaction():
+        conn.execute("DELETE FROM sweep_finding WHERE run_id = %s", (run_id,))
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO sweep_finding (run_id, hca, kind, subject, evidence, drained) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                [(run_id, f.hca, f.kind, f.subject, f.evidence, f.node in drained)
+                 for f in findings])
+
+
+def render(run_id: int, system: str, sweep: Sweep, findings: list[Finding],
+           drained: list[str]) -> str:
+    """What `perfguard sweep` prints: a bandwidth and a latency matrix per HCA, what
+    fails, who is blamed and why, and what was drained."""
+    nodes = sorted({n for m in sweep.measurements for n in (m.server, m.client)},
+                   key=natural_key)
+    hcas = sorted({m.hca for m in sweep.measurements})
+    retested = len({(hca, pair) for (hca, pair, _), n in sweep.attempts.items() if n > 1})
+    out = [f"perfguard sweep on {system}: run {run_id}, {len(nodes)} nodes, "
+           f"HCA {', '.join(hcas)}; {retested} failing pair(s) retested"]
+    for hca in hcas:
+        for metric in BETTER:
+            out += ["", *_matrix(sweep, hca, metric, nodes)]
+    out.append("")
+    if not findings:
+        out.append("blamed: nobody (every pair within the limits"
+                   + (" after retests)" if retested else ")"))
+    for f in findings:
+        out.append(f"blamed {f.kind} {f.subject} [{f.hca}]: {f.evidence}")
+    if drained:
+        out.append(f"drained: {', '.join(drained)} (reason starts '{DRAIN_MARK}'; "
+                   f"`perfguard sweep --resume` resumes them)")
+    return "\n".join(out)
+
+
+#: A drain reason perfguard sets begins with this; `sweep --resume` touches no other.
+DRAIN_MARK = "perfguard:"
+
+
+def _matrix(sweep: Sweep, hca: str, metric: str, nodes: list[str]) -> list[str]:
+    """Server rows, client columns (a pair fills both cells), loopback on the diagonal;
+    ``!`` marks a value that misses its limit, ``x`` a failed measurement."""
+    cells: dict[tuple[str, str], str] = {}
+    unit = ""
+    for m in sweep.measurements:
+        if m.hca != hca or m.metric != metric:
+            continue
+        unit = unit or m.unit
+        limit = sweep.limit_of.get((m.hca, m.metric, m.loopback))
+        text = "x" if m.value is None else f"{m.value:.4g}" + \
+            ("!" if limit and limit.misses(m.value) else "")
+        cells[(m.server, m.client)] = cells[(m.client, m.server)] = text
+    if not cells:
+        return []
+    width = max(len(n) for n in nodes + list(cells.values())) + 2
+    rows = [f"{metric} ({unit}) on {hca}:", " " * width + "".join(n.rjust(width) for n in nodes)]
+    rows += [a.ljust(width) + "".join(cells.get((a, b), "-").rjust(width) for b in nodes)
+             for a in nodes]
+    return rows

@@ -1,0 +1,50 @@
+"""Parse a fabric sweep's output: one block per measurement, headed by its marker::
+
+    # perfguard sweep server=node1 client=node3 test=tag_bw size=1048576
+    ... ucx_perftest client output, ending in a Final: row ...
+    # perfguard sweep failed rc=1        (instead, when the measurement itself failed)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from reframe_tests.ucx.parser import ParseError, UcxResult, parse_final
+
+MARK = re.compile(r"^# perfguard sweep server=(\S+) client=(\S+) test=(\S+) size=(\d+)\s*$",
+                  re.M)
+FAILED = re.compile(r"^# perfguard sweep failed rc=(\d+)\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class PairResult:
+    server: str
+    client: str
+    test: str
+    size: int
+    #: None: the measurement failed (its server never listened, the client exited non-zero)
+    result: UcxResult | None
+
+
+def parse(output: str) -> list[PairResult]:
+    """Every marked block holds a Final row or a failure marker; anything else (a block
+    cut short) is an error naming the pair."""
+    marks = list(MARK.finditer(output))
+    if not marks:
+        raise ParseError("no '# perfguard sweep' marker: the sweep never ran a pair")
+    results = []
+    for index, mark in enumerate(marks):
+        end = marks[index + 1].start() if index + 1 < len(marks) else len(output)
+        block = output[mark.end():end]
+        server, client, test, size = mark.groups()
+        what = f"{test} {server}→{client}"
+        if FAILED.search(block):
+            results.append(PairResult(server, client, test, int(size), None))
+            continue
+        results.append(PairResult(server, client, test, int(size),
+                                  parse_final(block, int(size), what)))
+    return results
+
+
+__all__ = ["PairResult", "ParseError", "parse"]

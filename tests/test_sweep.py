@@ -1,0 +1,201 @@
+"""Fabric sweep: the circle method's rounds, the blame rules, and on the embedded cluster
+a real UCX sweep that blames a node throttled to a fifth of a core (and nobody when
+nothing is injected), with drains that only ever touch perfguard's own."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from contextlib import contextmanager
+from itertools import combinations
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from perfguard import sweep as sw
+from perfguard.cluster import services
+from perfguard.cluster.layout import ClusterLayout
+from perfguard.errors import UsageError
+from tests.conftest import TEST_STATE, perfguard
+
+CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
+
+
+@pytest.mark.parametrize("count", range(2, 10))
+def test_circle_rounds_are_disjoint_and_meet_every_pair_once(count: int) -> None:
+    rounds = sw.circle_rounds(count)
+    assert len(rounds) == (count - 1 if count % 2 == 0 else count)
+    for pairs in rounds:
+        nodes = [n for pair in pairs for n in pair]
+        assert len(nodes) == len(set(nodes)), pairs
+    measured = [pair for pairs in rounds for pair in pairs]
+    assert sorted(measured) == list(combinations(range(count), 2))
+
+
+def bandwidths(hca: str, values: dict[tuple[str, str], float | None]) -> list[sw.Measurement]:
+    return [sw.Measurement(hca, a, b, "bandwidth", v, "MiB/s") for (a, b), v in values.items()]
+
+
+FOUR = ["n1", "n2", "n3", "n4"]
+
+
+def full(hca: str, slow: set[str] = frozenset(), link: tuple | None = None,
+         dead: tuple | None = None) -> dict:
+    """A sweep of FOUR at 10000, pairs with a slow node at 4000, one slow link at 6000."""
+    values = {}
+    for a, b in [(n, n) for n in FOUR] + list(combinations(FOUR, 2)):
+        value = 4000.0 if {a, b} & slow else 10000.0
+        if link and {a, b} == set(link):
+            value = 6000.0
+        values[(a, b)] = None if dead and (a, b) == dead else value
+    return values
+
+
+def test_blame_names_the_node_the_link_and_the_hca() -> None:
+    ms = bandwidths("mlx5_0", full("mlx5_0", slow={"n3"}, link=("n1", "n2")))
+    findings = sw.blame(sw.Sweep(ms, sw.limits(ms)))
+    assert [(f.kind, f.subject) for f in findings] == [("node", "n3"), ("link", "n1–n2")]
+    assert findings[0].evidence.startswith("fails with 3 of 3 partners: bandwidth loopback "
+                                           "4000 MiB/s (limit 9300: 93% of the best loopback")
+    assert "both nodes pass with their other partners" in findings[1].evidence
+    assert [(f.kind, f.subject) for f in findings] == [("node", "n3"), ("link", "n1–n2")]
+    # n2 bad on mlx5_1 only: that HCA, not the node; n3 bad on both HCAs: the node
+    two = ms + bandwidths("mlx5_1", full("mlx5_1", slow={"n2", "n3"}))
+    assert [(f.kind, f.subject, f.hca) for f in sw.blame(sw.Sweep(two, sw.limits(two)))] == [
+        ("hca", "n2 mlx5_1", "mlx5_1"), ("node", "n3", "mlx5_0,mlx5_1"),
+        ("link", "n1–n2", "mlx5_0")]
+
+
+def test_a_retest_that_passes_clears_the_pair_and_a_dead_one_is_a_link() -> None:
+    ms = bandwidths("lo", full("lo", link=("n1", "n4"), dead=("n2", "n3")))
+    first = sw.Sweep(ms, sw.limits(ms))
+    assert {m.pair for m in first.failing()} == {("n1", "n4"), ("n2", "n3")}
+    again = first.retested(bandwidths("lo", {("n1", "n4"): 9900.0, ("n2", "n3"): None}))
+    [finding] = sw.blame(again)
+    assert (finding.kind, finding.subject) == ("link", "n2–n3")
+    assert "measurement failed" in finding.evidence and "measured 2×" in finding.evidence
+    # the limits stay those of the first sweep: a retest does not lower the bar
+    assert again.limit_of == first.limit_of
+
+
+def test_line_rate_raises_the_floor() -> None:
+    ms = bandwidths("mlx5_0", {("n1", "n2"): 30000.0, ("n3", "n4"): 29000.0})
+    rate = 400e9 / 8 / 2**20  # NDR in MiB/s
+    limit = sw.limits(ms, {"mlx5_0": rate})[("mlx5_0", "bandwidth", False)]
+    assert limit.value == pytest.approx(rate * 0.8) and "line rate" in limit.why
+    assert len(sw.failing(ms, sw.limits(ms, {"mlx5_0": rate}))) == 2
+
+
+@pytest.mark.parametrize("text, message", [
+    ("default: {bandwidth_fraction: high}\n", "bandwidth_fraction must be a non-negative"),
+    ("systems: {x: {retests: 1.5}}\n", "retests must be a non-negative int"),
+    ("default: {ratio: 1}\n", "unknown keys ['ratio']"),
+])
+def test_bad_sweep_criteria_are_named(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=re.escape(message)):
+        sw.load_criteria(path, "x")
+    assert sw.load_criteria(tmp_path / "absent.yaml", "x") == sw.Criteria()
+
+
+# --- on the embedded cluster -------------------------------------------------------------
+@contextmanager
+def throttled(layout: ClusterLayout, node: str, share: float):
+    """The node's slurmd (and so every job step it starts) limited to ``share`` of one
+    core by a CPU cgroup quota; removed however the test ends."""
+    if not (CPU_CGROUP / "cpu.cfs_quota_us").exists() and \
+            not (CPU_CGROUP / "cgroup.procs").exists():
+        pytest.skip("no cgroup v1 cpu controller on this host: cannot throttle a node")
+    group = CPU_CGROUP / f"perfguard-test-slow-{node}"
+    group.mkdir(exist_ok=True)
+    try:
+        (group / "cpu.cfs_quota_us").write_text(str(int(share * 100000)))
+        for pid in services._node_pids(layout, node):
+            (group / "cgroup.procs").write_text(str(pid))
+        yield
+    finally:
+        for pid in (group / "cgroup.procs").read_text().split():
+            try:
+                (CPU_CGROUP / "cgroup.procs").write_text(pid)
+            except OSError:
+                pass  # gone meanwhile
+        group.rmdir()
+
+
+def slurm(layout: ClusterLayout, *argv: str) -> str:
+    return subprocess.run(argv, capture_output=True, text=True, check=True,
+                          env=layout.client_env()).stdout
+
+
+def node_reason(layout: ClusterLayout, node: str) -> tuple[str, str]:
+    state, reason = slurm(layout, "sinfo", "-h", "-N", "-n", node, "-o", "%T|%E").strip() \
+        .split("|", 1)
+    return state, reason
+
+
+def job_script_rounds(dsn: str, run_id: int) -> list[list[tuple[str, str]]]:
+    """The rounds the sweep's job script ran, as pg_nodes indices."""
+    with psycopg.connect(dsn) as conn:
+        [report] = conn.execute("SELECT report_path FROM run WHERE id = %s", (run_id,)) \
+            .fetchone()
+    [case] = [c for c in json.loads(Path(report).read_text())["runs"][0]["testcases"]
+              if c["name"].startswith("FabricSweepCheck")]
+    rounds: list[list[tuple[str, str]]] = []
+    for line in (Path(case["outputdir"]) / "rfm_job.sh").read_text().splitlines():
+        if line.strip().startswith('echo "# perfguard round'):
+            rounds.append([])
+        found = re.match(r'\s+sweep_measure "\$\{pg_nodes\[(\d+)\]\}" "\$\{pg_nodes\[(\d+)\]\}"',
+                         line)
+        if found:
+            rounds[-1].append(found.groups())
+    return rounds
+
+
+def test_a_clean_sweep_blames_nobody(layout: ClusterLayout, migrated_dsn: str) -> None:
+    result = perfguard("sweep", "--dsn", migrated_dsn, state=TEST_STATE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "blamed: nobody" in result.stdout
+    run_id = int(re.search(r"perfguard sweep on local: run (\d+), 4 nodes", result.stdout)[1])
+    loopback, *rounds = job_script_rounds(migrated_dsn, run_id)
+    assert loopback == [(str(i), str(i)) for i in range(4)]
+    assert len(rounds) == 3 and all(len({n for p in r for n in p}) == 4 for r in rounds)
+    assert sorted(p for r in rounds for p in r) == [
+        (str(a), str(b)) for a, b in combinations(range(4), 2)]
+    with psycopg.connect(migrated_dsn) as conn:
+        cells = conn.execute("SELECT server, client, metric, value FROM sweep_pair "
+                             "WHERE run_id = %s", (run_id,)).fetchall()
+        assert conn.execute("SELECT count(*) FROM sweep_finding").fetchone()[0] == 0
+    pairs = {(s, c) for s, c, metric, _ in cells if metric == "bandwidth"}
+    assert len(pairs) == 10 and all(v > 0 for *_, v in cells)  # 4 loopbacks + 6 pairs
+
+
+def test_a_throttled_node_is_blamed_drained_and_resumed(layout: ClusterLayout,
+                                                        migrated_dsn: str) -> None:
+    try:
+        with throttled(layout, "node3", 0.2):
+            result = perfguard("sweep", "--drain", "--dsn", migrated_dsn, state=TEST_STATE)
+        assert result.returncode == 1, result.stdout + result.stderr
+        blamed = [line for line in result.stdout.splitlines() if line.startswith("blamed")]
+        assert len(blamed) == 1 and blamed[0].startswith(
+            "blamed node node3 [lo]: fails with 3 of 3 partners: bandwidth loopback"), blamed
+        assert "(measured 2×, failed every time)" in blamed[0]  # retested before blaming
+        assert "drained: node3" in result.stdout
+        state, reason = node_reason(layout, "node3")
+        assert "drain" in state and reason.startswith("perfguard: sweep run ")
+        with psycopg.connect(migrated_dsn) as conn:
+            assert conn.execute("SELECT kind, subject, drained FROM sweep_finding").fetchall() \
+                == [("node", "node3", True)]
+        # An admin's drain is not perfguard's to undo.
+        slurm(layout, "scontrol", "update", "NodeName=node1", "State=DRAIN",
+              "Reason=admin: PSU swap")
+        resumed = perfguard("sweep", "--resume", state=TEST_STATE)
+        assert resumed.stdout.strip() == "resumed: node3", resumed.stdout + resumed.stderr
+        assert node_reason(layout, "node1") == ("drained", "admin: PSU swap")
+        assert "drain" not in node_reason(layout, "node3")[0]
+    finally:
+        for node in ("node1", "node3"):
+            subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+                           capture_output=True, env=layout.client_env())
