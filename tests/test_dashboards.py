@@ -64,6 +64,28 @@ def himeno_cases() -> list[dict]:
     return cases
 
 
+SWEEP_NODES = ["node1", "node2", "node3", "node4"]
+
+
+def sweep_case() -> dict:
+    """A fabric sweep of four nodes on mlx4_0 where node3 is slow (a third of the rest)."""
+    pairs = [(n, n) for n in SWEEP_NODES] + [
+        (a, b) for i, a in enumerate(SWEEP_NODES) for b in SWEEP_NODES[i + 1:]]
+    bandwidth = [2000.0 if "node3" in pair else 6000.0 for pair in pairs]
+    coords = {"server": [a for a, _ in pairs], "client": [b for _, b in pairs]}
+    return {"name": "FabricSweepCheck", "unique_name": "FabricSweepCheck_1",
+            "display_name": "FabricSweepCheck %hca=mlx4_0 %memory=host",
+            "system": "local", "partition": "compute", "environ": "gnu-openmpi",
+            "result": "pass", "jobid": "78", "job_nodelist": SWEEP_NODES,
+            "perfguard_better": {"bandwidth": "higher", "latency": "lower",
+                                 "worst_bandwidth": "higher"},
+            "perfvalues": {"local:compute:worst_bandwidth": [2000.0, 0, None, None, "MiB/s"]},
+            "perfguard_samples": [
+                {"metric": "bandwidth", "unit": "MiB/s", "coords": coords, "values": bandwidth},
+                {"metric": "latency", "unit": "us", "coords": coords,
+                 "values": [3.0 if "node3" in pair else 1.0 for pair in pairs]}]}
+
+
 #: OMB bandwidth of each nightly run relative to the seed: within 1 % for twelve nights,
 #: two better ones (an improvement, judged against the history), then one at half
 #: speed that misses its threshold and fails its test case.
@@ -99,6 +121,18 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
         path.write_text(json.dumps(report))
         [stored] = ingest_paths(tmp_path, migrated_dsn, [path], RunMeta("nightly"))
         assert stored.stored, stored.message
+    sweep = json.loads(json.dumps(demo))
+    sweep["session_info"].update(uuid="00000000-0000-4000-8000-999999999999",
+                                 time_start_unix=(NOW - timedelta(hours=1)).timestamp(),
+                                 time_end_unix=(NOW - timedelta(minutes=50)).timestamp())
+    sweep["runs"][0]["testcases"] = [sweep_case()]
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(sweep))
+    [stored] = ingest_paths(tmp_path, migrated_dsn, [path], RunMeta("sweep", ("sweep",)))
+    with psycopg.connect(migrated_dsn) as conn:
+        conn.execute("INSERT INTO sweep_finding (run_id, hca, kind, subject, evidence, drained) "
+                     "VALUES (%s, 'mlx4_0', 'node', 'node3', 'fails with 3 of 3 partners', "
+                     "true)", (stored.run_id,))
     # One degraded run is no change point for E-Divisive (tests/test_history_verdicts.py
     # detects real ones): the change point `perfguard changepoints` would store at the degraded run.
     with psycopg.connect(migrated_dsn) as conn:
@@ -113,7 +147,7 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
 
 def variables(conn: psycopg.Connection) -> dict:
     """Values as Grafana would offer them (the variant from the variable's own query)."""
-    last_run = conn.execute("SELECT max(id) FROM run").fetchone()[0]
+    last_run = conn.execute("SELECT max(id) FROM run WHERE trigger = 'nightly'").fetchone()[0]
     [variant] = conn.execute("SELECT DISTINCT params::text FROM testcase "
                              "WHERE check_name = 'OsuPt2PtCheck'").fetchone()
     return {"system": "local", "partition": ["compute"], "check": "OsuPt2PtCheck",
@@ -149,6 +183,9 @@ def test_every_query_runs_and_names_its_columns(seeded: str) -> None:
                                           "fail_phase", "fail_reason", "slurm_jobid", "nodes"],
             ("Verdict of run", "A"): ["check_name", "variant", "where_run", "metric", "value",
                                       "unit", "baseline", "change", "status", "detail"],
+            ("Fabric sweep: $metric", "A"): ["server", "client", "value"],
+            ("Fabric sweep findings", "A"): ["time", "run", "kind", "subject", "hca", "drained",
+                                             "evidence"],
         }
         seen = set()
         for query in dashboards.queries():
@@ -169,7 +206,8 @@ def test_failing_run_shows_where_it_should(seeded: str) -> None:
         assert len(failures) == 1 and failures[0][1] == pytest.approx(SEED_BW[-1][1] * 0.5)
         _, band = run_panel(conn, "$check $metric over time", "B")
         assert band[-1][1:] == (pytest.approx(5310.0), None)
-        columns, history = run_panel(conn, "Run history")
+        columns, rows = run_panel(conn, "Run history")
+        history = [row for row in rows if dict(zip(columns, row))["trigger"] == "nightly"]
         latest = dict(zip(columns, history[0]))
         assert (latest["failed"], latest["missed_thresholds"]) == (1, 1)
         assert latest["failing_checks"] == "OsuPt2PtCheck"
@@ -211,6 +249,18 @@ def test_curve_scaling_heatmap_and_annotations(seeded: str) -> None:
                                     variables(conn), NOW - timedelta(days=90), NOW)
         assert conn.execute(changes).fetchall()[0][1:] == (
             "OsuPt2PtCheck bandwidth -50.0 %; node1: OFED changed", "regression")
+
+
+def test_sweep_matrix_and_findings(seeded: str) -> None:
+    with psycopg.connect(seeded) as conn:
+        _, cells = run_panel(conn, "Fabric sweep: $metric")
+        matrix = {(server, client): value for server, client, value in cells}
+        assert len(matrix) == 16  # every cell of 4 × 4: pairs both ways, loopback once
+        assert matrix[("mlx4_0 node3", "node1")] == matrix[("mlx4_0 node1", "node3")] == 2000
+        assert matrix[("mlx4_0 node2", "node2")] == 6000
+        _, findings = run_panel(conn, "Fabric sweep findings")
+        assert [(kind, subject, drained) for _, _, kind, subject, _, drained, _ in findings] \
+            == [("node", "node3", True)]
 
 
 def test_dashboard_json_and_provisioning() -> None:

@@ -199,3 +199,54 @@ def test_a_throttled_node_is_blamed_drained_and_resumed(layout: ClusterLayout,
         for node in ("node1", "node3"):
             subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"],
                            capture_output=True, env=layout.client_env())
+
+
+def test_dry_run_pins_each_pair_to_its_hca_cores_and_gpu() -> None:
+    """ndr4x4, HCA mlx5_3 (socket 1, PIX to GPU 3), device memory: every step of every
+    pair on core 48 and GPU 3 through mlx5_3; in loopback the server takes core 49; the
+    loopback round runs all four nodes at once, then three rounds of two pairs."""
+    from tests.conftest import dry_run_scripts
+
+    [lines] = dry_run_scripts("ndr4x4", "FabricSweepCheck%hca=mlx5_3%memory=cuda").values()
+    ucx = "/opt/perfguard/gcc-openmpi-ucx-cuda/bin/ucx_perftest"
+    for expected in ["#SBATCH --ntasks=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --exclusive",
+                     "#SBATCH --gres=gpu:4", "export CUDA_VISIBLE_DEVICES=3",
+                     "export UCX_NET_DEVICES=mlx5_3:1",
+                     "srun_server='srun --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
+                     "--overlap -N1 -n1'",
+                     "srun_client='srun --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
+                     "--overlap -N1 -n1'",
+                     "srun_loopback_server='srun --gpu-bind=map_gpu:3 "
+                     "--cpu-bind=verbose,map_cpu:49 --overlap -N1 -n1'",
+                     f"sweep_command='{ucx} -m cuda,cuda -p $pg_port'",
+                     "sweep_tests='tag_bw:1048576:1000 tag_lat:8:10000'"]:
+        assert expected in lines, expected
+    schedule = lines[lines.index("sweep_schedule() {") + 1:lines.index("sweep_schedule")]
+    assert schedule[:6] == [
+        '    echo "# perfguard round 0"',
+        *(f'    sweep_measure "${{pg_nodes[{i}]}}" "${{pg_nodes[{i}]}}" {i} '
+          f'>sweep.0.0.{i}.out 2>sweep.0.0.{i}.err &' for i in range(4)),
+        "    wait"]
+    assert schedule[6] == "    cat sweep.0.*.out; cat sweep.0.*.err >&2"
+    assert schedule[7:11] == [
+        '    echo "# perfguard round 1"',
+        '    sweep_measure "${pg_nodes[0]}" "${pg_nodes[3]}" 0 >sweep.1.0.0.out '
+        '2>sweep.1.0.0.err &',
+        '    sweep_measure "${pg_nodes[1]}" "${pg_nodes[2]}" 1 >sweep.1.0.1.out '
+        '2>sweep.1.0.1.err &',
+        "    wait"]
+    assert lines[-1] == "sweep_schedule"
+
+
+def test_dry_run_on_the_fdr_seed_follows_each_hca() -> None:
+    """seedfdr: one V100, mlx4_0 (PIX) and mlx4_1 (PHB), both on socket 0: one variant per
+    HCA, device memory on the one GPU, UCX pinned to the variant's HCA."""
+    from tests.conftest import dry_run_scripts
+
+    scripts = dry_run_scripts("seedfdr", "FabricSweepCheck")
+    assert set(scripts) == {f"FabricSweepCheck %hca={h} %memory={m}"
+                            for h in ("mlx4_0", "mlx4_1") for m in ("host", "cuda")}
+    cuda = scripts["FabricSweepCheck %hca=mlx4_1 %memory=cuda"]
+    assert "export UCX_NET_DEVICES=mlx4_1:1" in cuda and "export CUDA_VISIBLE_DEVICES=0" in cuda
+    assert "#SBATCH --ntasks=2" in cuda  # the partition's two nodes: one pair, one round
+    assert sum(line.strip().startswith('sweep_measure "') for line in cuda) == 3
