@@ -27,6 +27,7 @@ from pathlib import Path
 
 import psycopg
 
+from perfguard import judge
 from perfguard.fingerprint import natural_key
 
 #: What each metric's better direction is (the sweep check declares the same).
@@ -176,13 +177,25 @@ class Finding:
 @dataclass
 class Sweep:
     """Everything measured (latest value per pair, HCA and metric), the limits from the
-    first full sweep, and how often each failing pair was measured."""
+    first full sweep, each pair's own limit from its history, and how often each
+    failing pair was measured."""
     measurements: list[Measurement]
     limit_of: dict[tuple, Limit]
     attempts: dict[tuple, int] = field(default_factory=dict)
+    #: (hca, pair, metric) → the pair's band from earlier sweeps (history_limits)
+    pair_limits: dict[tuple, Limit] = field(default_factory=dict)
+
+    def limit(self, m: Measurement) -> Limit | None:
+        """The limit ``m`` misses (the sweep's, else its own history's), or the sweep's."""
+        candidates = [self.limit_of.get((m.hca, m.metric, m.loopback)),
+                      self.pair_limits.get(_key(m))]
+        missed = [c for c in candidates if c is not None and c.misses(m.value)]
+        return missed[0] if missed else candidates[0]
 
     def failing(self) -> list[Measurement]:
-        return failing(self.measurements, self.limit_of)
+        return [m for m in self.measurements if m.metric in BETTER
+                and (m.value is None or ((lim := self.limit(m)) is not None
+                                         and lim.misses(m.value)))]
 
     def retested(self, again: list[Measurement]) -> Sweep:
         """The retest's values replace the earlier ones of the same pair, HCA and metric."""
@@ -191,7 +204,7 @@ class Sweep:
         for k in newer:
             attempts[k] = attempts.get(k, 1) + 1
         kept = [newer.pop(_key(m), m) for m in self.measurements]
-        return Sweep(kept + list(newer.values()), self.limit_of, attempts)
+        return Sweep(kept + list(newer.values()), self.limit_of, attempts, self.pair_limits)
 
 
 def _key(m: Measurement) -> tuple:
@@ -245,8 +258,7 @@ def blame(sweep: Sweep) -> list[Finding]:
             continue
         links[(m.hca, m.pair)].append(m)
     for (hca, (a, b)), ms in sorted(links.items()):
-        text = "; ".join(_describe(m, sweep.limit_of.get((m.hca, m.metric, False)))
-                         for m in ms)
+        text = "; ".join(_describe(m, sweep.limit(m)) for m in ms)
         tries = sweep.attempts.get(_key(ms[0]), 1)
         findings.append(Finding("link", f"{a}–{b}", hca,
                                 f"{text}; both nodes pass with their other partners"
@@ -276,7 +288,7 @@ def _bad_nodes(hca: str, failed_with: dict, partners: dict) -> list[str]:
 
 def _evidence(sweep: Sweep, node: str, ms: list[Measurement], partners: set[str]) -> str:
     failed = {m.client if m.server == node else m.server for m in ms if not m.loopback}
-    parts = [_describe(m, sweep.limit_of.get((m.hca, m.metric, m.loopback)), node)
+    parts = [_describe(m, sweep.limit(m), node)
              for m in sorted(ms, key=lambda m: (m.metric, not m.loopback, m.server, m.client))]
     tries = max(sweep.attempts.get(_key(m), 1) for m in ms)
     share = f"fails with {len(failed)} of {len(partners)} partners" if partners else \
@@ -400,7 +412,7 @@ def _matrix(sweep: Sweep, hca: str, metric: str, nodes: list[str]) -> list[str]:
         if m.hca != hca or m.metric != metric:
             continue
         unit = unit or m.unit
-        limit = sweep.limit_of.get((m.hca, m.metric, m.loopback))
+        limit = sweep.limit(m)
         text = "x" if m.value is None else f"{m.value:.4g}" + \
             ("!" if limit and limit.misses(m.value) else "")
         cells[(m.server, m.client)] = cells[(m.client, m.server)] = text
@@ -411,3 +423,42 @@ def _matrix(sweep: Sweep, hca: str, metric: str, nodes: list[str]) -> list[str]:
     rows += [a.ljust(width) + "".join(cells.get((a, b), "-").rjust(width) for b in nodes)
              for a in nodes]
     return rows
+
+
+#: Earlier values of every pair of a sweep run: the same system, HCA, memory, server,
+#: client and metric, in full sweeps (not retests) before it, oldest first.
+PAIR_HISTORY_SQL = """
+SELECT p.hca, p.memory, p.server, p.client, p.metric, p.value
+FROM run cur JOIN system sy ON sy.id = cur.system_id
+JOIN sweep_pair p ON p.system = sy.name AND p.started_at < cur.started_at
+JOIN run r ON r.id = p.run_id
+WHERE cur.id = %s AND r.trigger = 'sweep' AND NOT 'sweep-retest' = ANY(r.labels)
+  AND p.metric = ANY(%s)
+ORDER BY p.started_at, p.run_id
+"""
+
+
+def history_limits(conn: psycopg.Connection, run_id: int,
+                   rules: judge.Rules = judge.DEFAULT_RULES) -> dict[tuple, Limit]:
+    """Each pair's own band from earlier sweeps (the verdicts' judge and rule: median ±
+    max(k σ, min change)), for pairs with history enough: a pair that drifted is caught
+    even while it is still within the best-pair rule."""
+    series: dict[tuple, list[float]] = defaultdict(list)
+    for hca, memory, server, client, metric, value in conn.execute(
+            PAIR_HISTORY_SQL, (run_id, list(BETTER))):
+        m = Measurement(variant_label(hca, memory), server, client, metric, value)
+        series[_key(m)].append(value)
+    out = {}
+    for key, values in series.items():
+        metric = key[2]
+        rule = rules.for_metric("FabricSweepCheck", metric)
+        verdict = judge.judge(values, values[-1:], BETTER[metric], rule)
+        if verdict.band is None:
+            continue
+        low, high = verdict.band
+        higher = BETTER[metric] == "higher"
+        out[key] = Limit(low if higher else high, BETTER[metric],
+                         f"{'below' if higher else 'above'} this pair's history: median "
+                         f"{verdict.centre:.4g} of {len(values[-rule.window:])} sweeps, noise "
+                         f"σ {verdict.noise:.3g}")
+    return out

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from perfguard import db, paths
+from perfguard import db, judge, paths
 from perfguard import fingerprint as fp
 from perfguard import sweep as sw
 from perfguard import verdict as vd
@@ -303,7 +303,10 @@ def fabric_sweep(state: Path, dsn: str | None, system: str, nodes: str | None = 
     if not found:
         raise PerfguardError(f"sweep run {first} measured no pair: `perfguard verdict {first}` "
                              f"says why (skipped or failed test cases)")
-    state_of = sw.Sweep(found, sw.limits(found, _line_rates(system), criteria))
+    with db.connect(dsn) as conn:
+        own = sw.history_limits(conn, first, judge.load_rules(vd.RULES_FILE))
+    state_of = sw.Sweep(found, sw.limits(found, _line_rates(system), criteria),
+                        pair_limits=own)
     at_once = 0
     for _ in range(criteria.retests):
         pairs = sorted({f"{m.server}:{m.client}" for m in state_of.failing()})

@@ -250,3 +250,45 @@ def test_dry_run_on_the_fdr_seed_follows_each_hca() -> None:
     assert "export UCX_NET_DEVICES=mlx4_1:1" in cuda and "export CUDA_VISIBLE_DEVICES=0" in cuda
     assert "#SBATCH --ntasks=2" in cuda  # the partition's two nodes: one pair, one round
     assert sum(line.strip().startswith('sweep_measure "') for line in cuda) == 3
+
+
+def test_a_pair_that_drifted_from_its_own_history_is_a_link(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """Ten sweeps at ±1 %, then node1–node2 5 % slower: within 93 % of the best pair, but
+    beyond that pair's own history (the verdicts' rule), so the link is blamed."""
+    import random
+
+    from perfguard.ingest import RunMeta, ingest_paths
+
+    skeleton = json.loads(demo_report.read_text())
+    rng = random.Random(3)
+    nodes = ["node1", "node2", "node3", "node4"]
+    pairs = [(n, n) for n in nodes] + list(combinations(nodes, 2))
+    paths = []
+    for night in range(11):
+        report = json.loads(json.dumps(skeleton))
+        report["session_info"].update(uuid=f"00000000-0000-4000-8000-{night:012d}",
+                                      time_start_unix=1.7e9 + night * 86400)
+        values = [9000 * rng.gauss(1, 0.01) * (0.95 if night == 10 and pair == ("node1", "node2")
+                                               else 1) for pair in pairs]
+        coords = {"server": [a for a, _ in pairs], "client": [b for _, b in pairs]}
+        report["runs"][0]["testcases"] = [{
+            "name": "FabricSweepCheck", "unique_name": "FabricSweepCheck_0",
+            "display_name": "FabricSweepCheck %hca=lo %memory=host", "system": "local",
+            "partition": "compute", "environ": "gnu-openmpi", "result": "pass",
+            "perfguard_better": {"bandwidth": "higher"},
+            "perfguard_samples": [{"metric": "bandwidth", "unit": "MiB/s", "coords": coords,
+                                   "values": values}]}]
+        paths.append(tmp_path / f"sweep{night}.json")
+        paths[-1].write_text(json.dumps(report))
+    runs = [r.run_id for r in ingest_paths(tmp_path, migrated_dsn, paths,
+                                           RunMeta("sweep", ("sweep",)))]
+    with psycopg.connect(migrated_dsn) as conn:
+        found = sw.measurements(conn, runs[-1])
+        own = sw.history_limits(conn, runs[-1])
+    assert len(own) == 10  # every pair and loopback has ten earlier sweeps
+    today = sw.Sweep(found, sw.limits(found), pair_limits=own)
+    assert not sw.failing(found, today.limit_of)  # the best-pair rule alone sees nothing
+    [finding] = sw.blame(today)
+    assert (finding.kind, finding.subject) == ("link", "node1–node2")
+    assert "below this pair's history: median" in finding.evidence

@@ -199,7 +199,7 @@ def _clear_dead_node(layout: ClusterLayout, node: str) -> None:
     uts_file = layout.run_dir / f"slurmd-{node}.uts"
     uts = uts_file.read_text().strip() if uts_file.exists() else ""
     if uts and uts != namespace_id(os.getpid()):
-        terminate(pids_in_namespace(uts), timeout=5)
+        terminate(_cluster_pids(layout, uts), timeout=5)
 
 
 def dead_nodes(layout: ClusterLayout) -> list[str]:
@@ -215,8 +215,25 @@ def _node_pids(layout: ClusterLayout, node: str) -> list[int]:
         return []
     uts_file = layout.run_dir / f"slurmd-{node}.uts"
     uts = uts_file.read_text().strip() if uts_file.exists() else ""
-    others = pids_in_namespace(uts) if uts else []
+    others = _cluster_pids(layout, uts) if uts else []
     return [pid] + [p for p in others if p != pid]
+
+
+def _cluster_pids(layout: ClusterLayout, uts: str) -> list[int]:
+    """Processes of a node namespace that belong to this cluster. The kernel reuses the
+    number of a namespace that ended: a recorded one may now be another cluster's node
+    (the soak or a benchmark running beside the tests), whose processes carry another
+    SLURM_CONF (slurmd, its slurmstepds and job tasks all inherit it)."""
+    mine = f"SLURM_CONF={layout.slurm_conf}".encode()
+    found = []
+    for pid in pids_in_namespace(uts):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if mine in environ:
+            found.append(pid)
+    return found
 
 
 def node_states(layout: ClusterLayout) -> dict[str, str]:
