@@ -137,7 +137,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
             th.set_threshold(conn, threshold)
     request = RunRequest(state=args.state_dir, tags=("demo",), trigger="manual",
                          labels=("demo",))
-    return run_and_ingest(request, dsn=layout.dsn, ingest=True)
+    status = run_and_ingest(request, dsn=layout.dsn, ingest=True)
+    from perfguard import htmlreport
+    from perfguard.verdict import resolve_run
+
+    with db.connect(layout.dsn) as conn:
+        run_id = resolve_run(conn, "demo")
+    path = htmlreport.write_for_run(args.state_dir, layout.dsn, run_id)
+    print(f"\nHTML report: {path}\n(Markdown summary: {path.with_suffix('.md')})")
+    return status
 
 
 # --- db ----------------------------------------------------------------------------
@@ -676,6 +684,37 @@ def cmd_upgrade_check(args: argparse.Namespace) -> int:
     return 1 if outcome.failed else 0
 
 
+# --- report -------------------------------------------------------------------------
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    rep = sub.add_parser(
+        "report", parents=[DSN], help="write a run's self-contained HTML report (and Markdown)",
+        description="One HTML file that opens without network: the verdict first (failing "
+                    "and regressed lines with evidence and history), curves, Himeno scaling, "
+                    "nodes, a fabric sweep's matrix, environment changes, failed cases.")
+    rep.add_argument("run", nargs="?", default=None,
+                     help="run id, session uuid or label (default: latest)")
+    rep.add_argument("--baseline", help="compare with this run (default: the previous run)")
+    rep.add_argument("-o", "--output", type=Path,
+                     help="HTML file (default: STATE/reports/run-N.html)")
+    rep.add_argument("--markdown", type=Path,
+                     help="also write a Markdown summary (e.g. for a CI job summary)")
+    rep.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from perfguard import htmlreport
+    from perfguard import verdict as vd
+
+    with _connect(args) as conn:
+        run_id = vd.resolve_run(conn, args.run)
+        baseline = vd.resolve_run(conn, args.baseline) if args.baseline else None
+        path = args.output or htmlreport.default_path(args.state_dir, run_id)
+        report = htmlreport.write(conn, run_id, path, baseline, args.markdown)
+    print(f"run {run_id}: {'FAIL' if report.failed else 'PASS'}; report: {path}"
+          + (f"; summary: {args.markdown}" if args.markdown else ""))
+    return 0
+
+
 # --- fabric sweep ---------------------------------------------------------------------
 def _add_sweep(sub: argparse._SubParsersAction) -> None:
     swp = sub.add_parser(
@@ -734,6 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fingerprint(sub)
     _add_workflows(sub)
     _add_sweep(sub)
+    _add_report(sub)
     return parser
 
 

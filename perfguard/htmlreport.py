@@ -1,0 +1,329 @@
+"""`perfguard report`: one self-contained HTML file per run, for the admin at 8 am.
+
+What regressed, where (nodes, HCA, sizes), since when, and what changed: the verdict
+first (the same judgement `perfguard verdict` prints, failing lines on top with their
+evidence and history), then the curves, Himeno scaling, the node × metric picture, a
+fabric sweep's matrix, the fingerprint changes and the failed cases' directories. Plots
+are static SVG (perfguard.plots); no network is needed to open it. A Markdown summary of
+the same verdict serves CI job summaries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import jinja2
+import psycopg
+from psycopg.rows import dict_row
+
+from perfguard import __version__, curves, judge, plots
+from perfguard import fingerprint as fp
+from perfguard import sweep as sw
+from perfguard import verdict as vd
+
+#: Lines shown with evidence and a sparkline at the top (the rest sit in the full table).
+TOP_STATES = (vd.FAIL, vd.REGRESSION, vd.TEST_FAILED, vd.IMPROVEMENT, vd.INCONCLUSIVE)
+#: Curves drawn: every flagged one, and this many more (the first of each check).
+MAX_QUIET_CURVES = 12
+
+RUN_SQL = """
+SELECT r.id, r.started_at, r.finished_at, r.trigger, r.labels, r.report_path,
+       r.reframe_version, sy.name AS system
+FROM run r JOIN system sy ON sy.id = r.system_id WHERE r.id = %s
+"""
+
+# This run's sized curves, and for each check the latest earlier run that had it.
+CURVES_SQL = """
+WITH cur AS (SELECT r.id, r.started_at, r.system_id, sy.name AS system
+             FROM run r JOIN system sy ON sy.id = r.system_id WHERE r.id = %(run)s),
+checks AS (SELECT DISTINCT check_name FROM testcase WHERE run_id = %(run)s),
+prev AS (SELECT DISTINCT ON (tc.check_name) tc.check_name, tc.run_id
+         FROM testcase tc JOIN run r ON r.id = tc.run_id, cur
+         WHERE r.system_id = cur.system_id AND r.started_at < cur.started_at
+           AND tc.check_name IN (SELECT check_name FROM checks)
+         ORDER BY tc.check_name, r.started_at DESC)
+SELECT v.run_id = cur.id AS mine, v.check_name, v.params, v.partition, v.environ, v.metric,
+       v.unit, (v.point->>'size')::bigint AS size, v.value
+FROM cur JOIN series_value v ON v.system = cur.system
+WHERE v.point ? 'size' AND jsonb_typeof(v.point->'size') = 'number'
+  AND (v.run_id = cur.id OR (v.check_name, v.run_id) IN (SELECT check_name, run_id FROM prev))
+ORDER BY size
+"""
+
+HIMENO_SQL = """
+SELECT tc.params->>'size' AS size, (pt.coords->>'nodes')::int AS nodes,
+       (pt.coords->>'ranks')::int AS ranks, s.value AS mflops
+FROM judged_testcase tc
+JOIN sample s ON s.testcase_id = tc.id
+JOIN metric m ON m.id = s.metric_id AND m.name = 'mflops'
+JOIN point pt ON pt.id = s.point_id AND pt.coords ? 'nodes' AND pt.coords ? 'ranks'
+WHERE tc.run_id = %s AND tc.check_name = 'HimenoCheck' AND tc.state = 'pass'
+ORDER BY 1, 2, 3
+"""
+
+NODES_SQL = """
+SELECT tc.check_name, tc.params, p.name AS partition, e.name AS environ, tc.nodelist
+FROM judged_testcase tc JOIN partition p ON p.id = tc.partition_id
+JOIN environ e ON e.id = tc.environ_id WHERE tc.run_id = %s
+"""
+
+
+@dataclass
+class CurvePlot:
+    name: str
+    svg: str
+    flagged: bool
+
+
+@dataclass
+class Report:
+    run: dict
+    lines: list[vd.Line]
+    baseline_id: int | None
+    changes: list[fp.Change]
+    curves: list[CurvePlot] = field(default_factory=list)
+    curves_left_out: int = 0
+    scaling: dict[str, str] = field(default_factory=dict)
+    heatmap: str | None = None
+    sweep: list[str] = field(default_factory=list)
+    sweep_findings: list[sw.Finding] = field(default_factory=list)
+    failed_cases: list[dict] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {state: n for state, n in vd.counts(self.lines).items() if n}
+
+    @property
+    def failed(self) -> bool:
+        return vd.failed(self.lines)
+
+    @property
+    def top(self) -> list[vd.Line]:
+        order = {state: i for i, state in enumerate(TOP_STATES)}
+        return sorted((line for line in self.lines if line.status in order),
+                      key=lambda line: (order[line.status], vd.name_of(line)))
+
+
+def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None) -> Report:
+    """Everything the report shows, from the database (and the run's ReFrame report for
+    the failed cases' directories)."""
+    run = conn.cursor(row_factory=dict_row).execute(RUN_SQL, (run_id,)).fetchone()
+    lines = vd.verdict(conn, run_id)
+    if baseline_id is None:
+        row = conn.execute("SELECT id FROM run WHERE system_id = (SELECT system_id FROM run "
+                           "WHERE id = %(r)s) AND started_at < (SELECT started_at FROM run "
+                           "WHERE id = %(r)s) ORDER BY started_at DESC LIMIT 1",
+                           {"r": run_id}).fetchone()
+        baseline_id = row[0] if row else None
+    else:
+        vd.with_baseline(lines, vd.verdict(conn, baseline_id))
+    changes = fp.diff(fp.fingerprints(conn, baseline_id), fp.fingerprints(conn, run_id)) \
+        if baseline_id is not None else []
+    report = Report(run, lines, baseline_id, changes)
+    _add_curves(conn, report)
+    _add_scaling(conn, report)
+    _add_heatmap(conn, report)
+    _add_sweep(conn, report)
+    report.failed_cases = _failed_cases(run.get("report_path"))
+    return report
+
+
+def _add_curves(conn: psycopg.Connection, report: Report) -> None:
+    """Each sized curve: this run, the previous run, the history band per size."""
+    mine: dict[tuple, dict[int, float]] = defaultdict(dict)
+    previous: dict[tuple, dict[int, float]] = defaultdict(dict)
+    units = {}
+    for row in conn.cursor(row_factory=dict_row).execute(CURVES_SQL,
+                                                          {"run": report.run["id"]}):
+        key = (row["check_name"], vd._frozen(row["params"]), row["partition"],
+               row["environ"], row["metric"])
+        (mine if row["mine"] else previous)[key][row["size"]] = row["value"]
+        units[key] = row["unit"]
+    judged = {(c.check, vd._frozen(c.params), c.partition, c.environ, c.metric): c
+              for c in curves.judge_curves(conn, report.run["id"],
+                                           judge.load_rules(vd.RULES_FILE))}
+    drawn_quiet: set[str] = set()
+    for key in sorted(mine):
+        check, params, partition, environ, metric = key
+        curve = judged.get(key)
+        flagged = [s for s, j in (curve.sizes.items() if curve else [])
+                   if j.state in (judge.REGRESSION, judge.IMPROVEMENT)]
+        if not flagged:
+            if check in drawn_quiet or len(drawn_quiet) >= MAX_QUIET_CURVES:
+                report.curves_left_out += 1
+                continue
+            drawn_quiet.add(check)
+        sizes = sorted(mine[key])
+        band_sizes = [s for s in sizes if curve and s in curve.sizes and curve.sizes[s].band]
+        band = (band_sizes, [curve.sizes[s].band[0] for s in band_sizes],
+                [curve.sizes[s].band[1] for s in band_sizes]) if band_sizes else None
+        before = sorted(previous[key].items())
+        name = f"{vd.variant_name(check, dict(params))} {metric} on {partition}/{environ}"
+        svg = plots.curve(name, units[key], sizes, [mine[key][s] for s in sizes],
+                          ([s for s, _ in before], [v for _, v in before]) if before else None,
+                          band, flagged)
+        report.curves.append(CurvePlot(name, svg, bool(flagged)))
+    report.curves.sort(key=lambda c: (not c.flagged, c.name))
+
+
+def _add_scaling(conn: psycopg.Connection, report: Report) -> None:
+    by_size: dict[str, list[dict]] = defaultdict(list)
+    for size, nodes, ranks, mflops in conn.execute(HIMENO_SQL, (report.run["id"],)):
+        by_size[size].append({"nodes": nodes, "ranks": ranks, "mflops": mflops})
+    for size, rows in sorted(by_size.items()):
+        base = min(rows, key=lambda r: r["ranks"])
+        for row in rows:  # efficiency against the smallest run of the sweep
+            row["efficiency"] = row["mflops"] / base["mflops"] * base["ranks"] / row["ranks"]
+        report.scaling[size] = plots.scaling(rows)
+
+
+def _add_heatmap(conn: psycopg.Connection, report: Report) -> None:
+    """Node × (check, metric): this run's change against the history median, averaged
+    over the variants that ran on the node: a slow node shows as a red row."""
+    nodes_of = {(c, vd._frozen(p), part, env): nodes
+                for c, p, part, env, nodes in conn.execute(NODES_SQL, (report.run["id"],))}
+    cells: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for line in report.lines:
+        j = line.judgement
+        if line.point or not j or j.centre in (None, 0) or line.value is None:
+            continue
+        change = (line.value - j.centre) / abs(j.centre) * 100
+        if line.better == "lower":
+            change = -change  # red is worse either way
+        key = (line.check, vd._frozen(line.params), line.partition, line.environ)
+        for node in nodes_of.get(key, []):
+            cells[(node, f"{line.check} {line.metric}")].append(change)
+    if not cells:
+        return
+    nodes = sorted({n for n, _ in cells}, key=fp.natural_key)
+    columns = sorted({c for _, c in cells})
+    values = [[sum(cells[(n, c)]) / len(cells[(n, c)]) if cells.get((n, c)) else None
+               for c in columns] for n in nodes]
+    report.heatmap = plots.heatmap("change vs history median, per node (negative = worse)",
+                                   nodes, columns, values, "%")
+
+
+def _add_sweep(conn: psycopg.Connection, report: Report) -> None:
+    found = sw.measurements(conn, report.run["id"])
+    if not found:
+        return
+    state = sw.Sweep(found, sw.limits(found))
+    nodes = sorted({n for m in found for n in (m.server, m.client)}, key=fp.natural_key)
+    for hca in sorted({m.hca for m in found}):
+        cells = {(m.server, m.client): m.value for m in found
+                 if m.hca == hca and m.metric == "bandwidth"}
+        cells.update({(b, a): v for (a, b), v in list(cells.items())})
+        unit = next((m.unit for m in found if m.hca == hca and m.metric == "bandwidth"), "")
+        values = [[cells.get((a, b)) for b in nodes] for a in nodes]
+        report.sweep.append(plots.heatmap(f"fabric sweep: bandwidth on {hca} (server × client)",
+                                          nodes, nodes, values, unit, centre=None))
+    report.sweep_findings = [
+        sw.Finding(kind, subject, hca, evidence) for kind, subject, hca, evidence in
+        conn.execute("SELECT kind, subject, hca, evidence FROM sweep_finding WHERE run_id = %s "
+                     "ORDER BY id", (report.run["id"],))] or sw.blame(state)
+
+
+def _failed_cases(report_path: str | None) -> list[dict]:
+    """Failed test cases with their stage and output directories, from the run's report."""
+    if not report_path or not Path(report_path).is_file():
+        return []
+    try:
+        raw = json.loads(Path(report_path).read_text())
+    except (OSError, ValueError):
+        return []
+    failed = []
+    for run in raw.get("runs", []):
+        for case in run.get("testcases", []):
+            if case.get("result") in ("fail", "failure"):
+                failed.append({"name": case.get("display_name", case.get("name")),
+                               "phase": case.get("fail_phase"),
+                               "reason": (case.get("fail_reason") or "").splitlines()[:1],
+                               "stagedir": case.get("stagedir"),
+                               "outputdir": case.get("outputdir"),
+                               "nodes": ",".join(case.get("job_nodelist") or [])})
+    return failed
+
+
+# --- rendering ---------------------------------------------------------------------
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("perfguard", "templates"),
+                          autoescape=True, trim_blocks=True, lstrip_blocks=True)
+
+
+def _sparkline(line: vd.Line) -> str:
+    if len(line.series) < 2:
+        return ""
+    j = line.judgement
+    return plots.sparkline(list(line.series[-31:]), j.band if j else None,
+                           line.status in vd.FAILING)
+
+
+def render_html(report: Report) -> str:
+    return _ENV.get_template("report.html.j2").render(
+        r=report, vd=vd, sparkline=_sparkline, version=__version__,
+        generated=datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        cell=vd._verdict_cell, num=vd._num, state_class=_state_class)
+
+
+def _state_class(state: str) -> str:
+    return {vd.FAIL: "bad", vd.REGRESSION: "bad", vd.TEST_FAILED: "bad",
+            vd.IMPROVEMENT: "good", vd.INCONCLUSIVE: "warn", vd.PASS: "ok"}.get(state, "muted")
+
+
+def render_markdown(report: Report, html_name: str | None = None) -> str:
+    """A CI job summary: counts, then every line that is not a plain pass."""
+    run = report.run
+    status = "FAIL" if report.failed else "PASS"
+    out = [f"## perfguard run {run['id']} on {run['system']}: {status}", "",
+           " · ".join(f"{n} {state}" for state, n in report.counts.items()), ""]
+    if report.top:
+        out += ["| line | value | baseline | verdict |", "|---|---|---|---|"]
+        for line in report.top:
+            baseline = line.judgement.centre if line.judgement else line.reference
+            out.append(f"| `{vd.name_of(line)}` | {vd._num(line.value)} {line.unit} | "
+                       f"{vd._num(baseline)} | {vd._verdict_cell(line).replace('|', '/')} |")
+    if report.sweep_findings:
+        out += ["", "**Fabric sweep**: " + "; ".join(f"{f.kind} {f.subject}"
+                                                    for f in report.sweep_findings)]
+    if report.changes:
+        out += ["", f"**Changed since run {report.baseline_id}**: "
+                + "; ".join(c.render() for c in report.changes)]
+    if html_name:
+        out += ["", f"Full report: `{html_name}`"]
+    return "\n".join(out) + "\n"
+
+
+def write(conn: psycopg.Connection, run_id: int, path: Path, baseline_id: int | None = None,
+          markdown: Path | None = None) -> Report:
+    """Build and write the report (and the Markdown summary); atomically, so a reader never
+    opens half a file."""
+    report = build(conn, run_id, baseline_id)
+    _atomic_write(path, render_html(report))
+    if markdown is not None:
+        _atomic_write(markdown, render_markdown(report, path.name))
+    return report
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def default_path(state: Path, run_id: int) -> Path:
+    """Where a run's report lives: beside the ReFrame reports of the state directory."""
+    return state / "reports" / f"run-{run_id}.html"
+
+
+def write_for_run(state: Path, dsn: str, run_id: int, baseline_id: int | None = None) -> Path:
+    """The run's HTML report and Markdown summary at their default places."""
+    from perfguard import db
+
+    path = default_path(state, run_id)
+    with db.connect(dsn) as conn:
+        write(conn, run_id, path, baseline_id, path.with_suffix(".md"))
+    return path
