@@ -150,8 +150,9 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
     for key in sorted(mine):
         check, params, partition, environ, metric = key
         curve = judged.get(key)
-        flagged = [s for s, j in (curve.sizes.items() if curve else [])
-                   if j.state in (judge.REGRESSION, judge.IMPROVEMENT)]
+        flagged = {s: j.state == judge.REGRESSION for s, j in (curve.sizes.items() if curve
+                                                                 else [])
+                   if j.state in (judge.REGRESSION, judge.IMPROVEMENT)}
         if not flagged:
             if check in drawn_quiet or len(drawn_quiet) >= MAX_QUIET_CURVES:
                 report.curves_left_out += 1

@@ -26,14 +26,15 @@ matplotlib.rcParams.update({
     "axes.grid": True,
     "grid.alpha": 0.3,
 })
-CURRENT, PREVIOUS, BAND, BAD = "#1f5fa8", "#9a9a9a", "#8fb8e8", "#c62828"
+CURRENT, PREVIOUS, BAND, BAD, GOOD = "#1f5fa8", "#9a9a9a", "#8fb8e8", "#c62828", "#2e7d32"
 
 
 def _svg(fig: Figure, label: str) -> str:
     """The figure as an inline <svg> element (no XML prolog), labelled for screen readers
     and for the browser test (data-plot, data-series)."""
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    fig.savefig(buffer, format="svg", bbox_inches="tight",
+                metadata={"Creator": None, "Date": None, "Format": None, "Type": None})
     plt.close(fig)
     text = buffer.getvalue()
     text = text[text.index("<svg"):]
@@ -67,9 +68,10 @@ def size_label(size: float) -> str:
 def curve(title: str, unit: str, sizes: list[int], current: list[float],
           previous: tuple[list[int], list[float]] | None,
           band: tuple[list[int], list[float], list[float]] | None,
-          flagged: list[int]) -> str:
+          flagged: dict[int, bool]) -> str:
     """This run's curve against the previous run's and the history band, log size axis;
-    sizes the verdict flagged are marked."""
+    sizes the verdict flagged are marked (``flagged``: size → worse), red when worse,
+    green when better."""
     fig, ax = plt.subplots(figsize=(4.6, 2.6))
     series = 1
     if band and band[0]:
@@ -81,9 +83,10 @@ def curve(title: str, unit: str, sizes: list[int], current: list[float],
                 label="previous run")
         series += 1
     ax.plot(sizes, current, color=CURRENT, lw=1.6, marker=".", label="this run")
-    marked = [(s, v) for s, v in zip(sizes, current) if s in flagged]
-    if marked:
-        ax.plot(*zip(*marked), "o", color=BAD, ms=5, label="flagged")
+    for worse, colour, label in ((True, BAD, "regressed"), (False, GOOD, "improved")):
+        marked = [(s, v) for s, v in zip(sizes, current) if flagged.get(s) is worse]
+        if marked:
+            ax.plot(*zip(*marked), "o", color=colour, ms=5, label=label)
     ax.set_xscale("log", base=2)
     ticks = [s for s in sizes if s > 0 and math.log2(s) % 2 == 0] or sizes
     ax.set_xticks(ticks, [size_label(s) for s in ticks])

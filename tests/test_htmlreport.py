@@ -1,0 +1,92 @@
+"""`perfguard report`: the HTML file opened in a real browser (Debian's headless Chromium,
+driven by Playwright), the Markdown summary, and the demo's last step."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from perfguard import htmlreport
+from tests.conftest import TEST_ROOT, TEST_STATE, perfguard
+from tests.test_history_verdicts import store_nights
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+#: Kept after the run (CI uploads it): the report and its screenshot.
+ARTIFACTS = TEST_ROOT / "artifacts"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture()
+def regressed_run(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> list[int]:
+    """Twenty nights of the real demo report, then three 6 % slower from 64 KiB up: the key
+    figures and curves regress; the kernel changed on the night of the step."""
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.94] * 3,
+                        curve_factors=[1.0] * 20 + [0.94] * 3, from_size=65536,
+                        kernel_from=20)
+    return runs
+
+
+def test_report_opens_in_chromium_with_verdict_plots_and_no_errors(
+        migrated_dsn: str, regressed_run: list[int]) -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is not installed: run ./install.sh")
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    html, summary = ARTIFACTS / "report.html", ARTIFACTS / "report.md"
+    before_step, run = regressed_run[19], regressed_run[-1]
+    result = perfguard("report", str(run), "--baseline", str(before_step), "--dsn",
+                       migrated_dsn, "-o", str(html), "--markdown", str(summary),
+                       state=TEST_STATE)
+    assert result.returncode == 0, result.stderr
+    assert f"run {run}: FAIL; report: {html}" in result.stdout
+    # nothing to fetch: it opens air-gapped (the browser below also fails on any request)
+    assert not re.search(r"""(src|href)=["']?https?:|url\(https?:""", html.read_text())
+    errors: list[str] = []
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.on("requestfailed", lambda req: errors.append(f"request {req.url}"))
+        page.goto(html.as_uri())
+        assert page.inner_text("#status") == "FAIL"
+        assert "regression" in page.inner_text("#counts")
+        first = page.locator("#top tbody tr").first
+        assert first.get_attribute("data-state") == "regression"
+        assert "UcxPerftestCheck" in first.inner_text()
+        assert re.search(r"\t-[4-8]\.\d%\t", first.inner_text())  # the 6 % step, in noise
+        assert first.locator("svg[data-plot=sparkline]").count() == 1
+        curves = page.locator("#curves svg[data-plot=curve]")
+        assert curves.count() >= 2
+        flagged = page.locator("#curves figure[data-flagged=true] svg")
+        assert flagged.count() >= 1
+        # this run, previous run, history band: three series, each drawn as paths
+        assert flagged.first.get_attribute("data-series") == "3"
+        assert flagged.first.bounding_box()["width"] > 200  # really rendered
+        assert page.locator("#nodes svg[data-plot=heatmap]").count() == 1
+        environment = page.inner_text("#environment")
+        assert f"since run {before_step}" in environment and "6.1.0-99-amd64" in environment
+        page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+        browser.close()
+    assert errors == []
+    text = summary.read_text()
+    assert text.startswith(f"## perfguard run {run} on local: FAIL")
+    assert re.search(r"\| `UcxPerftestCheck [^`]*bandwidth` \| \S+ MiB/s \| \S+ \| "
+                     r"regression: -\d", text), text
+
+
+def test_report_of_a_clean_run_says_so(migrated_dsn: str, demo_report: Path,
+                                       tmp_path: Path) -> None:
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 14, cv=0.0)
+    with psycopg.connect(migrated_dsn) as conn:
+        report = htmlreport.write(conn, runs[-1], tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    assert not report.failed and '<span class="badge pass" id="status">PASS</span>' in page
+    assert "Nothing failed, regressed or changed beyond its noise." in page
+    assert not list(tmp_path.glob(".r.html.partial"))
