@@ -6,7 +6,8 @@ cd "$(dirname "$0")"
 
 PACKAGES=(slurm-wlm slurmdbd munge mariadb-server mariadb-client openmpi-bin libopenmpi-dev
           ucx-utils perftest ibverbs-utils numactl hwloc postgresql postgresql-client
-          util-linux iproute2 python3-venv gcc make)
+          util-linux iproute2 python3-venv gcc make
+          chromium)  # the HTML report's browser test (Playwright drives Debian's Chromium)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -218,7 +218,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             return 0
         results = ingest_paths(args.state_dir, dsn, reports,
                                RunMeta(args.trigger, tuple(args.label)))
+    _judge_stored(dsn, [r.run_id for r in results if r.stored])
     return _print_ingest(results)
+
+
+def _judge_stored(dsn: str, run_ids: list[int]) -> None:
+    """Runs just stored are judged and their verdicts recorded (oldest first: each reads
+    the history before it); the data is stored whether or not this succeeds."""
+    from perfguard import db
+    from perfguard import verdict as vd
+
+    if run_ids:
+        with db.connect(dsn) as conn:
+            for run_id in run_ids:
+                vd.judge_and_record(conn, run_id)
 
 
 def _print_ingest(results) -> int:
@@ -452,8 +465,7 @@ def cmd_verdict(args: argparse.Namespace) -> int:
 
     with _connect(args) as conn:
         run_id = vd.resolve_run(conn, args.run)
-        lines = vd.verdict(conn, run_id)
-        vd.record(conn, run_id, lines)  # judged again: thresholds or rules may have changed
+        lines = vd.judge_and_record(conn, run_id)  # again: thresholds or rules may change
         if args.baseline:
             vd.with_baseline(lines, vd.verdict(conn, vd.resolve_run(conn, args.baseline)))
     print(f"run {run_id}")
@@ -698,6 +710,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
                      help="HTML file (default: STATE/reports/run-N.html)")
     rep.add_argument("--markdown", type=Path,
                      help="also write a Markdown summary (e.g. for a CI job summary)")
+    rep.add_argument("--junit", type=Path,
+                     help="also copy the run's JUnit test results (ReFrame's) to this file")
     rep.set_defaults(func=cmd_report)
 
 
@@ -710,8 +724,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         baseline = vd.resolve_run(conn, args.baseline) if args.baseline else None
         path = args.output or htmlreport.default_path(args.state_dir, run_id)
         report = htmlreport.write(conn, run_id, path, baseline, args.markdown)
+    if args.junit:
+        htmlreport.copy_junit(report, args.junit)
     print(f"run {run_id}: {'FAIL' if report.failed else 'PASS'}; report: {path}"
-          + (f"; summary: {args.markdown}" if args.markdown else ""))
+          + (f"; summary: {args.markdown}" if args.markdown else "")
+          + (f"; JUnit: {args.junit}" if args.junit else ""))
     return 0
 
 

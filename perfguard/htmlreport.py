@@ -27,7 +27,9 @@ from perfguard import verdict as vd
 
 #: Lines shown with evidence and a sparkline at the top (the rest sit in the full table).
 TOP_STATES = (vd.FAIL, vd.REGRESSION, vd.TEST_FAILED, vd.IMPROVEMENT, vd.INCONCLUSIVE)
-#: Curves drawn: every flagged one, and this many more (the first of each check).
+#: Curves drawn: flagged ones first (up to this many), then quiet ones (the first of each
+#: check): a run of thousands of test cases stays a file a browser opens at once.
+MAX_FLAGGED_CURVES = 24
 MAX_QUIET_CURVES = 12
 
 RUN_SQL = """
@@ -153,6 +155,9 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
         flagged = {s: j.state == judge.REGRESSION for s, j in (curve.sizes.items() if curve
                                                                  else [])
                    if j.state in (judge.REGRESSION, judge.IMPROVEMENT)}
+        if flagged and sum(c.flagged for c in report.curves) >= MAX_FLAGGED_CURVES:
+            report.curves_left_out += 1
+            continue
         if not flagged:
             if check in drawn_quiet or len(drawn_quiet) >= MAX_QUIET_CURVES:
                 report.curves_left_out += 1
@@ -328,3 +333,14 @@ def write_for_run(state: Path, dsn: str, run_id: int, baseline_id: int | None = 
     with db.connect(dsn) as conn:
         write(conn, run_id, path, baseline_id, path.with_suffix(".md"))
     return path
+
+
+def copy_junit(report: Report, target: Path) -> None:
+    """The run's JUnit XML (written by ReFrame beside its JSON report) to ``target``."""
+    from perfguard.errors import PerfguardError
+
+    source = Path(report.run.get("report_path") or "").with_suffix(".xml")
+    if not source.is_file():
+        raise PerfguardError(f"run {report.run['id']} has no JUnit results ({source} is "
+                             f"missing: runs stored before perfguard asked ReFrame for them)")
+    _atomic_write(target, source.read_text(encoding="utf-8"))

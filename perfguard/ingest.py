@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from perfguard import db, verdict
+from perfguard import db
 from perfguard.errors import PerfguardError
 from perfguard.report import Report, ReportError, TestCase, load, no_cyclic_gc
 from perfguard.spool import archive, archive_dir, in_spool, meta_path, reject, spool
@@ -90,8 +90,6 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta,
             # New sample pages sit in unsummarized BRIN ranges, which every curve lookup
             # would scan until autovacuum gets to them: summarize them now.
             conn.execute("SELECT brin_summarize_new_values('sample_testcase_brin')")
-            # Judged once, as it is stored: the dashboards read these states.
-            verdict.record(conn, run_id, verdict.verdict(conn, run_id))
     except psycopg.Error as exc:
         raise PerfguardError(f"{path}: database rejected the report: {exc}".strip()) from exc
     except (OverflowError, ValueError) as exc:  # a number PostgreSQL cannot hold

@@ -61,6 +61,12 @@ class Rules:
 
     entries: tuple[tuple[str, str, Rule], ...] = ()
 
+    def runs_read(self) -> int:
+        """How many recent runs the history queries read: every rule's window and recent
+        nights, twice over (runs of a system need not all have every check)."""
+        rules = [DEFAULT_RULE, *(rule for _, _, rule in self.entries)]
+        return 2 * max(rule.window + rule.confirm for rule in rules)
+
     def for_metric(self, check: str, metric: str) -> Rule:
         return next((rule for check_glob, metric_glob, rule in self.entries
                      if fnmatch.fnmatchcase(check, check_glob)

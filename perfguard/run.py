@@ -61,6 +61,8 @@ def reframe_command(request: RunRequest, report: Path) -> list[str]:
         "-c", str(paths.TESTS_DIR), "-R",
         "--system", request.system,
         "--report-file", str(report),
+        # ReFrame's own JUnit beside the JSON report: CI systems show test results from it
+        "--report-junit", str(report.with_suffix(".xml")),
     ]
     for name in request.names:
         command += ["-n", name]
@@ -174,7 +176,7 @@ def run_and_ingest(request: RunRequest, dsn: str | None, ingest: bool) -> int:
               file=sys.stderr)
         return done.returncode or 1
     with db.connect(db.resolve_dsn(request.state, dsn)) as conn:
-        lines = vd.verdict(conn, done.run_id)
+        lines = vd.judge_and_record(conn, done.run_id)
     print(f"\nperfguard verdict for run {done.run_id} (report {done.report}):")
     print(vd.render(lines))
     # The verdict decides: skipped and expected-failure test cases do not fail a run.

@@ -74,6 +74,7 @@ SELECT v.check_name, v.params, v.partition, v.environ, v.metric, v.point, v.valu
 FROM run cur JOIN system sy ON sy.id = cur.system_id
 JOIN series_value v ON v.system = sy.name AND v.started_at <= cur.started_at
 WHERE cur.id = %(run_id)s AND v.check_name = ANY(%(checks)s) AND v.point_id = ANY(%(points)s)
+  AND v.run_id IN (SELECT recent_runs(%(run_id)s, %(checks)s, %(runs)s))
 ORDER BY v.started_at, v.run_id
 """
 
@@ -148,7 +149,7 @@ def verdict(conn: psycopg.Connection, run_id: int,
     rules = judge.load_rules(RULES_FILE) if rules is None else rules
     cursor = conn.cursor(row_factory=dict_row)
     rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
-    series = _history(conn, run_id, rows)
+    series = _history(conn, run_id, rows, rules.runs_read())
     lines = []
     for row in rows:
         rule = rules.for_metric(row["check_name"], row["metric"])
@@ -180,8 +181,8 @@ def _frozen(mapping: dict) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in mapping.items()))
 
 
-def _history(conn: psycopg.Connection, run_id: int,
-             rows: list[dict]) -> dict[tuple, list[history.Value]]:
+def _history(conn: psycopg.Connection, run_id: int, rows: list[dict],
+             runs: int) -> dict[tuple, list[history.Value]]:
     """Series key → values up to and including this run, oldest first."""
     if not rows:
         return {}
@@ -191,7 +192,7 @@ def _history(conn: psycopg.Connection, run_id: int,
     series: dict[tuple, list] = defaultdict(list)
     for row in conn.cursor(row_factory=dict_row).execute(HISTORY_SQL, {
             "run_id": run_id, "checks": sorted({r["check_name"] for r in rows}),
-            "points": points}):
+            "points": points, "runs": runs}):
         series[_series_key(row)].append(history.Value(
             row["started_at"], row["value"], row["system"], tuple(row["nodelist"])))
     return series
@@ -228,6 +229,16 @@ INSERT INTO verdict_line (run_id, check_name, params, partition, environ, metric
 VALUES (%(run_id)s, %(check)s, %(params)s, %(partition)s, %(environ)s, %(metric)s, %(point)s,
         %(value)s, %(unit)s, %(status)s, %(centre)s, %(noise)s, %(low)s, %(high)s, %(detail)s)
 """
+
+
+def judge_and_record(conn: psycopg.Connection, run_id: int) -> list[Line]:
+    """The verdict of a stored run, recorded for the dashboards (after ingest, by
+    `perfguard run`, `ingest`, `nightly`, `upgrade-check` and `verdict`). Statistics
+    first: a first large run judged with the planner's empty-table guesses took minutes."""
+    conn.execute("ANALYZE testcase, sample, point")
+    lines = verdict(conn, run_id)
+    record(conn, run_id, lines)
+    return lines
 
 
 def record(conn: psycopg.Connection, run_id: int, lines: list[Line]) -> None:

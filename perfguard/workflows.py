@@ -31,6 +31,8 @@ class Outcome:
     completed: Completed
     lines: list[vd.Line]
     text: str
+    #: The run's HTML report (and its Markdown summary beside it), once written.
+    html: Path | None = None
 
     @property
     def failed(self) -> bool:
@@ -48,7 +50,7 @@ def _verdict(completed: Completed, dsn: str, baseline: str | None = None,
         return [], (f"run not stored: {completed.message}; the report is kept in the spool "
                     f"({completed.report.name})")
     with db.connect(dsn) as conn:
-        lines = vd.verdict(conn, completed.run_id)
+        lines = vd.judge_and_record(conn, completed.run_id)
         if baseline is None:
             return lines, vd.render(lines)
         before_id = vd.resolve_run(conn, baseline)
@@ -69,7 +71,25 @@ def nightly(state: Path, dsn: str | None, tags: tuple[str, ...], system: str,
                                          trigger="nightly", labels=labels), dsn)
     lines, text = _verdict(completed, dsn)
     header = f"perfguard nightly on {system}: run {completed.run_id}"
-    return Outcome(completed, lines, f"{header}\n{text}")
+    return _with_report(Outcome(completed, lines, f"{header}\n{text}"), state, dsn)
+
+
+def _with_report(outcome: Outcome, state: Path, dsn: str, baseline: str | None = None
+                 ) -> Outcome:
+    """Write the run's HTML report and name it in the text (mail, webhook). A report that
+    cannot be written is said so; the verdict stands without it."""
+    from perfguard import htmlreport
+
+    if not outcome.completed.stored:
+        return outcome
+    try:
+        with db.connect(dsn) as conn:
+            before = vd.resolve_run(conn, baseline) if baseline else None
+        outcome.html = htmlreport.write_for_run(state, dsn, outcome.completed.run_id, before)
+        outcome.text += f"\n\nHTML report: {outcome.html}"
+    except (PerfguardError, OSError, ValueError) as exc:
+        outcome.text += f"\n\nHTML report not written: {exc}"
+    return outcome
 
 
 def summary(outcome: Outcome, system: str) -> dict:
@@ -81,7 +101,8 @@ def summary(outcome: Outcome, system: str) -> dict:
                 for line in outcome.lines if line.status in vd.FAILING]
     return {"system": system, "run_id": outcome.completed.run_id,
             "status": "fail" if outcome.failed else "pass", "counts": counts,
-            "failures": failures, "report": str(outcome.completed.report)}
+            "failures": failures, "report": str(outcome.completed.report),
+            "html_report": str(outcome.html) if outcome.html else None}
 
 
 def notify_webhook(url: str, payload: dict) -> None:
@@ -273,7 +294,7 @@ def upgrade_check(state: Path, dsn: str | None, baseline: str, nodes: str | None
     header = (f"perfguard upgrade check on {system}"
               + (f" (nodes {nodes})" if nodes else "")
               + f": run {completed.run_id} against baseline {baseline}")
-    return Outcome(completed, lines, f"{header}\n{text}")
+    return _with_report(Outcome(completed, lines, f"{header}\n{text}"), state, dsn, baseline)
 
 
 # --- fabric sweep ---------------------------------------------------------------------

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from perfguard import dashboards
-from perfguard.ingest import RunMeta, ingest_paths
 from perfguard.paths import REPO_ROOT
 from tests.conftest import DATA, perfguard
+from tests.test_history_verdicts import ingest
 
 NOW = datetime.now(timezone.utc)
 SEED_BW = [(int(size), float(bw)) for size, bw in (
@@ -104,6 +104,7 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
     with psycopg.connect(migrated_dsn) as conn:
         conn.execute("UPDATE threshold SET valid_from = '2000-01-01'")
     last = len(NIGHTS) - 1
+    paths = []
     for night, factor in enumerate(NIGHTS):
         report = json.loads(json.dumps(demo))
         started = (NOW - timedelta(days=5 * (last - night))).timestamp()
@@ -119,8 +120,8 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
                     facts["ofed"] = "MLNX_OFED_LINUX-24.10"
         path = tmp_path / f"nightly-{night}.json"
         path.write_text(json.dumps(report))
-        [stored] = ingest_paths(tmp_path, migrated_dsn, [path], RunMeta("nightly"))
-        assert stored.stored, stored.message
+        paths.append(path)
+    ingest(migrated_dsn, paths, "--trigger", "nightly")
     sweep = json.loads(json.dumps(demo))
     sweep["session_info"].update(uuid="00000000-0000-4000-8000-999999999999",
                                  time_start_unix=(NOW - timedelta(hours=1)).timestamp(),
@@ -128,11 +129,11 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
     sweep["runs"][0]["testcases"] = [sweep_case()]
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps(sweep))
-    [stored] = ingest_paths(tmp_path, migrated_dsn, [path], RunMeta("sweep", ("sweep",)))
+    [sweep_run] = ingest(migrated_dsn, [path], "--trigger", "sweep", "--label", "sweep")
     with psycopg.connect(migrated_dsn) as conn:
         conn.execute("INSERT INTO sweep_finding (run_id, hca, kind, subject, evidence, drained) "
                      "VALUES (%s, 'mlx4_0', 'node', 'node3', 'fails with 3 of 3 partners', "
-                     "true)", (stored.run_id,))
+                     "true)", (sweep_run,))
     # One degraded run is no change point for E-Divisive (tests/test_history_verdicts.py
     # detects real ones): the change point `perfguard changepoints` would store at the degraded run.
     with psycopg.connect(migrated_dsn) as conn:

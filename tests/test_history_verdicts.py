@@ -15,7 +15,6 @@ import yaml
 
 from perfguard import thresholds
 from perfguard.errors import UsageError
-from perfguard.ingest import RunMeta, ingest_paths
 from perfguard.judge import judge, load_rules
 from tests.conftest import perfguard
 
@@ -51,8 +50,15 @@ def store_nights(dsn: str, demo_report: Path, tmp_path: Path, factors: list[floa
         path = tmp_path / f"night{night:03d}.json"
         path.write_text(json.dumps(copy))
         paths.append(path)
-    stored = ingest_paths(tmp_path, dsn, paths, RunMeta(trigger="nightly"))
-    return [s.run_id for s in stored]
+    return ingest(dsn, paths, "--trigger", "nightly")
+
+
+def ingest(dsn: str, paths: list[Path], *options: str) -> list[int]:
+    """`perfguard ingest` (stores, then judges and records each run): the run ids."""
+    result = perfguard("ingest", "--dsn", dsn, *options, *map(str, paths),
+                       state=paths[0].parent)  # a report it cannot store is spooled there
+    assert result.returncode == 0, result.stdout + result.stderr
+    return [int(n) for n in re.findall(r": stored as run (\d+) ", result.stdout)]
 
 
 def state_of(dsn: str, run_id: int, line: str = BW_LINE) -> str:
@@ -79,8 +85,8 @@ def test_a_five_percent_step_is_a_regression_within_two_nights(
 
 def test_dashboards_show_the_states_the_cli_prints(migrated_dsn: str, demo_report: Path,
                                                   tmp_path: Path) -> None:
-    """Ingest judges each run once and stores its lines; the dashboards read those, and
-    they say what `perfguard verdict` says."""
+    """`perfguard ingest` judges each run once and stores its lines; the dashboards read
+    those, and they say what `perfguard verdict` says."""
     from datetime import datetime, timedelta, timezone
 
     from perfguard import dashboards

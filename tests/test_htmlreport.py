@@ -90,3 +90,28 @@ def test_report_of_a_clean_run_says_so(migrated_dsn: str, demo_report: Path,
     assert not report.failed and '<span class="badge pass" id="status">PASS</span>' in page
     assert "Nothing failed, regressed or changed beyond its noise." in page
     assert not list(tmp_path.glob(".r.html.partial"))
+
+
+def test_gitlab_example_publishes_report_summary_and_junit_from_the_project() -> None:
+    """GitLab uploads only paths inside the project: the example copies the report there,
+    declares the JUnit report, and its `perfguard report` line is one our CLI accepts."""
+    import shlex
+
+    import yaml
+
+    from perfguard.cli import build_parser
+    from perfguard.paths import REPO_ROOT
+
+    pipeline = yaml.safe_load((REPO_ROOT / "ci" / "gitlab-ci.yml").read_text())
+    for job in ("nightly", "upgrade-check"):
+        artifacts = pipeline[job]["artifacts"]
+        assert artifacts["paths"] == ["perfguard-report/"] and artifacts["when"] == "always"
+        assert artifacts["reports"]["junit"] == "perfguard-report/junit.xml"
+        [command] = pipeline[job]["after_script"]
+        argv = shlex.split(command.replace('"${PERFGUARD_REPORT_RUN:-latest}"', "latest")
+                           .split(" ${PERFGUARD_REPORT_BASELINE")[0])
+        args = build_parser().parse_args(argv[1:])
+        assert (str(args.output), str(args.markdown), str(args.junit)) == (
+            "perfguard-report/report.html", "perfguard-report/summary.md",
+            "perfguard-report/junit.xml")
+    assert pipeline["upgrade-check"]["variables"]["PERFGUARD_REPORT_BASELINE"] == "pre-upgrade"

@@ -88,6 +88,17 @@ def test_nightly_notifies_webhook_and_mail(dsn: str, tmp_path: Path) -> None:
     assert payload["status"] == "pass" and payload["counts"]["pass"] >= 1
     assert payload["run_id"] and payload["failures"] == []
     assert mail.read_text().startswith("perfguard nightly PASS")
+    html = Path(payload["html_report"])  # written beside the run, named in mail and hook
+    assert html == TEST_STATE / "reports" / f"run-{payload['run_id']}.html"
+    assert f"HTML report: {html}" in mail.read_text()
+    assert "<title>perfguard run" in html.read_text()
+    assert html.with_suffix(".md").read_text().startswith(
+        f"## perfguard run {payload['run_id']} on local: PASS")
+    junit = tmp_path / "ci" / "junit.xml"  # what the CI job publishes
+    copied = perfguard("report", str(payload["run_id"]), "-o", str(tmp_path / "ci" / "r.html"),
+                       "--junit", str(junit), state=TEST_STATE)
+    assert copied.returncode == 0, copied.stderr
+    assert "<testsuite" in junit.read_text() and "MpiHelloCheck" in junit.read_text()
 
 
 def test_scrontab_entry_and_missing_client(dsn: str) -> None:
@@ -122,6 +133,8 @@ def test_upgrade_check_on_chosen_nodes_against_labelled_baseline(dsn: str) -> No
     assert result.returncode == 0, result.stdout + result.stderr
     assert "against baseline pre-upgrade" in result.stdout
     assert "baseline" in result.stdout and "fingerprint changes since run" in result.stdout
+    html = Path(result.stdout.split("HTML report: ")[1].split()[0])
+    assert "Environment changes since run" in html.read_text()
     with psycopg.connect(dsn) as conn:
         trigger, nodes = conn.execute(
             "SELECT r.trigger, tc.nodelist FROM run r JOIN testcase tc ON tc.run_id = r.id "
