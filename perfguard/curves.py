@@ -9,6 +9,7 @@ summarised as ranges: "regressed at 64 KiB–1 MiB by 5.1–6.0 %; 8 B–4 KiB u
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -17,12 +18,17 @@ from psycopg.rows import dict_row
 
 from perfguard import history, judge
 
-# Every sized curve point of the run's checks, back in time from the run; the run's own
-# values come last in each series.
+# Every sized curve point of the run's checks, back in time from the run, one row per
+# series and size with its values oldest first (the run's own last): aggregated in SQL,
+# as a year of nightly runs of 2,000 test cases is millions of values.
 CURVES_SQL = """
-SELECT v.check_name, v.params, v.partition, v.environ, v.metric, v.unit,
-       (v.point->>'size')::bigint AS size, v.value, v.run_id = cur.id AS mine, d.better,
-       v.started_at, v.system, v.nodelist
+SELECT v.check_name, v.params::text AS params, v.partition, v.environ, v.metric, v.unit,
+       (v.point->>'size')::bigint AS size, d.better, v.system,
+       array_agg(v.value ORDER BY v.started_at, v.run_id) AS values,
+       array_agg(v.started_at ORDER BY v.started_at, v.run_id) AS times,
+       (array_agg(array_to_string(v.nodelist, ',') ORDER BY v.started_at DESC,
+                  v.run_id DESC))[1] AS last_nodes,
+       bool_or(v.run_id = cur.id) AS measured
 FROM run cur JOIN system sy ON sy.id = cur.system_id
 JOIN series_value v ON v.system = sy.name AND v.started_at <= cur.started_at
 JOIN metric_direction d ON d.check_name = v.check_name AND d.metric = v.metric
@@ -30,7 +36,8 @@ WHERE cur.id = %(run_id)s AND v.point_id <> 0 AND v.point ? 'size'
   AND jsonb_typeof(v.point->'size') = 'number'
   AND v.check_name = ANY(%(checks)s)
   AND v.run_id IN (SELECT recent_runs(%(run_id)s, %(checks)s, %(runs)s))
-ORDER BY v.started_at, v.run_id
+GROUP BY v.check_name, v.params::text, v.partition, v.environ, v.metric, v.unit, size,
+         d.better, v.system
 """
 
 
@@ -99,24 +106,26 @@ def _percent_range(changes: list[float]) -> str:
 def judge_curves(conn: psycopg.Connection, run_id: int,
                  rules: judge.Rules = judge.DEFAULT_RULES) -> list[Curve]:
     """The run's sized curves, each size judged against its own history."""
-    values: dict[tuple, dict[int, list[history.Value]]] = defaultdict(lambda: defaultdict(list))
-    measured: dict[tuple, set[int]] = defaultdict(set)
+    values: dict[tuple, dict[int, list[history.Value]]] = defaultdict(dict)
     meta: dict[tuple, tuple[str, str]] = {}
+    params_of: dict[str, tuple] = {}
     # The run's checks as a parameter: as a subquery correlated with the run, PostgreSQL
     # ran it once per sample (40 s for a run of 2,000 test cases).
     checks = [c for (c,) in conn.execute(
         "SELECT DISTINCT check_name FROM testcase WHERE run_id = %s", (run_id,))]
     query = {"run_id": run_id, "checks": checks, "runs": rules.runs_read()}
     for row in conn.cursor(row_factory=dict_row).execute(CURVES_SQL, query):
-        key = (row["check_name"], tuple(sorted(row["params"].items())), row["partition"],
-               row["environ"], row["metric"])
-        values[key][row["size"]].append(history.Value(
-            row["started_at"], row["value"], row["system"], tuple(row["nodelist"])))
+        if not row["measured"]:
+            continue  # a size this run did not measure
+        params = params_of.setdefault(row["params"],
+                                      tuple(sorted(json.loads(row["params"]).items())))
+        key = (row["check_name"], params, row["partition"], row["environ"], row["metric"])
+        nodes = tuple(row["last_nodes"].split(",")) if row["last_nodes"] else ()
+        values[key][row["size"]] = [history.Value(t, v, row["system"], nodes)
+                                    for t, v in zip(row["times"], row["values"])]
         meta[key] = (row["unit"], row["better"])
-        if row["mine"]:
-            measured[key].add(row["size"])
     curves = []
-    for key, sizes in measured.items():
+    for key, sizes in values.items():
         check, params, partition, environ, metric = key
         unit, better = meta[key]
         rule = rules.for_metric(check, metric)

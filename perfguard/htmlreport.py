@@ -20,13 +20,17 @@ import jinja2
 import psycopg
 from psycopg.rows import dict_row
 
-from perfguard import __version__, curves, judge, plots
+from perfguard import __version__, curves, db, judge, plots
 from perfguard import fingerprint as fp
 from perfguard import sweep as sw
 from perfguard import verdict as vd
 
-#: Lines shown with evidence and a sparkline at the top (the rest sit in the full table).
+#: Lines shown with evidence at the top (the rest sit in the full table); an inconclusive
+#: line whose series is still too short for a baseline is only counted (it is learning).
 TOP_STATES = (vd.FAIL, vd.REGRESSION, vd.TEST_FAILED, vd.IMPROVEMENT, vd.INCONCLUSIVE)
+#: Lines of the top table that get a history sparkline: the file stays small at 2,000
+#: test cases.
+MAX_SPARKLINES = 100
 #: Curves drawn: flagged ones first (up to this many), then quiet ones (the first of each
 #: check): a run of thousands of test cases stays a file a browser opens at once.
 MAX_FLAGGED_CURVES = 24
@@ -106,8 +110,19 @@ class Report:
     @property
     def top(self) -> list[vd.Line]:
         order = {state: i for i, state in enumerate(TOP_STATES)}
-        return sorted((line for line in self.lines if line.status in order),
+        return sorted((line for line in self.lines if line.status in order
+                       and not _learning(line)),
                       key=lambda line: (order[line.status], vd.name_of(line)))
+
+    @property
+    def learning(self) -> int:
+        """Inconclusive lines whose series has no baseline yet."""
+        return sum(1 for line in self.lines if _learning(line))
+
+
+def _learning(line: vd.Line) -> bool:
+    return line.status == vd.INCONCLUSIVE and line.judgement is not None \
+        and line.judgement.centre is None
 
 
 def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None) -> Report:
@@ -126,7 +141,8 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
     changes = fp.diff(fp.fingerprints(conn, baseline_id), fp.fingerprints(conn, run_id)) \
         if baseline_id is not None else []
     report = Report(run, lines, baseline_id, changes)
-    _add_curves(conn, report)
+    with db.hash_joins(conn):
+        _add_curves(conn, report)
     _add_scaling(conn, report)
     _add_heatmap(conn, report)
     _add_sweep(conn, report)
@@ -259,8 +275,8 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("perfguard", "templates"),
                           autoescape=True, trim_blocks=True, lstrip_blocks=True)
 
 
-def _sparkline(line: vd.Line) -> str:
-    if len(line.series) < 2:
+def _sparkline(line: vd.Line, index: int) -> str:
+    if len(line.series) < 2 or index >= MAX_SPARKLINES:
         return ""
     j = line.judgement
     return plots.sparkline(list(line.series[-31:]), j.band if j else None,
@@ -327,8 +343,6 @@ def default_path(state: Path, run_id: int) -> Path:
 
 def write_for_run(state: Path, dsn: str, run_id: int, baseline_id: int | None = None) -> Path:
     """The run's HTML report and Markdown summary at their default places."""
-    from perfguard import db
-
     path = default_path(state, run_id)
     with db.connect(dsn) as conn:
         write(conn, run_id, path, baseline_id, path.with_suffix(".md"))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,3 +113,16 @@ def require_current(conn: psycopg.Connection) -> None:
     if pending:
         raise PerfguardError(f"database schema is behind ({len(pending)} migration(s) pending); "
                              f"run `perfguard db upgrade`")
+
+
+@contextmanager
+def hash_joins(conn: psycopg.Connection) -> Iterator[None]:
+    """Plan the history queries with hash joins. Through the views (judged_testcase's
+    state, jsonb point tests) PostgreSQL's row estimates are off by 10^5 and it picks
+    nested loops: judging a run of 2,000 test cases took 84 s, with this 8 s."""
+    conn.execute("SET enable_nestloop = off")
+    try:
+        yield
+    finally:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.INERROR:
+            conn.execute("RESET enable_nestloop")
