@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from perfguard import history, judge
+from perfguard import db, history, judge
 
 # Every sized curve point of the run's checks, back in time from the run, one row per
 # series and size with its values oldest first (the run's own last): aggregated in SQL,
@@ -114,7 +114,9 @@ def judge_curves(conn: psycopg.Connection, run_id: int,
     checks = [c for (c,) in conn.execute(
         "SELECT DISTINCT check_name FROM testcase WHERE run_id = %s", (run_id,))]
     query = {"run_id": run_id, "checks": checks, "runs": rules.runs_read()}
-    for row in conn.cursor(row_factory=dict_row).execute(CURVES_SQL, query):
+    with db.hash_joins(conn):
+        rows = conn.cursor(row_factory=dict_row).execute(CURVES_SQL, query).fetchall()
+    for row in rows:
         if not row["measured"]:
             continue  # a size this run did not measure
         params = params_of.setdefault(row["params"],

@@ -19,7 +19,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from perfguard import curves, db, history, judge
+from perfguard import curves, history, judge
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.paths import SITE_CONFIG_DIR
 
@@ -147,11 +147,6 @@ RULES_FILE = SITE_CONFIG_DIR / "verdict_rules.yaml"
 def verdict(conn: psycopg.Connection, run_id: int,
             rules: judge.Rules | None = None) -> list[Line]:
     rules = judge.load_rules(RULES_FILE) if rules is None else rules
-    with db.hash_joins(conn):
-        return _verdict(conn, run_id, rules)
-
-
-def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules) -> list[Line]:
     cursor = conn.cursor(row_factory=dict_row)
     rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
     series = _history(conn, run_id, rows, rules.runs_read())
