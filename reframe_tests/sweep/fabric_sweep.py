@@ -26,6 +26,7 @@ from reframe_tests.common.binding import binding_errors
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.pinning import map_cpu, partition_topology
 from reframe_tests.common.server_client import ServerClientCheck
+from reframe_tests.common.ucx_tool import UcxPerftestTool
 from reframe_tests.sweep import parser
 
 # Bash for the job script: one pair's bandwidth and latency (loopback when the server is
@@ -49,7 +50,7 @@ sweep_measure() {  # SERVER CLIENT SLOT
 
 
 @rfm.simple_test
-class FabricSweepCheck(rfm.RunOnlyRegressionTest, ServerClientCheck):
+class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientCheck):
     descr = "fabric sweep: HCA loopback on every node, then every node pair once"
     memory = parameter(["host", "cuda"])
     valid_prog_environs = ["*"]
@@ -70,14 +71,6 @@ class FabricSweepCheck(rfm.RunOnlyRegressionTest, ServerClientCheck):
     iterations = variable(int, value=1000)
 
     @property
-    def needs_gpu(self) -> bool:
-        return self.memory == "cuda"
-
-    @run_after("init")
-    def only_partitions_with_ucx(self):
-        self.valid_systems = [f"{self.valid_systems[0]} +ucx"]
-
-    @property
     def retest_pairs(self) -> list[tuple[str, str]]:
         return [tuple(p.split(":", 1)) for p in self.pairs]
 
@@ -92,8 +85,7 @@ class FabricSweepCheck(rfm.RunOnlyRegressionTest, ServerClientCheck):
 
     @run_after("setup")
     def locate_and_pin(self):
-        self.ucx_perftest = self.provided("bin/ucx_perftest")
-        self.pin_to_hca(self.hca, 1, device_buffers=self.needs_gpu, flavour="openmpi-ucx")
+        self.locate_and_pin_ucx()
         self.perf_variables = {"worst_bandwidth": self.worst_bandwidth(),
                                "worst_latency": self.worst_latency()}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from reframe_tests.ucx.parser import ParseError, UcxResult, parse_final
+from reframe_tests.ucx.parser import ParseError, UcxResult, marked_blocks, parse_final
 
 MARK = re.compile(r"^# perfguard sweep server=(\S+) client=(\S+) test=(\S+) size=(\d+)\s*$",
                   re.M)
@@ -34,9 +34,7 @@ def parse(output: str) -> list[PairResult]:
     if not marks:
         raise ParseError("no '# perfguard sweep' marker: the sweep never ran a pair")
     results = []
-    for index, mark in enumerate(marks):
-        end = marks[index + 1].start() if index + 1 < len(marks) else len(output)
-        block = output[mark.end():end]
+    for mark, block in marked_blocks(marks, output):
         server, client, test, size = mark.groups()
         what = f"{test} {server}→{client}"
         if FAILED.search(block):

@@ -12,6 +12,7 @@ average / overall (msg/s).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 SIZE_MARK = re.compile(r"^# perfguard size=(\d+)\s*$", re.M)
@@ -37,12 +38,15 @@ def parse(output: str) -> list[UcxResult]:
     marks = list(SIZE_MARK.finditer(output))
     if not marks:
         raise ParseError("no '# perfguard size=' marker: the measurement loop never ran")
-    results = []
+    return [parse_final(block, int(mark.group(1)), f"message size {mark.group(1)}")
+            for mark, block in marked_blocks(marks, output)]
+
+
+def marked_blocks(marks: list[re.Match], output: str) -> Iterator[tuple[re.Match, str]]:
+    """Each marker with the output between it and the next marker (or the end)."""
     for index, mark in enumerate(marks):
         end = marks[index + 1].start() if index + 1 < len(marks) else len(output)
-        results.append(parse_final(output[mark.end():end], int(mark.group(1)),
-                                   f"message size {mark.group(1)}"))
-    return results
+        yield mark, output[mark.end():end]
 
 
 def parse_final(block: str, size: int, what: str) -> UcxResult:

@@ -20,13 +20,14 @@ from reframe.core.exceptions import SanityError
 from reframe_tests.common.binding import binding_errors
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.server_client import PORT, ServerClientCheck, pair_line, per_size
+from reframe_tests.common.ucx_tool import UcxPerftestTool
 from reframe_tests.ucx import parser
 
 LATENCY_TESTS = {"tag_lat", "ucp_put_lat"}
 
 
 @rfm.simple_test
-class UcxPerftestCheck(rfm.RunOnlyRegressionTest, ServerClientCheck):
+class UcxPerftestCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientCheck):
     descr = "ucx_perftest server/client across two nodes"
     test = parameter(["tag_lat", "tag_bw", "ucp_put_lat", "ucp_put_bw"])
     memory = parameter(["host", "cuda"])
@@ -41,18 +42,9 @@ class UcxPerftestCheck(rfm.RunOnlyRegressionTest, ServerClientCheck):
     message_sizes = variable(typ.List[int], value=[8, 4096, 65536, 1048576])
     iterations = variable(int, value=20000)
 
-    @property
-    def needs_gpu(self) -> bool:
-        return self.memory == "cuda"
-
-    @run_after("init")
-    def only_partitions_with_ucx(self):
-        self.valid_systems = [f"{self.valid_systems[0]} +ucx"]
-
     @run_after("setup")
     def locate_and_pin(self):
-        self.ucx_perftest = self.provided("bin/ucx_perftest")
-        self.pin_to_hca(self.hca, 1, device_buffers=self.needs_gpu, flavour="openmpi-ucx")
+        self.locate_and_pin_ucx()
         key = "latency" if self.test in LATENCY_TESTS else "bandwidth"
         self.perf_variables = {key: getattr(self, key)()}
 
