@@ -9,10 +9,23 @@ from perfguard.run import RunRequest, run_reframe
 from tests.conftest import TEST_STATE, job_file
 
 
+def busy_port_before_a_free_one() -> socket.socket:
+    """A listening socket on a port whose successor is free right now: the test asserts
+    the probe lands on port + 1, so that port must not be someone else's (an ephemeral
+    port chosen at random may have a listening neighbour)."""
+    while True:
+        busy = socket.create_server(("0.0.0.0", 0))
+        try:
+            socket.create_server(("0.0.0.0", busy.getsockname()[1] + 1)).close()
+            return busy
+        except OSError:
+            busy.close()
+
+
 def test_busy_port_is_skipped_not_waited_for(layout) -> None:
     """The probe moves past a port someone else holds, and the server and client are
     started on the port it moved to (expanded when run, not when the line was written)."""
-    with socket.create_server(("0.0.0.0", 0)) as busy:
+    with busy_port_before_a_free_one() as busy:
         port = busy.getsockname()[1]
         outcome = run_reframe(RunRequest(
             state=TEST_STATE, names=("^UcxPerftestCheck.*%test=tag_lat%memory=host",),
