@@ -59,14 +59,26 @@ def test_himeno_c_and_fortran_outputs() -> None:
              "Score based on Pentium III 600MHz : 634.5\n")
     result = himeno.parse(c_out)
     assert (result.mflops, result.loops, result.gosa) == (52668.123456, 200, 0.0)
-    assert himeno.parse(" MFLOPS:   98730.1  time(s):   60.3\n").mflops == 98730.1
+    fortran = " Loop executed for  200 times\n MFLOPS:   98730.1  time(s):   60.3\n"
+    assert himeno.parse(fortran).mflops == 98730.1
+
+
+def test_himeno_cut_short_after_the_rehearsal_is_an_error() -> None:
+    """A real run killed after its 3-iteration rehearsal: the rehearsal's MFLOPS line has
+    the Fortran version's shape, but it is no result."""
+    real = (DATA / "replay" / "himeno_XS_1x1x2_2n2t.txt").read_text()
+    assert himeno.parse(real).loops > 3
+    cut = real[:real.index("start the actual measurement")]
+    assert "MFLOPS:" in cut
+    with pytest.raises(SanityError, match="ends after the rehearsal without 'Loop executed'"):
+        himeno.parse(cut)
 
 
 @pytest.mark.parametrize("text, message", [
     ("Invalid number of PE\nPlease check partitioning pattern or number of PE\n",
      "Invalid number of PE"),
-    ("Loop executed for 200 times\nGosa : 1.2e-3\n", "no 'MFLOPS' line"),
-    ("MFLOPS measured : inf\n", "not a positive number"),
+    ("Loop executed for 200 times\nGosa : 1.2e-3\n", "no MFLOPS figure after"),
+    ("Loop executed for 2 times\nMFLOPS measured : inf\n", "not a positive number"),
 ])
 def test_himeno_failures(text: str, message: str) -> None:
     with pytest.raises(SanityError, match=message):

@@ -27,6 +27,12 @@ class MeasuredCheck(SrunLaunch, BinaryProvider, RecordsSamples, DatabaseReferenc
     def maintained_by_perfguard(self):
         self.maintainers = ["perfguard"]
 
+    @run_after("init")
+    def owns_its_nodes(self):
+        """A measurement owns its nodes: another job's ranks on them would be measured too
+        (and a 1-node run is the baseline of every speed-up computed from it)."""
+        self.exclusive_access = True
+
 
 class HcaCheck(MeasuredCheck, HcaPinning):
     """A measured check pinned to one HCA (cores, GPU and MPI knobs follow it)."""

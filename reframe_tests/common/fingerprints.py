@@ -22,8 +22,9 @@ OUTPUT = "fingerprints.txt"
 
 def collect_command(srun: str) -> str:
     """One task per allocated node; a failing probe step never fails the job."""
-    return (f"{srun} -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES --ntasks-per-node=1 "
-            f"--cpu-bind=none bash {SCRIPT.name} > {OUTPUT} 2>/dev/null || true")
+    return (f"{srun} -J perfguard-helper -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES "
+            f"--ntasks-per-node=1 --cpu-bind=none bash {SCRIPT.name} > {OUTPUT} 2>/dev/null "
+            f"|| true")
 
 
 def parse(text: str, spack_lock_hash: str = "") -> dict[str, dict]:

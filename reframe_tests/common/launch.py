@@ -13,6 +13,12 @@ from reframe.core.exceptions import SanityError
 
 #: What srun prints when slurmctld tells it a node of the step was lost.
 NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
+#: Slurm states that end a job or a job step without success.
+UNSUCCESSFUL = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "BOOT_FAIL",
+                "DEADLINE", "PREEMPTED")
+#: Name of the job steps perfguard runs around a benchmark (fingerprint, free-port and
+#: listening probes): they may fail by design, so their state is not the benchmark's.
+HELPER_STEP = "perfguard-helper"
 
 
 class SrunLaunch(rfm.RegressionTestPlugin):
@@ -32,6 +38,9 @@ class SrunLaunch(rfm.RegressionTestPlugin):
     uses_mpi = variable(bool, value=True)
     #: The job script runs the steps itself, each with the srun prefix we hand it.
     self_launched = variable(bool, value=False)
+    #: Every benchmark step must succeed; a check that records failed steps as results
+    #: (the fabric sweep's failed pairs) clears it, and only the job's own end counts.
+    steps_must_succeed = variable(bool, value=True)
 
     @run_after("setup")
     def one_core_per_task(self):
@@ -77,16 +86,22 @@ class SrunLaunch(rfm.RegressionTestPlugin):
             self.compose_steps(srun)
 
     @run_before("sanity")
-    def no_node_failed(self):
-        """A node lost mid-run is named as Slurm saw it ("node node1 failed (NODE_FAIL)"),
-        not reported as output the benchmark never had the chance to write."""
+    def job_ended_cleanly(self):
+        """A complete table followed by a crash is not a pass: the job, and each of its
+        benchmark steps, must end COMPLETED with exit code 0. A node lost mid-run is
+        named as Slurm saw it ("node node1 failed (NODE_FAIL)")."""
         state = self.job.state or ""
         lost = lost_nodes(os.path.join(self.stagedir, self.job.stderr))
-        if "NODE_FAIL" not in state and not lost:
-            return
-        nodes = lost or down_nodes(self.job.nodelist or [])
-        raise SanityError(f"node {','.join(nodes) or '(unknown)'} failed "
-                          f"({state if 'NODE_FAIL' in state else 'srun: Node failure'})")
+        if "NODE_FAIL" in state or lost:
+            nodes = lost or down_nodes(self.job.nodelist or [])
+            raise SanityError(f"node {','.join(nodes) or '(unknown)'} failed "
+                              f"({state if 'NODE_FAIL' in state else 'srun: Node failure'})")
+        steps = job_steps(self.job.jobid) \
+            if self.job.scheduler.registered_name in ("slurm", "squeue") and self.job.jobid else []
+        problem = job_problem(self.job.jobid, state, self.job.exitcode, steps,
+                              self.steps_must_succeed)
+        if problem:
+            raise SanityError(problem)
 
     def compose_steps(self, srun: str) -> None:
         raise NotImplementedError(f"{type(self).__name__} sets self_launched but does not "
@@ -111,3 +126,28 @@ def down_nodes(nodes: list[str]) -> list[str]:
     return sorted({name for name, state in (line.split()[:2] for line in
                                             listing.stdout.splitlines() if line.strip())
                    if state.startswith(("down", "fail")) or state.endswith("*")})
+
+
+def job_steps(jobid: str) -> list[tuple[str, str, str, str]]:
+    """(step id, name, state, exit code) of every step of a job, from Slurm accounting."""
+    listing = osext.run_command(f"sacct -n -P -j {jobid} -o JobID,JobName,State,ExitCode")
+    return [tuple(line.split("|", 3)) for line in listing.stdout.splitlines()
+            if line.count("|") == 3]
+
+
+def job_problem(jobid: str | None, state: str, exitcode: int | None,
+                steps: list[tuple[str, str, str, str]], steps_must_succeed: bool = True
+                ) -> str | None:
+    """Why a job did not succeed ("job 12 FAILED with exit code 17; step 12.1 (osu_bw)
+    FAILED 139:0"), or None. Steps still shown running by accounting are not judged."""
+    problems = []
+    job_state = state.split()[0] if state else ""
+    if job_state in UNSUCCESSFUL or (exitcode or 0) != 0:
+        problems.append(f"job {jobid} {job_state or 'ended'} with exit code {exitcode}")
+    for step, name, step_state, code in steps if steps_must_succeed else []:
+        suffix = step.partition(".")[2]
+        if not suffix or suffix in ("batch", "extern") or name.startswith(HELPER_STEP):
+            continue
+        if step_state.split()[0] in UNSUCCESSFUL or code not in ("0:0", ""):
+            problems.append(f"step {step} ({name}) {step_state} {code}")
+    return "; ".join(problems) or None

@@ -18,7 +18,8 @@ task counts from Slurm; arguments it must contain; ``$PERFGUARD_REPLAY_VARIANT``
 for shapes fixed at build time) is replayed: rank 0 prints its stdout and stderr
 (srun's own cpu-bind lines are left out: srun prints the real ones), every rank
 exits with its code. A list of stdouts is replayed in order, one per call in the
-same directory (the same measurement taken twice). Two-sided programs (perftest,
+same directory (the same measurement taken twice); ``hold_s`` keeps the program
+running that long after its output (a rank that hangs in MPI_Finalize). Two-sided programs (perftest,
 ucx_perftest): the server listens on ``-p PORT`` until its client has connected;
 the client (last argument: the server's address) connects, then prints.
 No matching recording: exit 127 with what was asked and what exists.
@@ -119,6 +120,7 @@ def main(argv: list[str]) -> int:
             text = (catalogue_dir / entry["stderr"]).read_text()
             sys.stderr.write("".join(line for line in text.splitlines(keepends=True)
                                      if not line.startswith("cpu-bind=")))
+    time.sleep(entry.get("hold_s", 0))
     if link is not None:
         duration = option(args, "-D")
         if duration:  # a timed run (an interfering pair) holds the link like the real one

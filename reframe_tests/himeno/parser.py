@@ -7,9 +7,13 @@ C, rank 0::
     MFLOPS measured : 52668.123456
     Score based on Pentium III 600MHz : 634.539
 
-Fortran 90 dynamic version: `` MFLOPS:   52668.12  time(s):   60.2``.
-A rank count that does not match NDX·NDY·NDZ prints ``Invalid number of PE``
-and still exits 0, so the output, not the exit code, decides.
+Fortran 90 dynamic version: `` MFLOPS:   52668.12  time(s):   60.2`` after its
+``Loop executed`` line. Both versions first print a 3-iteration rehearsal
+(`` MFLOPS: 8498.19 time(s): 0.0058 3.3e-03``): that figure is no result, so
+only what follows ``Loop executed`` counts, and output cut short before it (time
+limit, out of memory, a crash) is an error. A rank count that does not match
+NDX·NDY·NDZ prints ``Invalid number of PE`` and still exits 0, so the output,
+not the exit code, decides.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ GOSA = re.compile(r"Gosa\s*:\s*(?P<g>\S+)")
 @dataclass(frozen=True)
 class HimenoResult:
     mflops: float
-    loops: int | None
+    loops: int
     gosa: float | None
 
 
@@ -37,17 +41,21 @@ def parse(text: str) -> HimenoResult:
     if "Invalid number of PE" in text:
         raise SanityError("Himeno: Invalid number of PE: the rank count does not match the "
                           "NDX×NDY×NDZ process grid compiled into param.h")
-    match = MFLOPS_C.search(text) or MFLOPS_F90.search(text)
+    loops = LOOPS.search(text)
+    if loops is None:
+        rehearsal = "after the rehearsal " if MFLOPS_F90.search(text) else ""
+        raise SanityError(f"Himeno: output ends {rehearsal}without 'Loop executed': the "
+                          f"measurement did not finish (killed, out of time or crashed)")
+    final = text[loops.end():]
+    match = MFLOPS_C.search(final) or MFLOPS_F90.search(final)
     if match is None:
-        raise SanityError("Himeno: no 'MFLOPS' line: the run did not finish (killed, out of "
-                          "time or crashed)")
+        raise SanityError("Himeno: no MFLOPS figure after 'Loop executed': the output was cut "
+                          "short")
     try:
         mflops = float(match["v"])
     except ValueError:
         raise SanityError(f"Himeno: MFLOPS value {match['v']!r} is not a number") from None
     if not math.isfinite(mflops) or mflops <= 0:
         raise SanityError(f"Himeno: MFLOPS value {match['v']} is not a positive number")
-    loops = LOOPS.search(text)
-    gosa = GOSA.search(text)
-    return HimenoResult(mflops, int(loops["n"]) if loops else None,
-                        float(gosa["g"]) if gosa else None)
+    gosa = GOSA.search(final)
+    return HimenoResult(mflops, int(loops["n"]), float(gosa["g"]) if gosa else None)
