@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfguard import __version__, paths
-from perfguard.errors import PerfguardError, UsageError
+from perfguard.errors import AlreadyRunning, PerfguardError, UsageError
 from perfguard.secrets import redact_secrets
 
 
@@ -34,15 +34,24 @@ def _add_cluster(sub: argparse._SubParsersAction) -> None:
     start = actions.add_parser("up", help="start every component (idempotent); waits until "
                                           "nodes are idle and PostgreSQL accepts connections")
     start.add_argument("--nodes", type=int, default=4, help="virtual compute nodes (default 4)")
-    start.add_argument("--port-base", type=int, default=16800,
-                       help="first of the ports the daemons use (default 16800)")
+    _port_base_option(start)
     start.set_defaults(func=cmd_cluster_up)
-    actions.add_parser("down", help="stop every process the cluster started").set_defaults(
-        func=cmd_cluster_down)
+    stop = actions.add_parser("down", help="stop every process the cluster started")
+    stop.add_argument("--purge", action="store_true",
+                      help="also remove its state: the state directory and the database "
+                           "files it keeps under /var/lib/perfguard")
+    stop.set_defaults(func=cmd_cluster_down)
     actions.add_parser("status", help="print each component's state and the DSN").set_defaults(
         func=cmd_cluster_status)
     actions.add_parser("env", help="print shell exports for Slurm clients and the DSN"
                        ).set_defaults(func=cmd_cluster_env)
+
+
+def _port_base_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port-base", type=int,
+                        default=int(os.environ.get("PERFGUARD_PORT_BASE", "16800")),
+                        help="first of the ports the daemons use (default $PERFGUARD_PORT_BASE "
+                             "or 16800; give each checkout its own to run side by side)")
 
 
 def cmd_cluster_up(args: argparse.Namespace) -> int:
@@ -62,6 +71,9 @@ def cmd_cluster_down(args: argparse.Namespace) -> int:
 
     stopped = cluster.down(args.state_dir)
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    if args.purge:
+        removed = cluster.purge(args.state_dir)
+        print("removed: " + (", ".join(map(str, removed)) if removed else "nothing"))
     return 0
 
 
@@ -111,6 +123,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                      help="after --: extra reframe options")
     run.set_defaults(func=cmd_run)
     demo = sub.add_parser("demo", help="cluster up, db upgrade, run the demo checks, verdict")
+    _port_base_option(demo)
     demo.set_defaults(func=cmd_demo)
 
 
@@ -130,7 +143,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from perfguard import thresholds as th
     from perfguard.run import RunRequest, run_and_ingest
 
-    layout = cluster.up(args.state_dir, 4, 16800)
+    layout = cluster.up(args.state_dir, 4, args.port_base)
     with db.connect(layout.dsn) as conn:
         db.upgrade(conn)
         for threshold in th.from_yaml(paths.SITE_CONFIG_DIR / "thresholds" / "local.yaml"):
@@ -145,6 +158,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         run_id = resolve_run(conn, "demo")
     path = htmlreport.write_for_run(args.state_dir, layout.dsn, run_id)
     print(f"\nHTML report: {path}\n(Markdown summary: {path.with_suffix('.md')})")
+    print(f"\n{htmlreport.ONE_HOST}")
     return status
 
 
@@ -466,8 +480,9 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     with _connect(args) as conn:
         run_id = vd.resolve_run(conn, args.run)
         lines = vd.judge_and_record(conn, run_id)  # again: thresholds or rules may change
+        result = vd.outcome(conn, run_id)
         if args.baseline:
-            vd.with_baseline(lines, vd.verdict(conn, vd.resolve_run(conn, args.baseline)))
+            vd.with_baseline(lines, vd.stored_verdict(conn, vd.resolve_run(conn, args.baseline)))
     print(f"run {run_id}")
     if args.explain is not None:
         chosen = [line for line in lines if args.explain in vd.name_of(line)]
@@ -476,7 +491,8 @@ def cmd_verdict(args: argparse.Namespace) -> int:
         print("\n\n".join(vd.explain(line) for line in chosen))
     else:
         print(vd.render(lines, show_baseline=bool(args.baseline)))
-    return 1 if vd.failed(lines) else 0
+    print(f"run {run_id}: {'FAIL' if result.failed else 'PASS'} ({result.why})")
+    return 1 if result.failed else 0
 
 
 # --- change points -------------------------------------------------------------------
@@ -726,7 +742,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         report = htmlreport.write(conn, run_id, path, baseline, args.markdown)
     if args.junit:
         htmlreport.copy_junit(report, args.junit)
-    print(f"run {run_id}: {'FAIL' if report.failed else 'PASS'}; report: {path}"
+    print(f"run {run_id}: {'FAIL' if report.failed else 'PASS'} ({report.outcome.why}); "
+          f"report: {path}"
           + (f"; summary: {args.markdown}" if args.markdown else "")
           + (f"; JUnit: {args.junit}" if args.junit else ""))
     return 0
@@ -803,6 +820,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"perfguard: error: {redact_secrets(str(exc))}", file=sys.stderr)
         return 2
+    except AlreadyRunning as exc:
+        print(f"perfguard: error: {redact_secrets(str(exc))}", file=sys.stderr)
+        return exc.exit_code
     except PerfguardError as exc:
         print(f"perfguard: error: {redact_secrets(str(exc))}", file=sys.stderr)
         return 1

@@ -1,7 +1,8 @@
 """The failures the user can act on, each with a message naming what and where.
 
 The CLI prints the message instead of a stack trace: ``UsageError`` (a bad argument
-or input file) exits 2, any other ``PerfguardError`` (a failure) exits 1.
+or input file) exits 2, ``AlreadyRunning`` (another nightly holds the lock) exits 75
+(EX_TEMPFAIL: try again later), any other ``PerfguardError`` (a failure) exits 1.
 """
 
 
@@ -11,3 +12,9 @@ class PerfguardError(Exception):
 
 class UsageError(PerfguardError):
     """The command was given something it cannot use: an argument, option or file."""
+
+
+class AlreadyRunning(PerfguardError):
+    """Another run of the same kind is under way; this one did not start."""
+
+    exit_code = 75

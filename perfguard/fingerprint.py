@@ -8,7 +8,11 @@ from dataclasses import dataclass
 
 import psycopg
 from psycopg.rows import dict_row
+from reframe.utility import nodelist_abbrev
 
+#: Nodes a diff cannot compare: never fingerprinted before, or not used by the later run.
+NO_EARLIER_STATE = "nodes with no earlier fingerprint to compare"
+NOT_MEASURED = "nodes not in the later run"
 SCALAR_FIELDS = ("kernel", "os", "ofed", "rdma_core", "gpu_driver", "mpi", "ucx",
                  "spack_lock_hash")
 
@@ -21,6 +25,8 @@ class Change:
     nodes: tuple[str, ...]
 
     def render(self) -> str:
+        if self.field in (NO_EARLIER_STATE, NOT_MEASURED):
+            return f"{self.field}: {compact_nodes(self.nodes)}"
         before = self.before if self.before is not None else "(none)"
         after = self.after if self.after is not None else "(none)"
         return f"{self.field}: {before} → {after} on {compact_nodes(self.nodes)}"
@@ -49,8 +55,24 @@ def fingerprints(conn: psycopg.Connection, run_id: int) -> dict[str, dict[str, s
     return {row["node"]: flatten(row) for row in rows}
 
 
+def fingerprints_as_of(conn: psycopg.Connection, run_id: int,
+                       nodes: list[str]) -> dict[str, dict[str, str]]:
+    """Each of ``nodes`` as it was at run ``run_id``: its fingerprint in the newest run of
+    the same system up to that one that used it (a node the baseline run did not use is
+    compared with its own earlier state, not with nothing)."""
+    rows = conn.cursor(row_factory=dict_row).execute(
+        """SELECT DISTINCT ON (n.name) n.name AS node, f.*
+           FROM run base JOIN run r ON r.system_id = base.system_id
+                                   AND r.started_at <= base.started_at
+           JOIN fingerprint f ON f.run_id = r.id JOIN node n ON n.id = f.node_id
+           WHERE base.id = %s AND n.name = ANY(%s)
+           ORDER BY n.name, r.started_at DESC, r.id DESC""", (run_id, nodes)).fetchall()
+    return {row["node"]: flatten(row) for row in rows}
+
+
 def diff(before: dict[str, dict[str, str]], after: dict[str, dict[str, str]]) -> list[Change]:
-    """Changes grouped by (field, old, new) across nodes present in both runs."""
+    """Changes grouped by (field, old, new) across nodes present in both; nodes only in
+    ``after`` are listed as having no earlier state, never as a change to "present"."""
     grouped: dict[tuple, list[str]] = defaultdict(list)
     for node in sorted(set(before) & set(after), key=natural_key):
         old, new = before[node], after[node]
@@ -61,9 +83,9 @@ def diff(before: dict[str, dict[str, str]], after: dict[str, dict[str, str]]) ->
     added = sorted(set(after) - set(before), key=natural_key)
     removed = sorted(set(before) - set(after), key=natural_key)
     if added:
-        changes.append(Change("node", None, "present", tuple(added)))
+        changes.append(Change(NO_EARLIER_STATE, None, None, tuple(added)))
     if removed:
-        changes.append(Change("node", "present", None, tuple(removed)))
+        changes.append(Change(NOT_MEASURED, None, None, tuple(removed)))
     return changes
 
 
@@ -72,26 +94,9 @@ def natural_key(name: str) -> tuple:
 
 
 def compact_nodes(nodes) -> str:
-    """('node3', 'node4', 'node7') → 'node[3-4,7]' (Slurm's hostlist notation)."""
-    by_prefix: dict[str, list[int]] = defaultdict(list)
-    others = []
-    for node in nodes:
-        match = re.fullmatch(r"(.*?)(\d+)", node)
-        if match:
-            by_prefix[match.group(1)].append(int(match.group(2)))
-        else:
-            others.append(node)
-    parts = []
-    for prefix, numbers in by_prefix.items():
-        numbers.sort()
-        ranges, start = [], numbers[0]
-        for previous, current in zip(numbers, numbers[1:] + [None]):
-            if current != previous + 1:
-                ranges.append(str(start) if start == previous else f"{start}-{previous}")
-                start = current
-        parts.append(f"{prefix}{ranges[0]}" if len(numbers) == 1 else
-                     f"{prefix}[{','.join(ranges)}]")
-    return ",".join(parts + others)
+    """('nid001', 'nid002', 'nid007') → 'nid[001-002,007]': Slurm's hostlist notation, zero
+    padding kept (ReFrame's own nodelist utility)."""
+    return nodelist_abbrev(sorted(nodes, key=natural_key))
 
 
 def render(changes: list[Change]) -> str:

@@ -31,9 +31,11 @@ TOP_STATES = (vd.FAIL, vd.REGRESSION, vd.TEST_FAILED, vd.IMPROVEMENT, vd.INCONCL
 #: Lines of the top table that get a history sparkline: the file stays small at 2,000
 #: test cases.
 MAX_SPARKLINES = 100
+#: What figures of the embedded cluster are (system `local`): said wherever they are shown.
+ONE_HOST = ("These are one host's figures, not a fabric's: the embedded cluster's virtual "
+            "nodes share this host's CPUs and talk over its loopback.")
 #: Curves drawn: flagged ones first (up to this many), then quiet ones (the first of each
 #: check): a run of thousands of test cases stays a file a browser opens at once.
-MAX_FLAGGED_CURVES = 24
 MAX_QUIET_CURVES = 12
 
 RUN_SQL = """
@@ -98,6 +100,10 @@ class Report:
     sweep: list[str] = field(default_factory=list)
     sweep_findings: list[sw.Finding] = field(default_factory=list)
     failed_cases: list[dict] = field(default_factory=list)
+    #: Whether the run failed, as stored (the same answer as the CLI and Grafana).
+    outcome: vd.RunOutcome = vd.RunOutcome(False, "")
+    #: (check, params, partition, environ) → the nodes its test case ran on.
+    nodes: dict[tuple, list[str]] = field(default_factory=dict)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -105,7 +111,7 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return vd.failed(self.lines)
+        return self.outcome.failed
 
     @property
     def top(self) -> list[vd.Line]:
@@ -116,20 +122,43 @@ class Report:
 
     @property
     def learning(self) -> int:
-        """Inconclusive lines whose series has no baseline yet."""
+        """Lines whose series has no baseline yet, whatever their threshold said."""
         return sum(1 for line in self.lines if _learning(line))
+
+    @property
+    def history_lengths(self) -> str:
+        """'2 of 8' or '0–3 of 8': the history the not-yet-judged lines have, of what a
+        baseline needs (as the judge counts it)."""
+        learning = [line for line in self.lines if _learning(line)]
+        lengths = sorted({len(judge.split(line.series, line.judgement.rule)[0])
+                          for line in learning})
+        needed = max(line.judgement.rule.min_history for line in learning)
+        span = str(lengths[0]) if len(lengths) == 1 else f"{lengths[0]}–{lengths[-1]}"
+        return f"{span} of {needed}"
+
+    def where(self, line: vd.Line) -> str:
+        """Nodes (hostlist), HCA and GPU buffers of a line, else its partition."""
+        nodes = self.nodes.get((line.check, vd._frozen(line.params), line.partition,
+                                line.environ))
+        parts = [fp.compact_nodes(nodes) if nodes else f"{line.partition}/{line.environ}"]
+        if line.params.get("hca") not in (None, "auto"):
+            parts.append(f"HCA {line.params['hca']}")
+        if "D" in str(line.params.get("transfer", "")).split("-")[:2] \
+                or line.params.get("memory") == "cuda":
+            parts.append("GPU buffers")
+        return " · ".join(parts)
 
 
 def _learning(line: vd.Line) -> bool:
-    return line.status == vd.INCONCLUSIVE and line.judgement is not None \
-        and line.judgement.centre is None
+    """A line not yet judged against its history (too short for a baseline)."""
+    return line.judgement is not None and line.judgement.centre is None
 
 
 def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None) -> Report:
     """Everything the report shows, from the database (and the run's ReFrame report for
     the failed cases' directories)."""
     run = conn.cursor(row_factory=dict_row).execute(RUN_SQL, (run_id,)).fetchone()
-    lines = vd.verdict(conn, run_id)
+    lines = vd.stored_verdict(conn, run_id)
     if baseline_id is None:
         row = conn.execute("SELECT id FROM run WHERE system_id = (SELECT system_id FROM run "
                            "WHERE id = %(r)s) AND started_at < (SELECT started_at FROM run "
@@ -137,10 +166,11 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
                            {"r": run_id}).fetchone()
         baseline_id = row[0] if row else None
     else:
-        vd.with_baseline(lines, vd.verdict(conn, baseline_id))
+        vd.with_baseline(lines, vd.stored_verdict(conn, baseline_id))
     changes = fp.diff(fp.fingerprints(conn, baseline_id), fp.fingerprints(conn, run_id)) \
         if baseline_id is not None else []
-    report = Report(run, lines, baseline_id, changes)
+    report = Report(run, lines, baseline_id, changes, outcome=vd.outcome(conn, run_id),
+                    nodes=_nodes(conn, run_id))
     with db.hash_joins(conn):
         _add_curves(conn, report)
     _add_scaling(conn, report)
@@ -148,6 +178,15 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
     _add_sweep(conn, report)
     report.failed_cases = _failed_cases(run.get("report_path"))
     return report
+
+
+def _nodes(conn: psycopg.Connection, run_id: int) -> dict[tuple, list[str]]:
+    rows = conn.execute(
+        "SELECT tc.check_name, tc.params, p.name, e.name, tc.nodelist FROM testcase tc "
+        "JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id "
+        "WHERE tc.run_id = %s", (run_id,))
+    return {(check, vd._frozen(params), partition, environ): list(nodes or [])
+            for check, params, partition, environ, nodes in rows}
 
 
 def _add_curves(conn: psycopg.Connection, report: Report) -> None:
@@ -171,10 +210,7 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
         flagged = {s: j.state == judge.REGRESSION for s, j in (curve.sizes.items() if curve
                                                                  else [])
                    if j.state in (judge.REGRESSION, judge.IMPROVEMENT)}
-        if flagged and sum(c.flagged for c in report.curves) >= MAX_FLAGGED_CURVES:
-            report.curves_left_out += 1
-            continue
-        if not flagged:
+        if not flagged:  # every flagged curve is drawn; quiet ones one per check
             if check in drawn_quiet or len(drawn_quiet) >= MAX_QUIET_CURVES:
                 report.curves_left_out += 1
                 continue
@@ -287,7 +323,7 @@ def render_html(report: Report) -> str:
     return _ENV.get_template("report.html.j2").render(
         r=report, vd=vd, sparkline=_sparkline, version=__version__,
         generated=datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-        cell=vd._verdict_cell, num=vd._num, state_class=_state_class)
+        cell=vd._verdict_cell, num=vd.plain, state_class=_state_class, one_host=ONE_HOST)
 
 
 def _state_class(state: str) -> str:

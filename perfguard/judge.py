@@ -154,6 +154,17 @@ def _side(value: float, centre: float, noise: float, better: str, rule: Rule) ->
     return gain if better == "higher" else -gain
 
 
+#: How a line without a baseline begins its reason, wherever it is shown.
+NOT_YET = "not yet judged"
+
+
+def not_yet(history: int, rule: Rule) -> str:
+    """"not yet judged: history 2 of 8 runs" — the runs before the last ``confirm`` ones
+    (this run included), which are judged against that history once it is long enough."""
+    return (f"{NOT_YET}: history {history} of {rule.min_history} runs (the last "
+            f"{rule.confirm} runs, this one included, are judged against it)")
+
+
 def judge(history: list[float], recent: list[float], better: str,
           rule: Rule = DEFAULT_RULE) -> Judgement:
     """``history``: earlier values, oldest first, before the recent nights; ``recent``: the
@@ -161,8 +172,7 @@ def judge(history: list[float], recent: list[float], better: str,
     value = recent[-1]
     history = history[-rule.window:]
     if len(history) < rule.min_history:
-        return Judgement(INCONCLUSIVE, None, None, None, (), f"{len(history)} earlier runs, "
-                         f"{rule.min_history} needed for a baseline", rule)
+        return Judgement(INCONCLUSIVE, None, None, None, (), not_yet(len(history), rule), rule)
     centre, noise = baseline(history)
     noise = max(noise, rule.min_noise * abs(centre))
     change = (value - centre) / abs(centre) if centre else None

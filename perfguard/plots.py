@@ -20,7 +20,11 @@ from matplotlib.figure import Figure  # noqa: E402
 matplotlib.rcParams.update({
     "svg.fonttype": "none",       # text stays text: small files, searchable
     "svg.hashsalt": "perfguard",  # stable ids: the same data gives the same file
-    "font.size": 9,
+    "font.size": 11,  # ≥ 11 px once the browser fits the figure to its column
+    "axes.titlesize": 12,
+    "legend.fontsize": 10,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
     "axes.spines.top": False,
     "axes.spines.right": False,
     "axes.grid": True,
@@ -72,7 +76,7 @@ def curve(title: str, unit: str, sizes: list[int], current: list[float],
     """This run's curve against the previous run's and the history band, log size axis;
     sizes the verdict flagged are marked (``flagged``: size → worse), red when worse,
     green when better."""
-    fig, ax = plt.subplots(figsize=(4.6, 2.6))
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
     series = 1
     if band and band[0]:
         ax.fill_between(band[0], band[1], band[2], color=BAND, alpha=0.45, lw=0,
@@ -94,14 +98,14 @@ def curve(title: str, unit: str, sizes: list[int], current: list[float],
     ax.set_ylabel(unit)
     if "latency" in title or unit in ("us", "usec"):
         ax.set_yscale("log")
-    ax.set_title(title, fontsize=9, loc="left")
-    ax.legend(fontsize=7, frameon=False)
+    ax.set_title(title, loc="left", wrap=True)
+    ax.legend(frameon=False)
     return _tagged(_svg(fig, title), "curve", series)
 
 
 def scaling(rows: list[dict]) -> str:
     """Himeno: MFLOPS and parallel efficiency against total ranks, a line per node count."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 2.6))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.4))
     nodes = sorted({r["nodes"] for r in rows})
     for count in nodes:
         mine = sorted((r for r in rows if r["nodes"] == count), key=lambda r: r["ranks"])
@@ -112,7 +116,7 @@ def scaling(rows: list[dict]) -> str:
     right.set(xlabel="ranks", ylabel="efficiency", title="parallel efficiency")
     for ax in (left, right):
         ax.set_xscale("log", base=2)
-        ax.legend(fontsize=7, frameon=False)
+        ax.legend(frameon=False)
     return _tagged(_svg(fig, "Himeno scaling"), "scaling", len(nodes))
 
 
@@ -120,7 +124,7 @@ def heatmap(title: str, rows: list[str], columns: list[str],
             values: list[list[float | None]], unit: str, centre: float | None = 0.0,
             reverse: bool = False) -> str:
     """A matrix with its values written in the cells; ``centre`` diverging (changes)."""
-    fig, ax = plt.subplots(figsize=(1.2 + 0.62 * len(columns), 0.9 + 0.34 * len(rows)))
+    fig, ax = plt.subplots(figsize=(1.6 + 0.8 * len(columns), 1.2 + 0.42 * len(rows)))
     data = [[math.nan if v is None else v for v in row] for row in values]
     finite = [v for row in data for v in row if not math.isnan(v)] or [0.0]
     cmap = plt.get_cmap("RdBu" if not reverse else "RdBu_r")
@@ -133,11 +137,11 @@ def heatmap(title: str, rows: list[str], columns: list[str],
     for i, row in enumerate(values):
         for j, value in enumerate(row):
             if value is not None:
-                ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(columns)), columns, rotation=40, ha="right", fontsize=7)
-    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+                ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=10)
+    ax.set_xticks(range(len(columns)), columns, rotation=40, ha="right")
+    ax.set_yticks(range(len(rows)), rows)
     ax.grid(False)
-    ax.set_title(title, fontsize=9, loc="left")
+    ax.set_title(title, loc="left")
     fig.colorbar(image, ax=ax, label=unit, shrink=0.8)
     return _tagged(_svg(fig, title), "heatmap", 1)
 

@@ -8,13 +8,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from perfguard import paths
 from perfguard.cluster.layout import ClusterLayout
-from perfguard.errors import PerfguardError
+from perfguard.errors import PerfguardError, UsageError
 
 EMBEDDED_SYSTEM = "local"
 
@@ -30,6 +31,8 @@ class RunRequest:
     extra: tuple[str, ...] = ()
     trigger: str = "manual"
     labels: tuple[str, ...] = ()
+    #: The database the checks read their references from and the run is stored in.
+    dsn: str | None = None
 
 
 @dataclass
@@ -49,17 +52,40 @@ def reframe_executable() -> str:
     return found
 
 
+#: Runs' ReFrame stage and output directories are kept this long (the report's evidence).
+KEEP_RUN_DIRS_DAYS = float(os.environ.get("PERFGUARD_KEEP_RUN_DIRS_DAYS", "30"))
+
+
 def report_path(state: Path, system: str) -> Path:
     stamp = datetime.now().strftime("%Y%m%dT%H%M%S%f")
     return state / "reports" / f"{stamp}-{system}.json"
 
 
+def run_directory(state: Path, report: Path) -> Path:
+    """This run's own ReFrame stage and output directories (two runs at once never share
+    a stage directory), on the state's shared storage where every node sees them."""
+    return state / "shared" / "runs" / report.stem
+
+
+def prune_run_directories(state: Path, keep_days: float = KEEP_RUN_DIRS_DAYS) -> list[Path]:
+    """Remove runs' stage and output directories older than ``keep_days``."""
+    root = state / "shared" / "runs"
+    cutoff = time.time() - keep_days * 86400
+    old = [d for d in root.iterdir() if d.is_dir() and d.stat().st_mtime < cutoff] \
+        if root.is_dir() else []
+    for directory in old:
+        shutil.rmtree(directory, ignore_errors=True)
+    return old
+
+
 def reframe_command(request: RunRequest, report: Path) -> list[str]:
+    directory = run_directory(request.state, report)
     command = [
         reframe_executable(),
         "-C", str(paths.SITE_CONFIG_DIR / "settings.py"),
         "-c", str(paths.TESTS_DIR), "-R",
         "--system", request.system,
+        "--stage", str(directory / "stage"), "--output", str(directory / "output"),
         "--report-file", str(report),
         # ReFrame's own JUnit beside the JSON report: CI systems show test results from it
         "--report-junit", str(report.with_suffix(".xml")),
@@ -76,11 +102,16 @@ def reframe_command(request: RunRequest, report: Path) -> list[str]:
 
 
 def run_environment(request: RunRequest) -> dict[str, str]:
-    """What reframe and its jobs need: the test library importable, our cluster's Slurm."""
+    """What reframe and its jobs need: the test library importable, our cluster's Slurm,
+    the run's database (the one its references come from is the one it is stored in),
+    and temporary files under the state directory (ReFrame's early log, rfm-*.log)."""
     env = dict(os.environ)
     env["PERFGUARD_STATE_DIR"] = str(request.state)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(paths.REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["TMPDIR"] = str(request.state / "tmp")
+    if request.dsn:
+        env["PERFGUARD_DSN"] = request.dsn
     if request.system == EMBEDDED_SYSTEM:
         layout = ClusterLayout.load(request.state)
         if layout is None and not request.dry_run:
@@ -88,20 +119,30 @@ def run_environment(request: RunRequest) -> dict[str, str]:
                 f"system 'local' is the embedded cluster, but none is set up under "
                 f"{request.state}: run `perfguard cluster up` first")
         if layout is not None:
-            env.update({k: v for k, v in layout.client_env().items()
-                        if k in ("SLURM_CONF", "PERFGUARD_DSN")})
+            env["SLURM_CONF"] = layout.client_env()["SLURM_CONF"]
     return env
 
 
 def run_reframe(request: RunRequest) -> RunOutcome:
+    """Run reframe once; the request's DSN is resolved here, once, for the whole run."""
+    from perfguard import db
+
+    if request.dsn is not None or not request.dry_run:
+        request.dsn = db.resolve_dsn(request.state, request.dsn)
     report = report_path(request.state, request.system)
     report.parent.mkdir(parents=True, exist_ok=True)
     command = reframe_command(request, report)
     workdir = request.state / "work"
-    workdir.mkdir(parents=True, exist_ok=True)
-    (request.state / "log").mkdir(exist_ok=True)  # ReFrame's log file (site config)
+    for directory in (workdir, request.state / "log", request.state / "tmp"):
+        directory.mkdir(parents=True, exist_ok=True)
+    prune_run_directories(request.state)
     process = subprocess.Popen(command, env=run_environment(request), cwd=workdir)
     returncode = _wait_passing_on_termination(process)
+    if not report.exists() and returncode == 0 and not request.dry_run:
+        raise UsageError(f"no check selected on system {request.system}"
+                         + "".join(f" -n {n}" for n in request.names)
+                         + "".join(f" -t {t}" for t in request.tags)
+                         + ": nothing ran (`reframe -l` with the same filters lists them)")
     if not report.exists() and not request.dry_run:
         raise PerfguardError(f"reframe exited with {returncode} and wrote no report "
                              f"({report}); see {request.state / 'log' / 'reframe.log'}")
@@ -149,15 +190,14 @@ class Completed:
 
 def run_and_store(request: RunRequest, dsn: str | None, ingest: bool = True) -> Completed:
     """Run reframe, then store the report (spooled with the reason when it cannot be)."""
-    from perfguard import db
     from perfguard.ingest import RunMeta, ingest_paths
 
+    request.dsn = dsn or request.dsn
     outcome = run_reframe(request)
     if request.dry_run or not ingest:
         return Completed(outcome.returncode, outcome.report, None, "not ingested")
     RunMeta(request.trigger, request.labels, library_revision()).save_beside(outcome.report)
-    [result] = ingest_paths(request.state, db.resolve_dsn(request.state, dsn),
-                            [outcome.report], RunMeta())
+    [result] = ingest_paths(request.state, request.dsn, [outcome.report], RunMeta())
     return Completed(outcome.returncode, outcome.report, result.run_id, result.message)
 
 
@@ -175,9 +215,10 @@ def run_and_ingest(request: RunRequest, dsn: str | None, ingest: bool) -> int:
         print(f"report kept: {done.report}; retry with `perfguard ingest --spool`",
               file=sys.stderr)
         return done.returncode or 1
-    with db.connect(db.resolve_dsn(request.state, dsn)) as conn:
+    with db.connect(request.dsn) as conn:
         lines = vd.judge_and_record(conn, done.run_id)
+        result = vd.outcome(conn, done.run_id)
     print(f"\nperfguard verdict for run {done.run_id} (report {done.report}):")
     print(vd.render(lines))
-    # The verdict decides: skipped and expected-failure test cases do not fail a run.
-    return 1 if vd.failed(lines) or (done.returncode != 0 and not lines) else 0
+    # The stored verdict decides (run_outcome): skips and expected failures do not fail it.
+    return 1 if result.failed else 0

@@ -19,7 +19,7 @@ every time count. Then blame, each decision with its evidence:
 from __future__ import annotations
 
 import dataclasses
-import math
+import os
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -197,14 +197,36 @@ class Sweep:
                 and (m.value is None or ((lim := self.limit(m)) is not None
                                          and lim.misses(m.value)))]
 
-    def retested(self, again: list[Measurement]) -> Sweep:
-        """The retest's values replace the earlier ones of the same pair, HCA and metric."""
+    def references(self, suspects: list[Measurement]) -> list[Measurement]:
+        """For each kind (HCA, metric, loopback or pair) a suspect belongs to, the best
+        measurement of that kind: measured again beside the suspects, it tells a slow pair
+        from a slow moment (a loaded host, a noisy neighbour on the fabric)."""
+        kinds = {(m.hca, m.metric, m.loopback) for m in suspects}
+        best: dict[tuple, Measurement] = {}
+        for m in self.measurements:
+            kind = (m.hca, m.metric, m.loopback)
+            if kind in kinds and m.value is not None and m.metric in BETTER and (
+                    kind not in best or (m.value > best[kind].value) ==
+                    (BETTER[m.metric] == "higher")):
+                best[kind] = m
+        return list(best.values())
+
+    def retested(self, again: list[Measurement], criteria: Criteria = Criteria(),
+                 line_rate: dict[str, float] | None = None) -> Sweep:
+        """The retest's values replace the earlier ones of the same pair, HCA and metric.
+        Its reference pairs, measured under the same conditions, may lower a limit (never
+        raise it): a suspect must miss the limit its own retest's reference sets."""
         newer = {_key(m): m for m in again}
         attempts = dict(self.attempts)
         for k in newer:
             attempts[k] = attempts.get(k, 1) + 1
         kept = [newer.pop(_key(m), m) for m in self.measurements]
-        return Sweep(kept + list(newer.values()), self.limit_of, attempts, self.pair_limits)
+        limit_of = dict(self.limit_of)
+        for kind, now in limits(again, line_rate, criteria).items():
+            held = limit_of.get(kind)
+            if held is None or held.misses(now.value):  # the retest's limit is more lenient
+                limit_of[kind] = Limit(now.value, now.better, f"{now.why}, at the retest")
+        return Sweep(kept + list(newer.values()), limit_of, attempts, self.pair_limits)
 
 
 def _key(m: Measurement) -> tuple:
@@ -307,9 +329,10 @@ def cost(nodes: int, seconds_per_round: float) -> tuple[int, float]:
     return rounds + 1, (rounds + 1) * seconds_per_round
 
 
-def retest_at_once(at_once: int, pairs: int) -> int:
-    """Half as many pairs at once as before (at least one): contention is ruled out."""
-    return max(1, math.ceil((at_once or pairs) / 2))
+def host_load() -> str:
+    """The load of the host running the sweep, recorded with each finding."""
+    one, five, _ = os.getloadavg()
+    return f"host load {one:.2f} (5 min {five:.2f}) on {os.uname().nodename} at the retest"
 
 
 # --- criteria, the database ---------------------------------------------------------

@@ -109,6 +109,8 @@ class Line:
     judgement: judge.Judgement | None = None
     #: The series' values up to this run, oldest first (what the judgement read).
     series: tuple[float, ...] = ()
+    #: For a key figure taken from a curve: the curve's point it is ({"size": 4194304}).
+    key_point: dict[str, Any] | None = None
 
     @property
     def change(self) -> float | None:
@@ -160,7 +162,7 @@ def verdict(conn: psycopg.Connection, run_id: int,
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
                           "-", None, "", {}, None, None, None, row["testcase_state"],
                           row["fail_reason"] or ""))
-    return lines
+    return with_key_points(conn, run_id, lines)
 
 
 def _curve_lines(conn: psycopg.Connection, run_id: int, rules: judge.Rules) -> list[Line]:
@@ -170,6 +172,49 @@ def _curve_lines(conn: psycopg.Connection, run_id: int, rules: judge.Rules) -> l
                  {}, None, None, None, c.state, c.summary(), better=c.better)
             for c in curves.judge_curves(conn, run_id, rules)
             if c.state in (REGRESSION, IMPROVEMENT)]
+
+
+KEY_POINTS_SQL = """
+SELECT tc.check_name, tc.params, p.name AS partition, e.name AS environ, m.name AS metric,
+       (array_agg(pt.coords ORDER BY pt.id))[1] AS coords
+FROM testcase tc JOIN partition p ON p.id = tc.partition_id
+JOIN environ e ON e.id = tc.environ_id
+JOIN sample k ON k.testcase_id = tc.id AND k.point_id = 0
+JOIN sample s ON s.testcase_id = tc.id AND s.metric_id = k.metric_id AND s.point_id <> 0
+             AND s.value = k.value
+JOIN metric m ON m.id = k.metric_id JOIN point pt ON pt.id = s.point_id
+WHERE tc.run_id = %(run_id)s
+GROUP BY 1, 2, 3, 4, 5
+"""
+
+
+def with_key_points(conn: psycopg.Connection, run_id: int, lines: list[Line]) -> list[Line]:
+    """Name the curve point each key figure is (the 4 MiB point of a bandwidth curve), so
+    the report and --explain say which size the verdict judged."""
+    found = {(r["check_name"], _frozen(r["params"]), r["partition"], r["environ"], r["metric"]):
+             r["coords"] for r in conn.cursor(row_factory=dict_row).execute(
+                 KEY_POINTS_SQL, {"run_id": run_id})}
+    for line in lines:
+        if not line.point:
+            line.key_point = found.get((line.check, _frozen(line.params), line.partition,
+                                        line.environ, line.metric))
+    return lines
+
+
+def key_point_text(line: Line) -> str:
+    """' (the size 4 MiB point of its curve)' for a key figure taken from a curve."""
+    if not line.key_point:
+        return ""
+    point = ", ".join(f"{k} {_size(v) if k == 'size' else v}" for k, v in line.key_point.items())
+    return f" (the {point} point of its curve)"
+
+
+def _size(value: Any) -> str:
+    size = int(value)
+    for unit, factor in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} B"
 
 
 def _series_key(row: dict) -> tuple:
@@ -225,10 +270,59 @@ def _line(row: dict, values: list[float], rule: judge.Rule) -> Line:
 
 RECORD_SQL = """
 INSERT INTO verdict_line (run_id, check_name, params, partition, environ, metric, point, value,
-                          unit, status, centre, noise, band_low, band_high, detail)
+                          unit, status, centre, noise, band_low, band_high, detail, reference,
+                          lower_limit, upper_limit, better)
 VALUES (%(run_id)s, %(check)s, %(params)s, %(partition)s, %(environ)s, %(metric)s, %(point)s,
-        %(value)s, %(unit)s, %(status)s, %(centre)s, %(noise)s, %(low)s, %(high)s, %(detail)s)
+        %(value)s, %(unit)s, %(status)s, %(centre)s, %(noise)s, %(low)s, %(high)s, %(detail)s,
+        %(reference)s, %(lower_limit)s, %(upper_limit)s, %(better)s)
 """
+
+RECORDED_SQL = """
+SELECT check_name, params, partition, environ, metric, point, value, unit, status, centre,
+       noise, detail, reference, lower_limit, upper_limit, better
+FROM verdict_line WHERE run_id = %(run_id)s
+ORDER BY check_name, params::text, partition, environ, metric, point::text
+"""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Whether a run failed, as the database's ``run_outcome`` view says (one rule for the
+    CLI, the report and Grafana)."""
+    failed: bool
+    why: str
+
+
+def outcome(conn: psycopg.Connection, run_id: int) -> RunOutcome:
+    row = conn.execute("SELECT failed, why FROM run_outcome WHERE run_id = %s",
+                       (run_id,)).fetchone()
+    if row is None:
+        raise PerfguardError(f"run {run_id} is not stored")
+    return RunOutcome(row[0], row[1])
+
+
+def recorded(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = None
+             ) -> list[Line]:
+    """The run's verdict as stored when it was judged (what Grafana shows), with each key
+    figure's history for sparklines; nothing is judged again."""
+    rules = judge.load_rules(RULES_FILE) if rules is None else rules
+    rows = conn.cursor(row_factory=dict_row).execute(RECORDED_SQL, {"run_id": run_id}
+                                                      ).fetchall()
+    figures = [r for r in rows if r["metric"] != "-" and not r["metric"].endswith(" curve")]
+    series = _history(conn, run_id, figures, rules.runs_read())
+    lines = []
+    for row in rows:
+        rule = rules.for_metric(row["check_name"], row["metric"])
+        judgement = judge.Judgement(row["status"], row["centre"], row["noise"], None, (),
+                                    row["detail"], rule) \
+            if row["centre"] is not None or row["detail"].startswith(judge.NOT_YET) else None
+        values = [v.value for v in series.get(_series_key(row), [])]
+        lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
+                          row["metric"], row["value"], row["unit"], row["point"],
+                          row["reference"], row["lower_limit"], row["upper_limit"],
+                          row["status"], row["detail"], better=row["better"],
+                          judgement=judgement, series=tuple(values)))
+    return with_key_points(conn, run_id, lines)
 
 
 def judge_and_record(conn: psycopg.Connection, run_id: int) -> list[Line]:
@@ -239,6 +333,11 @@ def judge_and_record(conn: psycopg.Connection, run_id: int) -> list[Line]:
     lines = verdict(conn, run_id)
     record(conn, run_id, lines)
     return lines
+
+
+def stored_verdict(conn: psycopg.Connection, run_id: int) -> list[Line]:
+    """The run's stored verdict; a run stored but never judged is judged (and recorded)."""
+    return recorded(conn, run_id) or judge_and_record(conn, run_id)
 
 
 def record(conn: psycopg.Connection, run_id: int, lines: list[Line]) -> None:
@@ -256,7 +355,9 @@ def _recorded(run_id: int, line: Line) -> dict[str, Any]:
             "partition": line.partition, "environ": line.environ, "metric": line.metric,
             "point": Jsonb(line.point), "value": line.value, "unit": line.unit,
             "status": line.status, "centre": j.centre if j else None,
-            "noise": j.noise if j else None, "low": low, "high": high, "detail": line.detail}
+            "noise": j.noise if j else None, "low": low, "high": high, "detail": line.detail,
+            "reference": line.reference, "lower_limit": line.low, "upper_limit": line.high,
+            "better": line.better}
 
 
 def with_baseline(lines: list[Line], baseline: list[Line]) -> list[Line]:
@@ -275,38 +376,73 @@ def counts(lines: list[Line]) -> dict[str, int]:
     return {state: sum(1 for line in lines if line.status == state) for state in STATES}
 
 
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
+def plain(value: float | None) -> str:
+    """A figure as an admin reads it: 22,200 and 0.304, never 2.22e+04."""
+    if value is None:
+        return "-"
+    if value != value or abs(value) in (0.0, float("inf")):
+        return f"{value:g}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 0.001:
+        return f"{value:.4g}" if abs(value) >= 1 else f"{value:.4f}".rstrip("0").rstrip(".")
+    return f"{value:.2e}"
+
+
+_num = plain
+
+#: The verdict table fits a 120-column terminal; `--explain` gives the full names.
+TABLE_WIDTH = 120
 
 
 def _verdict_cell(line: Line) -> str:
-    """The state, and for a test case that did not run to a figure, why (its first line:
-    "test-failed: node node2 failed (NODE_FAIL)", "skipped: needs 8 nodes, …")."""
-    if line.status in (PASS, FAIL, NO_REFERENCE) or not line.detail.strip():
+    """The state and why: a test case that did not run to a figure ("test-failed: node
+    node2 failed (NODE_FAIL)", "skipped: needs 8 nodes, …"), a line not yet judged."""
+    if not line.detail.strip() or (line.status in (FAIL, NO_REFERENCE)):
+        return line.status
+    if line.status == PASS and not line.detail.startswith(judge.NOT_YET):
         return line.status
     why = line.detail.strip().splitlines()[0].removeprefix("sanity error: ")
-    return f"{line.status}: {why[:120]}{'…' if len(why) > 120 else ''}"
+    why = why.split(" (the last ")[0]  # "not yet judged: history 2 of 8 runs"
+    return f"{line.status}: {why}"
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
 
 
 def render(lines: list[Line], show_baseline: bool = False) -> str:
-    header = ["check", "partition/environ", "metric", "value", "unit", "reference", "bounds",
-              "verdict"]
+    """The verdict as a table of at most TABLE_WIDTH columns: one heading per variant and
+    where it ran, its metrics below (long names and reasons shortened with …)."""
+    header = ["  metric", "value", "unit", "reference", "bounds", "verdict"]
     if show_baseline:
-        header[5:5] = ["baseline", "change"]
-    rows = [header]
+        header[3:3] = ["baseline", "change"]
+    groups: dict[tuple, list[list[str]]] = {}
     for line in lines:
         name = variant_name(line.check, line.params)
-        metric = name_of(line).removeprefix(name + " ")
         bounds = "-" if line.low is None and line.high is None else \
-            f"[{_num(line.low)}, {_num(line.high)}]"
-        row = [name, f"{line.partition}/{line.environ}", metric, _num(line.value), line.unit,
-               _num(line.reference), bounds, _verdict_cell(line)]
+            f"[{plain(line.low)}, {plain(line.high)}]"
+        metric = name_of(line).removeprefix(name + " ")
+        row = ["  " + metric, plain(line.value), line.unit, plain(line.reference), bounds,
+               _verdict_cell(line)]
         if show_baseline:
             change = "-" if line.change is None else f"{line.change:+.1%}"
-            row[5:5] = [_num(line.baseline), change]
-        rows.append(row)
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
-    text = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+            row[3:3] = [plain(line.baseline), change]
+        groups.setdefault((name, f"{line.partition}/{line.environ}"), []).append(row)
+    rows = [header] + [row for group in groups.values() for row in group]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    widths[0] = min(widths[0], 40)
+    used = sum(widths[:-1]) + 2 * (len(widths) - 1)
+    last = max(TABLE_WIDTH - used, 12)
+
+    def formatted(row: list[str]) -> str:
+        cells = [_fit(c, w).ljust(w) for c, w in zip(row[:-1], widths)]
+        return "  ".join(cells + [_fit(row[-1], last)]).rstrip()
+
+    text = [formatted(header)]
+    for (name, where), group in groups.items():
+        text.append(_fit(f"{name}  ({where})", TABLE_WIDTH))
+        text += [formatted(row) for row in group]
     summary = ", ".join(f"{n} {s}" for s, n in counts(lines).items() if n or s in FAILING)
     return "\n".join(text + ["", f"verdict: {summary}"])
 
@@ -326,14 +462,17 @@ def explain(line: Line) -> str:
     """The history, the noise estimate, the rule and the decision behind one line."""
     rule = line.judgement.rule if line.judgement else judge.DEFAULT_RULE
     out = [f"{name_of(line)} on {line.partition}/{line.environ}: {line.status}"]
+    if line.key_point:
+        out.append(f"  key figure: {plain(line.value)} {line.unit}{key_point_text(line)}")
     out.append(f"  better: {line.better or 'not declared by the check'}")
     if line.low is not None or line.high is not None:
         out.append(f"  threshold: reference {_num(line.reference)}, limits "
                    f"[{_num(line.low)}, {_num(line.high)}] (acceptance floor)")
     earlier, recent = judge.split(line.series, rule)
     used = earlier[-rule.window:]
-    out.append(f"  history: {len(earlier)} earlier runs, the last {len(used)} used: "
-               + " ".join(_num(v) for v in used))
+    out.append(f"  history: {len(used)} runs before the last {len(recent)} ({rule.min_history} "
+               f"needed for a baseline, at most {rule.window} used): "
+               + (" ".join(_num(v) for v in used) or "none"))
     j = line.judgement
     if j is not None and j.centre is not None:
         out.append(f"  baseline: median {_num(j.centre)}, noise σ {_num(j.noise)} "

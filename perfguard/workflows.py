@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shlex
 import shutil
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
+
+from croniter import CroniterError, croniter
 
 from perfguard import db, judge, paths
 from perfguard import fingerprint as fp
 from perfguard import sweep as sw
 from perfguard import verdict as vd
 from perfguard.cluster.layout import ClusterLayout
-from perfguard.errors import PerfguardError
+from perfguard.errors import AlreadyRunning, PerfguardError, UsageError
 from perfguard.run import Completed, RunRequest, run_and_store
 
 SCRON_BEGIN = "# >>> perfguard nightly >>>"
@@ -33,45 +39,74 @@ class Outcome:
     text: str
     #: The run's HTML report (and its Markdown summary beside it), once written.
     html: Path | None = None
+    #: The stored run's outcome (the database's run_outcome); None: not stored.
+    result: vd.RunOutcome | None = None
 
     @property
     def failed(self) -> bool:
-        """A real failure only (skips and expected failures are not); a run that could not
-        be stored, or where ReFrame failed before any test case was recorded, fails."""
-        return (not self.completed.stored or vd.failed(self.lines)
-                or (self.completed.returncode != 0 and not self.lines))
+        """As the database says (skips and expected failures are not failures); a run
+        that could not be stored fails."""
+        return self.result is None or self.result.failed
 
 
 def _verdict(completed: Completed, dsn: str, baseline: str | None = None,
-             nodes: set[str] | None = None) -> tuple[list, str]:
+             nodes: set[str] | None = None) -> tuple[list, str, vd.RunOutcome | None]:
     """The run's verdict; with a baseline also the change and the fingerprint diff, the
     latter restricted to ``nodes`` when the run was restricted to them."""
     if not completed.stored:
         return [], (f"run not stored: {completed.message}; the report is kept in the spool "
-                    f"({completed.report.name})")
+                    f"({completed.report.name})"), None
     with db.connect(dsn) as conn:
         lines = vd.judge_and_record(conn, completed.run_id)
+        result = vd.outcome(conn, completed.run_id)
         if baseline is None:
-            return lines, vd.render(lines)
+            return lines, vd.render(lines), result
         before_id = vd.resolve_run(conn, baseline)
         vd.with_baseline(lines, vd.verdict(conn, before_id))
-        before, after = (fp.fingerprints(conn, run) for run in (before_id, completed.run_id))
-        if nodes:
-            before = {node: facts for node, facts in before.items() if node in nodes}
-        changes = fp.diff(before, after)
+        after = fp.fingerprints(conn, completed.run_id)
+        compared = sorted(nodes or after, key=fp.natural_key)
+        before = fp.fingerprints_as_of(conn, before_id, compared)
+        changes = fp.diff(before, {n: facts for n, facts in after.items() if n in compared})
     return lines, (vd.render(lines, show_baseline=True)
-                   + f"\n\nfingerprint changes since run {before_id}:\n" + fp.render(changes))
+                   + f"\n\nfingerprint changes since run {before_id} (each node against its "
+                     f"own state then):\n" + fp.render(changes)), result
 
 
 # --- nightly ---------------------------------------------------------------------
+@contextmanager
+def nightly_lock(state: Path, system: str) -> Iterator[None]:
+    """One nightly per state directory at a time; a second is refused, naming the first.
+    Manual runs, upgrade checks and sweeps take no lock: each has its own directories."""
+    path = state / "nightly.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "a process that has not written its name yet"
+            raise AlreadyRunning(f"another nightly is running ({holder}; lock {path}): "
+                                 f"this one did not start") from None
+        lock.truncate(0)
+        lock.write(f"pid {os.getpid()} on {os.uname().nodename}, system {system}, since "
+                   f"{datetime.now():%Y-%m-%d %H:%M:%S}")
+        lock.flush()
+        try:
+            yield
+        finally:
+            lock.truncate(0)
+
+
 def nightly(state: Path, dsn: str | None, tags: tuple[str, ...], system: str,
             labels: tuple[str, ...] = ()) -> Outcome:
     dsn = db.resolve_dsn(state, dsn)
-    completed = run_and_store(RunRequest(state=state, system=system, tags=tags,
-                                         trigger="nightly", labels=labels), dsn)
-    lines, text = _verdict(completed, dsn)
+    with nightly_lock(state, system):
+        completed = run_and_store(RunRequest(state=state, system=system, tags=tags,
+                                             trigger="nightly", labels=labels), dsn)
+    lines, text, result = _verdict(completed, dsn)
     header = f"perfguard nightly on {system}: run {completed.run_id}"
-    return _with_report(Outcome(completed, lines, f"{header}\n{text}"), state, dsn)
+    return _with_report(Outcome(completed, lines, f"{header}\n{text}", result=result), state,
+                        dsn)
 
 
 def _with_report(outcome: Outcome, state: Path, dsn: str, baseline: str | None = None
@@ -185,38 +220,16 @@ def install_scrontab(state: Path, entry: str | None) -> str:
 JOB_NAME = "perfguard-nightly"
 
 
-def _cron_field(spec: str, low: int, high: int) -> set[int]:
-    values: set[int] = set()
-    for part in spec.split(","):
-        body, _, step = part.partition("/")
-        if body == "*":
-            start, end = low, high
-        elif "-" in body:
-            start, end = (int(x) for x in body.split("-"))
-        else:
-            start = end = int(body)
-        if start < low or end > high or start > end:
-            raise PerfguardError(f"cron field {spec!r}: {part!r} is outside {low}-{high}")
-        values.update(range(start, end + 1, int(step) if step else 1))
-    return values
-
-
 def next_occurrence(schedule: str, after: datetime) -> datetime:
-    """The first minute after ``after`` that the 5-field cron ``schedule`` matches."""
-    fields = schedule.split()
-    if len(fields) != 5:
-        raise PerfguardError(f"schedule {schedule!r}: expected 5 cron fields "
-                             f"(minute hour day month weekday)")
-    minutes, hours, days, months = (_cron_field(f, lo, hi) for f, (lo, hi) in zip(
-        fields[:4], ((0, 59), (0, 23), (1, 31), (1, 12))))
-    weekdays = {d % 7 for d in _cron_field(fields[4], 0, 7)}
-    moment = after.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    for _ in range(366 * 24 * 60):
-        if (moment.minute in minutes and moment.hour in hours and moment.month in months
-                and moment.day in days and (moment.isoweekday() % 7) in weekdays):
-            return moment
-        moment += timedelta(minutes=1)
-    raise PerfguardError(f"schedule {schedule!r} never matches within a year")
+    """The first minute after ``after`` that the 5-field cron ``schedule`` matches, as cron
+    reads it (croniter: a restricted day of month and day of week match either one)."""
+    if len(schedule.split()) != 5:
+        raise UsageError(f"schedule {schedule!r}: expected 5 cron fields "
+                         f"(minute hour day month weekday)")
+    try:
+        return croniter(schedule, after).get_next(datetime)
+    except (CroniterError, ValueError) as exc:
+        raise UsageError(f"schedule {schedule!r} is not a cron schedule: {exc}") from None
 
 
 def submit_recurring(state: Path, schedule: str, arguments: list[str],
@@ -284,17 +297,22 @@ def upgrade_check(state: Path, dsn: str | None, baseline: str, nodes: str | None
     with db.connect(dsn) as conn:
         vd.resolve_run(conn, baseline)  # a wrong baseline fails before anything runs
     extra: tuple[str, ...] = ()
+    setvars: tuple[str, ...] = ()
     kept: set[str] | None = None
     if nodes:
         kept, others = excluded_nodes(state, nodes)
         extra = ("-J", f"exclude={others}") if others else ()
+        # shapes that need more nodes than given are skipped before anything is submitted
+        setvars = (f"nodes_available={len(kept)}",)
     completed = run_and_store(RunRequest(state=state, system=system, tags=tags, extra=extra,
+                                         setvars=setvars,
                                          trigger="upgrade", labels=("post-upgrade",)), dsn)
-    lines, text = _verdict(completed, dsn, baseline, kept)
+    lines, text, result = _verdict(completed, dsn, baseline, kept)
     header = (f"perfguard upgrade check on {system}"
               + (f" (nodes {nodes})" if nodes else "")
               + f": run {completed.run_id} against baseline {baseline}")
-    return _with_report(Outcome(completed, lines, f"{header}\n{text}"), state, dsn, baseline)
+    return _with_report(Outcome(completed, lines, f"{header}\n{text}", result=result), state,
+                        dsn, baseline)
 
 
 # --- fabric sweep ---------------------------------------------------------------------
@@ -326,21 +344,25 @@ def fabric_sweep(state: Path, dsn: str | None, system: str, nodes: str | None = 
                              f"says why (skipped or failed test cases)")
     with db.connect(dsn) as conn:
         own = sw.history_limits(conn, first, judge.load_rules(vd.RULES_FILE))
-    state_of = sw.Sweep(found, sw.limits(found, _line_rates(system), criteria),
-                        pair_limits=own)
-    at_once = 0
+    rates = _line_rates(system)
+    state_of = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own)
+    load = ""
     for _ in range(criteria.retests):
-        pairs = sorted({f"{m.server}:{m.client}" for m in state_of.failing()})
-        if not pairs:
+        suspects = state_of.failing()
+        if not suspects:
             break
-        at_once = sw.retest_at_once(at_once, len({m.server for m in found}) // 2)
+        # the suspects one at a time, each kind's best pair measured again beside them
+        pairs = sorted({f"{m.server}:{m.client}"
+                        for m in suspects + state_of.references(suspects)})
+        load = sw.host_load()
         again = _sweep_run(state, dsn, system,
                            (f"FabricSweepCheck.pairs={','.join(pairs)}",
-                            f"FabricSweepCheck.at_once={at_once}"),
+                            "FabricSweepCheck.at_once=1"),
                            ("sweep-retest", f"sweep:{first}"))
         with db.connect(dsn) as conn:
-            state_of = state_of.retested(sw.measurements(conn, again))
-    findings = sw.blame(state_of)
+            state_of = state_of.retested(sw.measurements(conn, again), criteria, rates)
+    findings = [sw.Finding(f.kind, f.subject, f.hca, f"{f.evidence}; {load}")
+                for f in sw.blame(state_of)]
     drained = _drain(state, first, findings) if drain else []
     with db.connect(dsn) as conn:
         sw.store_findings(conn, first, findings, set(drained))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -23,7 +24,8 @@ from perfguard.run import RunRequest, run_reframe
 # Not under /tmp: every virtual node mounts a private /tmp over it.
 TEST_ROOT = Path(__file__).resolve().parents[1] / ".state-test"
 TEST_STATE = Path(os.environ.get("PERFGUARD_TEST_STATE", TEST_ROOT / "session"))
-TEST_PORT_BASE = 17800
+#: Two checkouts run their suites side by side with different PERFGUARD_TEST_PORT_BASE.
+TEST_PORT_BASE = int(os.environ.get("PERFGUARD_TEST_PORT_BASE", "17800"))
 DATA = Path(__file__).parent / "data"
 
 
@@ -134,3 +136,20 @@ def dry_run_scripts(system: str, *names: str, setvars: tuple[str, ...] = (),
         script = Path(case["stagedir"]) / "rfm_job.sh"
         scripts[case["display_name"]] = script.read_text().splitlines()
     return scripts
+
+
+def verdict_rows(stdout: str) -> list[dict]:
+    """The metric rows of `perfguard verdict`'s table: {variant, check, where, metric,
+    cells, verdict}, each under its variant heading (cells are 2+ spaces apart)."""
+    rows, variant, where = [], None, None
+    for line in stdout.split("\nverdict:")[0].splitlines():
+        if not line.strip() or line.startswith("run "):
+            continue
+        if not line.startswith("  "):
+            variant, _, where = line.partition("  (")
+            where = where.rstrip(")")
+        elif variant is not None:
+            cells = re.split(r"\s{2,}", line.strip())
+            rows.append({"variant": variant, "check": variant.split()[0], "where": where,
+                         "metric": cells[0], "cells": cells, "verdict": cells[-1]})
+    return rows

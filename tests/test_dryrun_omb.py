@@ -13,7 +13,8 @@ from tests.conftest import TEST_STATE, dry_run_scripts
 PT2PT = "OsuPt2PtCheck%hca={hca}%benchmark={bench}%transfer={transfer}%placement={placement}"
 OMB = "/opt/perfguard/gcc-openmpi-ucx-cuda/libexec/osu-micro-benchmarks/mpi"
 #: The fingerprint step every job runs first, one task per node.
-FINGERPRINT = ("srun -J perfguard-helper -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES --ntasks-per-node=1 "
+FINGERPRINT = ("srun -J perfguard-helper -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES "
+               "--ntasks-per-node=1 "
                "--cpu-bind=none bash fingerprint.sh > fingerprints.txt 2>/dev/null || true")
 
 

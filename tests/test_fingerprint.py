@@ -40,7 +40,8 @@ def test_diff_groups_nodes_like_slurm() -> None:
     after = {**before, "node3": {"hca mlx5_0 fw": "28.41"}, "node4": {"hca mlx5_0 fw": "28.41"}}
     assert diff(before, after) == [Change("hca mlx5_0 fw", "28.39", "28.41", ("node3", "node4"))]
     assert diff(before, after)[0].render() == "hca mlx5_0 fw: 28.39 → 28.41 on node[3-4]"
-    assert compact_nodes(["node1", "node2", "node3", "node7", "login"]) == "node[1-3,7],login"
+    assert compact_nodes(["node1", "node2", "node3", "node7", "login"]) == "login,node[1-3,7]"
+    assert compact_nodes(["nid001", "nid002", "nid010"]) == "nid[001-002,010]"
 
 
 def test_fingerprints_from_a_real_run_and_cli_diff(migrated_dsn: str, demo_report: Path,

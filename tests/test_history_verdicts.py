@@ -16,7 +16,7 @@ import yaml
 from perfguard import thresholds
 from perfguard.errors import UsageError
 from perfguard.judge import judge, load_rules
-from tests.conftest import perfguard
+from tests.conftest import perfguard, verdict_rows
 
 BW_LINE = "UcxPerftestCheck %hca=lo %memory=host %test=tag_bw bandwidth"
 
@@ -97,9 +97,9 @@ def test_dashboards_show_the_states_the_cli_prints(migrated_dsn: str, demo_repor
     cli = perfguard("verdict", str(runs[21]), "--dsn", migrated_dsn).stdout
     for name, state in stored_at_ingest.items():
         check, *params, metric = name.split(" ")
-        row = next(x for x in cli.splitlines() if x.startswith(check) and
-                   all(p in x for p in params) and f"  {metric}  " in x)
-        assert f"  {state}" in row, (name, row)
+        row = next(r for r in verdict_rows(cli) if r["check"] == check and
+                   all(p in r["variant"] for p in params) and r["metric"] == metric)
+        assert row["verdict"].split(":")[0] == state, (name, row)
     assert _stored_states(migrated_dsn, runs[21]) == stored_at_ingest  # judged alike again
     [panel] = [q for q in dashboards.queries() if q.panel.startswith("Verdict of run")]
     now = datetime.now(timezone.utc)
@@ -130,12 +130,15 @@ def test_a_curve_that_regressed_at_large_sizes_only_names_them(
                         curve_factors=[1.0] * 20 + [0.94] * 3, from_size=65536)
     result = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
     assert result.returncode == 1, result.stdout
-    [line] = [x for x in result.stdout.splitlines() if x.startswith("UcxPerftestCheck")
-              and "%test=tag_bw" in x and "bandwidth curve" in x]
-    assert re.search(r"regression: regressed at 64 KiB–1 MiB by \d\.\d%–\d\.\d%;", line), line
+    [line] = [r["verdict"] for r in verdict_rows(result.stdout)
+              if r["check"] == "UcxPerftestCheck" and "%test=tag_bw" in r["variant"]
+              and r["metric"] == "bandwidth curve"]
+    assert re.search(r"regression: regressed at 64 KiB–1 MiB by \d\.\d%–\d\.\d%", line), line
     assert re.findall(r"regressed at ([^;]+?) by", line) == ["64 KiB–1 MiB"], line
     # the same sweep's latency fell by as much: better, and said so
-    assert re.search(r"latency curve .* improvement: improved at 64 KiB–1 MiB", result.stdout)
+    assert any(r["metric"] == "latency curve" and
+               r["verdict"].startswith("improvement: improved at 64 KiB–1 MiB")
+               for r in verdict_rows(result.stdout))
 
 
 def test_a_single_spike_never_alarms(migrated_dsn: str, demo_report: Path,
@@ -152,7 +155,7 @@ def test_a_short_history_is_inconclusive(migrated_dsn: str, demo_report: Path,
     runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 4)
     explained = perfguard("verdict", str(runs[-1]), "--explain", BW_LINE, "--dsn",
                           migrated_dsn).stdout
-    assert "decision: inconclusive — 1 earlier runs, 8 needed for a baseline" in explained
+    assert "decision: inconclusive — not yet judged: history 1 of 8 runs" in explained
 
 
 def test_a_tie_between_thresholds_resolves_alike_in_cli_run_and_dashboards(
@@ -180,7 +183,8 @@ def test_a_tie_between_thresholds_resolves_alike_in_cli_run_and_dashboards(
     assert dashboard == (newest, "fail")
     assert by_run["bandwidth"].id == newest and by_run["bandwidth"].reference == 1e12
     explained = perfguard("verdict", str(run), "--explain", BW_LINE, "--dsn", migrated_dsn)
-    assert "threshold: reference 1e+12" in explained.stdout and explained.returncode == 1
+    assert "threshold: reference 1,000,000,000,000" in explained.stdout
+    assert explained.returncode == 1
 
 
 @pytest.mark.parametrize("recent, state", [

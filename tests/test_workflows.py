@@ -124,6 +124,15 @@ def test_cron_schedule() -> None:
         next_occurrence("30 2 * *", after)
 
 
+def test_cron_day_of_month_or_day_of_week_and_month_names() -> None:
+    """cron ORs a restricted day of month with a restricted day of week."""
+    after = datetime(2026, 11, 22, 12, 0)  # Sunday
+    assert next_occurrence("0 1 1 * 1", after) == datetime(2026, 11, 23, 1, 0)  # a Monday
+    assert next_occurrence("0 1 1 jan *", after) == datetime(2027, 1, 1, 1, 0)
+    with pytest.raises(PerfguardError, match="is not a cron schedule"):
+        next_occurrence("0 1 * mon *", after)  # 'mon' is a weekday, not a month
+
+
 def test_upgrade_check_on_chosen_nodes_against_labelled_baseline(dsn: str) -> None:
     baseline = perfguard("run", "-n", "MpiHelloCheck", "--label", "pre-upgrade",
                          state=TEST_STATE)

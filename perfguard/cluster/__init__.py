@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,26 @@ def down(state: Path) -> list[str]:
             terminate(pids, timeout=30 if service.name == "postgresql" else 15)
             stopped.append(service.name)
     return stopped
+
+
+def purge(state: Path) -> list[Path]:
+    """After `down`: remove what the cluster keeps outside the state directory (the
+    PostgreSQL data under /var/lib/perfguard when the state directory sits where the
+    postgres user cannot enter) and the state directory itself. Returns what went."""
+    layout = ClusterLayout.load(state)
+    if layout is not None and any(s.pids(layout) for s in SERVICES):
+        raise PerfguardError(f"the cluster of {state} still runs: `perfguard cluster down` "
+                             f"first")
+    removed = []
+    outside = state / "postgres"
+    if outside.is_symlink():
+        home = outside.resolve().parent  # /var/lib/perfguard/state-<digest>
+        shutil.rmtree(home, ignore_errors=True)
+        removed.append(home)
+    if state.exists():
+        shutil.rmtree(state, ignore_errors=True)
+        removed.append(state)
+    return removed
 
 
 def _nodes_detail(layout: ClusterLayout) -> str:

@@ -38,6 +38,9 @@ class SrunLaunch(rfm.RegressionTestPlugin):
     uses_mpi = variable(bool, value=True)
     #: The job script runs the steps itself, each with the srun prefix we hand it.
     self_launched = variable(bool, value=False)
+    #: Nodes this run may use, when fewer than the partition has (`perfguard upgrade-check
+    #: --nodes`); 0: the partition's.
+    nodes_available = variable(int, value=0)
     #: Every benchmark step must succeed; a check that records failed steps as results
     #: (the fabric sweep's failed pairs) clears it, and only the job's own end counts.
     steps_must_succeed = variable(bool, value=True)
@@ -54,14 +57,25 @@ class SrunLaunch(rfm.RegressionTestPlugin):
         partition = self.current_partition
         per_node = self.num_tasks_per_node or 1
         nodes_needed = -(-self.num_tasks // per_node)
-        nodes = partition.extras.get("num_nodes")
+        nodes = self.node_limit()
         self.skip_if(nodes is not None and nodes_needed > nodes,
-                     f"needs {nodes_needed} nodes, partition {partition.fullname} has {nodes}")
+                     f"needs {nodes_needed} nodes, {self.node_limit_source()} {nodes}")
         cores = partition.processor.num_cpus
         cores_needed = per_node * (self.num_cpus_per_task or 1)
         self.skip_if(cores is not None and cores_needed > cores,
                      f"needs {cores_needed} cores per node ({per_node} tasks), the nodes of "
                      f"{partition.fullname} have {cores}")
+
+    def node_limit(self) -> int | None:
+        """How many nodes a job of this run can get: the partition's, or fewer if given."""
+        nodes = self.current_partition.extras.get("num_nodes")
+        if self.nodes_available:
+            return min(nodes or self.nodes_available, self.nodes_available)
+        return nodes
+
+    def node_limit_source(self) -> str:
+        return ("this run may use" if self.nodes_available else
+                f"partition {self.current_partition.fullname} has")
 
     @property
     def pinned_step(self) -> bool:

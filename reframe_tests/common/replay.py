@@ -19,7 +19,8 @@ for shapes fixed at build time) is replayed: rank 0 prints its stdout and stderr
 (srun's own cpu-bind lines are left out: srun prints the real ones), every rank
 exits with its code. A list of stdouts is replayed in order, one per call in the
 same directory (the same measurement taken twice); ``hold_s`` keeps the program
-running that long after its output (a rank that hangs in MPI_Finalize). Two-sided programs (perftest,
+running that long after its output (a rank that hangs in MPI_Finalize).
+Two-sided programs (perftest,
 ucx_perftest): the server listens on ``-p PORT`` until its client has connected;
 the client (last argument: the server's address) connects, then prints.
 No matching recording: exit 127 with what was asked and what exists.

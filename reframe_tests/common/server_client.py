@@ -25,11 +25,12 @@ pg_server_node=${pg_nodes[0]}
 pg_client_node=${pg_nodes[-1]}
 pg_server_addr=$(scontrol show node "$pg_server_node" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
 pg_port=${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 1000 * 12))}
+pg_probe="srun -J perfguard-helper --overlap -N1 -n1 -w $pg_server_node"
 pg_port_free() {
-    srun -J perfguard-helper --overlap -N1 -n1 -w "$pg_server_node" bash -c "! ss -Hltn 'sport = :$1' | grep -q ."
+    $pg_probe bash -c "! ss -Hltn 'sport = :$1' | grep -q ."
 }
 pg_wait_listening() {  # PORT SERVER_PID; fails at once when the server step ends first
-    srun -J perfguard-helper --overlap -N1 -n1 -w "$pg_server_node" timeout "${PG_READY_TIMEOUT:-60}" \
+    $pg_probe timeout "${PG_READY_TIMEOUT:-60}" \
         bash -c "until ss -Hltn 'sport = :$1' | grep -q .; do sleep 0.1; done" &
     local waiter=$!
     while kill -0 "$waiter" 2>/dev/null; do

@@ -74,9 +74,9 @@ class HimenoCheck(rfm.RegressionTest, MeasuredCheck):
 
     @run_after("setup")
     def shape(self):
-        partition_nodes = self.current_partition.extras.get("num_nodes", 1)
-        self.skip_if(self.nodes > partition_nodes,
-                     f"{self.nodes} nodes requested, partition has {partition_nodes}")
+        nodes = self.node_limit() or 1
+        self.skip_if(self.nodes > nodes,
+                     f"needs {self.nodes} nodes, {self.node_limit_source()} {nodes}")
         cores = self.current_partition.processor.num_cpus or 1
         divisor = RANK_STEPS[self.ranks_step]
         self.ranks_per_node = 1 if divisor == 0 else max(1, cores // divisor)
