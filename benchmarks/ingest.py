@@ -149,6 +149,7 @@ def main() -> int:
         if not args.keep:
             with psycopg.connect(admin, autocommit=True) as conn:
                 conn.execute(f"DROP DATABASE {dsn.rsplit('/', 1)[1]} WITH (FORCE)")
+                conn.execute("CHECKPOINT")  # the dropped database's WAL is recycled now
     return 0
 
 

@@ -88,6 +88,7 @@ def main() -> None:
               f"{sorted(ingest_seconds)[len(ingest_seconds) // 2]:.1f} s")
     finally:
         cluster.down(STATE)
+        cluster.purge(STATE)  # its state and /var/lib/perfguard data
 
 
 def render(path: Path) -> tuple[float, float, int]:

@@ -127,6 +127,7 @@ def main() -> int:
         print(f"faults {len(heals)}: heal time median {statistics.median(recovery):.1f} s, "
               f"max {max(recovery):.1f} s")
     cluster.down(STATE)
+    cluster.purge(STATE)  # its state and /var/lib/perfguard data
     return 0 if lost == 0 else 1
 
 

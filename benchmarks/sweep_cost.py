@@ -69,6 +69,7 @@ def main() -> None:
                          statistics.median(r[0] for r in runs), job, job / measurements))
     finally:
         cluster.down(STATE)
+        cluster.purge(STATE)  # its state and /var/lib/perfguard data
     print("| nodes | rounds (incl. loopback) | pair measurements | `perfguard sweep` wall s "
           "| sweep job s | s per pair measurement |")
     print("|---|---|---|---|---|---|")

@@ -482,7 +482,8 @@ def cmd_verdict(args: argparse.Namespace) -> int:
         lines = vd.judge_and_record(conn, run_id)  # again: thresholds or rules may change
         result = vd.outcome(conn, run_id)
         if args.baseline:
-            vd.with_baseline(lines, vd.stored_verdict(conn, vd.resolve_run(conn, args.baseline)))
+            before = vd.resolve_run(conn, args.baseline)
+            vd.with_baseline(lines, vd.stored_verdict(conn, before))
     print(f"run {run_id}")
     if args.explain is not None:
         chosen = [line for line in lines if args.explain in vd.name_of(line)]

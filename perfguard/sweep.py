@@ -97,6 +97,9 @@ class Criteria:
     latency_factor: float = 2.1
     line_rate_fraction: float = 0.8
     retests: int = 1
+    #: Latency a pair may exceed the lowest by in any case (µs): where the lowest is a
+    #: tenth of a µs (shared memory), a factor alone is noise. 0 on a fabric.
+    latency_slack_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -140,9 +143,10 @@ def limits(measurements: Iterable[Measurement], line_rate: dict[str, float] | No
                 limit = Limit(floor, "higher", f"{criteria.line_rate_fraction:.0%} of "
                                                f"{hca}'s line rate {rate:.4g} {m.unit}")
         else:
-            factor = criteria.latency_factor
-            limit = Limit(m.value * factor, "lower",
-                          f"{factor:g}× the lowest {kind} ({where} {m.value:.4g} {m.unit})")
+            factor, slack = criteria.latency_factor, criteria.latency_slack_us
+            limit = Limit(max(m.value * factor, m.value + slack), "lower",
+                          f"{factor:g}× the lowest {kind} ({where} {m.value:.4g} {m.unit})"
+                          + (f" or {slack:g} us above it" if slack else ""))
         result[(hca, metric, loop)] = limit
     return result
 

@@ -176,7 +176,8 @@ def test_every_query_runs_and_names_its_columns(seeded: str) -> None:
             ("Himeno scaling", "A"): ["size", "nodes", "ranks_per_node", "ranks", "mflops",
                                       "speedup", "efficiency"],
             ("Last nightly", "A"): ["node", "metric", "ratio_to_reference"],
-            ("Run history", "A"): ["time", "run", "trigger", "labels", "passed", "failed",
+            ("Run history", "A"): ["time", "run", "outcome", "trigger", "labels", "passed",
+                                   "failed",
                                    "skipped", "expected_failures", "missed_thresholds",
                                    "regressions", "improvements", "inconclusive",
                                    "failing_checks"],
@@ -211,6 +212,7 @@ def test_failing_run_shows_where_it_should(seeded: str) -> None:
         history = [row for row in rows if dict(zip(columns, row))["trigger"] == "nightly"]
         latest = dict(zip(columns, history[0]))
         assert (latest["failed"], latest["missed_thresholds"]) == (1, 1)
+        assert latest["outcome"] == "FAIL"  # run_outcome: the answer the CLI gives
         assert latest["failing_checks"] == "OsuPt2PtCheck"
         # The night before improved: its key figure and its whole curve.
         assert (latest["regressions"], dict(zip(columns, history[1]))["improvements"]) == (0, 2)

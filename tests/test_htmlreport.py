@@ -62,6 +62,16 @@ def test_report_opens_in_chromium_with_verdict_plots_and_no_errors(
         assert "UcxPerftestCheck" in first.inner_text()
         assert re.search(r"\t-[4-8]\.\d%\t", first.inner_text())  # the 6 % step, in noise
         assert first.locator("svg[data-plot=sparkline]").count() == 1
+        # where: the nodes as a hostlist and the HCA; plain numbers with separators
+        assert re.fullmatch(r"node(\d|\[[\d,-]+\]) · HCA lo",
+                            first.locator("td.where").inner_text()), first.inner_text()
+        assert re.search(r"\d,\d{3} MiB/s", first.inner_text()), first.inner_text()
+        assert "e+0" not in page.inner_text("#top")
+        # every curve's text is at least 11 px on screen
+        smallest = page.evaluate("""Math.min(...Array.from(
+            document.querySelectorAll('#curves svg text')).map(t =>
+            parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a))""")
+        assert smallest >= 11, smallest
         curves = page.locator("#curves svg[data-plot=curve]")
         assert curves.count() >= 2
         flagged = page.locator("#curves figure[data-flagged=true] svg")
