@@ -24,7 +24,7 @@ from perfguard import cluster
 from perfguard.cluster.layout import GRAFANA_USER, ClusterLayout
 from perfguard.cluster.procs import read_pid
 from perfguard.spool import meta_path, rejected, spooled
-from tests.conftest import TEST_STATE, counts, perfguard, perfguard_command
+from tests.conftest import TEST_STATE, counts, perfguard, perfguard_command, verdict_rows
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 DB_DOWN = "postgresql://perfguard@127.0.0.1:1/none"
@@ -358,8 +358,9 @@ def test_a_node_lost_mid_run_is_named_in_the_verdict(layout: ClusterLayout,
         cluster.up(TEST_STATE, nodes=layout.nodes, port_base=layout.port_base)
     assert run.returncode == 1, err
     verdict = out.split("perfguard verdict for run")[-1]
-    [line] = [line for line in verdict.splitlines() if "UcxPerftestCheck" in line]
-    assert "test-failed" in line and f"node {victim} failed (NODE_FAIL)" in line, out
+    [line] = [row["verdict"] for row in verdict_rows(verdict)
+              if row["check"] == "UcxPerftestCheck"]
+    assert line.startswith("test-failed") and f"node {victim} failed (NODE_FAIL)" in line, out
     assert "Final" not in line
 
 
