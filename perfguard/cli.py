@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfguard import __version__, paths
-from perfguard.errors import AlreadyRunning, PerfguardError, UsageError
+from perfguard.errors import PerfguardError, UsageError
 from perfguard.secrets import redact_secrets
 
 
@@ -484,9 +484,11 @@ def cmd_verdict(args: argparse.Namespace) -> int:
         if args.baseline:
             before = vd.resolve_run(conn, args.baseline)
             vd.with_baseline(lines, vd.stored_verdict(conn, before))
+        chosen = [line for line in lines if args.explain in vd.name_of(line)] \
+            if args.explain is not None else []
+        vd.with_key_points(conn, run_id, chosen)  # which curve point each key figure is
     print(f"run {run_id}")
     if args.explain is not None:
-        chosen = [line for line in lines if args.explain in vd.name_of(line)]
         if not chosen:
             raise UsageError(f"no line of run {run_id} is named like {args.explain!r}")
         print("\n\n".join(vd.explain(line) for line in chosen))
@@ -818,15 +820,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.state_dir = (args.state_dir or paths.state_dir()).resolve()
     try:
         return args.func(args)
-    except UsageError as exc:
-        print(f"perfguard: error: {redact_secrets(str(exc))}", file=sys.stderr)
-        return 2
-    except AlreadyRunning as exc:
+    except PerfguardError as exc:  # usage 2, another nightly running 75, a failure 1
         print(f"perfguard: error: {redact_secrets(str(exc))}", file=sys.stderr)
         return exc.exit_code
-    except PerfguardError as exc:
-        print(f"perfguard: error: {redact_secrets(str(exc))}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("perfguard: interrupted", file=sys.stderr)
         return 130

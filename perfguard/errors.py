@@ -9,9 +9,13 @@ or input file) exits 2, ``AlreadyRunning`` (another nightly holds the lock) exit
 class PerfguardError(Exception):
     """A failure with a message that tells the user what and where."""
 
+    exit_code = 1
+
 
 class UsageError(PerfguardError):
     """The command was given something it cannot use: an argument, option or file."""
+
+    exit_code = 2
 
 
 class AlreadyRunning(PerfguardError):

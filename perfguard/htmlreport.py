@@ -341,8 +341,8 @@ def render_markdown(report: Report, html_name: str | None = None) -> str:
         out += ["| line | value | baseline | verdict |", "|---|---|---|---|"]
         for line in report.top:
             baseline = line.judgement.centre if line.judgement else line.reference
-            out.append(f"| `{vd.name_of(line)}` | {vd._num(line.value)} {line.unit} | "
-                       f"{vd._num(baseline)} | {vd._verdict_cell(line).replace('|', '/')} |")
+            out.append(f"| `{vd.name_of(line)}` | {vd.plain(line.value)} {line.unit} | "
+                       f"{vd.plain(baseline)} | {vd._verdict_cell(line).replace('|', '/')} |")
     if report.sweep_findings:
         out += ["", "**Fabric sweep**: " + "; ".join(f"{f.kind} {f.subject}"
                                                     for f in report.sweep_findings)]

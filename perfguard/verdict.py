@@ -162,7 +162,7 @@ def verdict(conn: psycopg.Connection, run_id: int,
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
                           "-", None, "", {}, None, None, None, row["testcase_state"],
                           row["fail_reason"] or ""))
-    return with_key_points(conn, run_id, lines)
+    return lines
 
 
 def _curve_lines(conn: psycopg.Connection, run_id: int, rules: judge.Rules) -> list[Line]:
@@ -367,11 +367,6 @@ def with_baseline(lines: list[Line], baseline: list[Line]) -> list[Line]:
     return lines
 
 
-def failed(lines: list[Line]) -> bool:
-    """A run fails on a real failure only: skipped and expected failures do not count."""
-    return any(line.status in FAILING for line in lines)
-
-
 def counts(lines: list[Line]) -> dict[str, int]:
     return {state: sum(1 for line in lines if line.status == state) for state in STATES}
 
@@ -389,7 +384,6 @@ def plain(value: float | None) -> str:
     return f"{value:.2e}"
 
 
-_num = plain
 
 #: The verdict table fits a 120-column terminal; `--explain` gives the full names.
 TABLE_WIDTH = 120
@@ -466,22 +460,22 @@ def explain(line: Line) -> str:
         out.append(f"  key figure: {plain(line.value)} {line.unit}{key_point_text(line)}")
     out.append(f"  better: {line.better or 'not declared by the check'}")
     if line.low is not None or line.high is not None:
-        out.append(f"  threshold: reference {_num(line.reference)}, limits "
-                   f"[{_num(line.low)}, {_num(line.high)}] (acceptance floor)")
+        out.append(f"  threshold: reference {plain(line.reference)}, limits "
+                   f"[{plain(line.low)}, {plain(line.high)}] (acceptance floor)")
     earlier, recent = judge.split(line.series, rule)
     used = earlier[-rule.window:]
     out.append(f"  history: {len(used)} runs before the last {len(recent)} ({rule.min_history} "
                f"needed for a baseline, at most {rule.window} used): "
-               + (" ".join(_num(v) for v in used) or "none"))
+               + (" ".join(plain(v) for v in used) or "none"))
     j = line.judgement
     if j is not None and j.centre is not None:
-        out.append(f"  baseline: median {_num(j.centre)}, noise σ {_num(j.noise)} "
+        out.append(f"  baseline: median {plain(j.centre)}, noise σ {plain(j.noise)} "
                    f"(MAD × {judge.MAD_TO_SIGMA}; CV {j.cv:.2%})")
-        out.append(f"  rule: a run is beyond when {rule.k:g}σ ({_num(rule.k * j.noise)}) and "
+        out.append(f"  rule: a run is beyond when {rule.k:g}σ ({plain(rule.k * j.noise)}) and "
                    f"{rule.min_change:.0%} from the median; {rule.needed} of the last "
                    f"{rule.confirm} runs beyond, this one included, decide")
         marks = ["beyond" if i in j.beyond else "within" for i in range(len(recent))]
-        out.append("  last runs: " + ", ".join(f"{_num(v)} ({m})"
+        out.append("  last runs: " + ", ".join(f"{plain(v)} ({m})"
                                                for v, m in zip(recent, marks)))
     out.append(f"  decision: {line.status}" + (f" — {line.detail}" if line.detail else ""))
     return "\n".join(out)

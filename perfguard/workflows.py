@@ -361,8 +361,8 @@ def fabric_sweep(state: Path, dsn: str | None, system: str, nodes: str | None = 
                            ("sweep-retest", f"sweep:{first}"))
         with db.connect(dsn) as conn:
             state_of = state_of.retested(sw.measurements(conn, again), criteria, rates)
-    findings = [sw.Finding(f.kind, f.subject, f.hca, f"{f.evidence}; {load}")
-                for f in sw.blame(state_of)]
+    findings = [sw.Finding(f.kind, f.subject, f.hca, f"{f.evidence}; {load}" if load
+                           else f.evidence) for f in sw.blame(state_of)]
     drained = _drain(state, first, findings) if drain else []
     with db.connect(dsn) as conn:
         sw.store_findings(conn, first, findings, set(drained))

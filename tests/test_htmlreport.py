@@ -67,10 +67,13 @@ def test_report_opens_in_chromium_with_verdict_plots_and_no_errors(
                             first.locator("td.where").inner_text()), first.inner_text()
         assert re.search(r"\d,\d{3} MiB/s", first.inner_text()), first.inner_text()
         assert "e+0" not in page.inner_text("#top")
-        # every curve's text is at least 11 px on screen
+        # every curve's text is at least 11 px on screen (glyphs of mathtext labels sit in
+        # their first tspan; rotated labels scale by the matrix's magnitude, not its cosine)
         smallest = page.evaluate("""Math.min(...Array.from(
-            document.querySelectorAll('#curves svg text')).map(t =>
-            parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a))""")
+            document.querySelectorAll('#curves svg text')).filter(t => t.textContent.trim())
+            .map(t => { const glyphs = t.querySelector('tspan') || t, m = t.getScreenCTM();
+                        return parseFloat(getComputedStyle(glyphs).fontSize)
+                               * Math.hypot(m.a, m.b); }))""")
         assert smallest >= 11, smallest
         curves = page.locator("#curves svg[data-plot=curve]")
         assert curves.count() >= 2
