@@ -323,7 +323,8 @@ def render_html(report: Report) -> str:
     return _ENV.get_template("report.html.j2").render(
         r=report, vd=vd, sparkline=_sparkline, version=__version__,
         generated=datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-        cell=vd._verdict_cell, num=vd.plain, state_class=_state_class, one_host=ONE_HOST)
+        cell=vd._verdict_cell, num=vd.plain, state_class=_state_class, one_host=ONE_HOST,
+        hostlist=fp.compact_nodes)
 
 
 def _state_class(state: str) -> str:

@@ -16,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 
 matplotlib.rcParams.update({
     "svg.fonttype": "none",       # text stays text: small files, searchable
@@ -98,6 +99,8 @@ def curve(title: str, unit: str, sizes: list[int], current: list[float],
     ax.set_ylabel(unit)
     if "latency" in title or unit in ("us", "usec"):
         ax.set_yscale("log")
+    else:  # 15,000,000 msg/s, not "1.5" under a "1e7" offset
+        ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     ax.set_title(title, loc="left", wrap=True)
     ax.legend(frameon=False)
     return _tagged(_svg(fig, title), "curve", series)

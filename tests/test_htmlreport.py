@@ -75,6 +75,7 @@ def test_report_opens_in_chromium_with_verdict_plots_and_no_errors(
                         return parseFloat(getComputedStyle(glyphs).fontSize)
                                * Math.hypot(m.a, m.b); }))""")
         assert smallest >= 11, smallest
+        assert "1e7" not in page.inner_text("#curves") and "1e6" not in page.inner_text("#curves")
         curves = page.locator("#curves svg[data-plot=curve]")
         assert curves.count() >= 2
         flagged = page.locator("#curves figure[data-flagged=true] svg")
@@ -85,6 +86,7 @@ def test_report_opens_in_chromium_with_verdict_plots_and_no_errors(
         assert page.locator("#nodes svg[data-plot=heatmap]").count() == 1
         environment = page.inner_text("#environment")
         assert f"since run {before_step}" in environment and "6.1.0-99-amd64" in environment
+        assert "node[1-4]" in environment  # a hostlist, not node1, node2, …
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
         browser.close()
     assert errors == []
