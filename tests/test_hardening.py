@@ -341,7 +341,7 @@ def test_a_node_lost_mid_run_is_named_in_the_verdict(layout: ClusterLayout,
     run = subprocess.Popen(
         perfguard_command("run", "--dsn", migrated_dsn, "-n", "^UcxPerftestCheck.*test=tag_lat",
                           "-S", "UcxPerftestCheck.iterations=100000000", state=TEST_STATE),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while not (nodes := job_nodes(layout, "UcxPerftestCheck")):
@@ -353,7 +353,8 @@ def test_a_node_lost_mid_run_is_named_in_the_verdict(layout: ClusterLayout,
             os.kill(pid, signal.SIGKILL)
         out, err = run.communicate(timeout=300)
     finally:
-        run.kill()
+        if run.poll() is None:  # perfguard and the reframe it started, never an orphan
+            os.killpg(run.pid, signal.SIGKILL)
         cancel_jobs(layout, "UcxPerftestCheck")
         cluster.up(TEST_STATE, nodes=layout.nodes, port_base=layout.port_base)
     assert run.returncode == 1, err
