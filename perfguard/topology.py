@@ -125,6 +125,9 @@ class Partition:
     srun_options: tuple[str, ...]
     provider: dict[str, Any]
     node: NodeTopology
+    #: sbatch options only measuring jobs add, e.g. a Slurm license of count 1 so that
+    #: benchmarks never overlap one another while other jobs run beside them.
+    measurement_options: tuple[str, ...] = ()
 
     @property
     def cpus_per_node(self) -> int:
@@ -223,7 +226,7 @@ def _partition(data: dict, where: str) -> Partition:
         features=tuple(dict.fromkeys(features)), max_jobs=int(data.get("max_jobs", 8)),
         nodes=int(data.get("nodes", 2)), mpi_flavour=str(_require(data, "mpi", where)),
         srun_options=tuple(data.get("srun_options") or ["--mpi=pmix"]), provider=provider,
-        node=node)
+        node=node, measurement_options=tuple(data.get("measurement_options") or []))
 
 
 def load_system(path: Path) -> System:

@@ -57,6 +57,7 @@ def partition_config(system, part, **overrides) -> dict:
         "extras": {
             "topology_file": str(system.path),
             "srun_options": list(part.srun_options),
+            "measurement_options": list(part.measurement_options),
             "num_nodes": part.nodes,
             "mpi_flavour": part.mpi_flavour,
             "binary_provider": dict(part.provider),

@@ -142,7 +142,9 @@ def verdict_rows(stdout: str) -> list[dict]:
     """The metric rows of `perfguard verdict`'s table: {variant, check, where, metric,
     cells, verdict}, each under its variant heading (cells are 2+ spaces apart)."""
     rows, variant, where = [], None, None
-    for line in stdout.split("\nverdict:")[0].splitlines():
+    table = stdout.split("\nverdict:")[0]
+    table = table[table.rindex("\n  metric") + 1:]  # after ReFrame's own output, if any
+    for line in table.splitlines():
         if not line.strip() or line.startswith("run "):
             continue
         if not line.startswith("  "):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import psycopg
@@ -170,3 +171,20 @@ def test_himeno_sweep_stores_mflops_and_efficiency(replayed) -> None:
         ).fetchall()
     assert sorted(int(r) for r, _ in points) == [1, 2, 2, 4, 4, 8]
     assert key_figure(dsn, "HimenoCheck", "efficiency", nodes="1", ranks_step="1") == 1.0
+
+
+def test_measurements_on_the_shared_host_never_overlap(layout, replayed) -> None:
+    """The embedded partition's measurement license (count 1): ReFrame submits several
+    jobs at once, Slurm runs the measuring ones one after another."""
+    _, _, testcases = replayed
+    ids = [tc["jobid"] for tc in testcases if tc.get("jobid") and not tc.get("fixture")]
+    assert len(ids) >= 8
+    listing = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", ",".join(map(str, ids)), "-o", "JobID,Start,End"],
+        capture_output=True, text=True, check=True,
+        env={**layout.client_env(), "SLURM_TIME_FORMAT": "%s"}).stdout
+    spans = sorted((int(start), int(end)) for _, start, end in
+                   (line.split("|") for line in listing.splitlines()))
+    assert len(spans) == len(ids), listing
+    overlaps = [(a, b) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
+    assert not overlaps, overlaps

@@ -16,7 +16,15 @@ import psycopg
 import pytest
 
 from reframe_tests.common.launch import job_problem
-from tests.conftest import DATA, TEST_ROOT, TEST_STATE, create_database, drop_databases, perfguard
+from tests.conftest import (
+    DATA,
+    TEST_ROOT,
+    TEST_STATE,
+    create_database,
+    drop_databases,
+    perfguard,
+    verdict_rows,
+)
 
 LATENCY = "^OsuPt2PtCheck%hca=lo%benchmark=osu_latency%transfer=H-H%placement=inter"
 BANDWIDTH = "^OsuPt2PtCheck%hca=lo%benchmark=osu_bw%transfer=H-H%placement=inter"
@@ -64,7 +72,8 @@ def test_complete_table_then_abort_is_test_failed(crashed) -> None:
     # sacct reports the aborted task's step FAILED; srun's exit code is the signal's (6)
     assert re.search(r"job \d+ FAILED with exit code \d+; step \d+\.\d+ \(replay.py\) FAILED",
                      reason), reason
-    assert re.search(r"OsuPt2PtCheck.*osu_latency.*test-failed: job \d+ FAILED", result.stdout)
+    [row] = [r for r in verdict_rows(result.stdout) if "osu_latency" in r["variant"]]
+    assert re.match(r"test-failed: job \d+ FAILED", row["verdict"]), row
 
 
 def test_hang_after_the_table_ends_as_timeout(crashed) -> None:

@@ -137,7 +137,9 @@ def test_perftest_interference_layout() -> None:
     background = body.index(f"{BIN}/ib_write_bw -p \\$pg_port -F -D 30 -d mlx5_0 -i 1 -s 8")
     interfered = body.index('echo "# perfguard phase=interfered"')
     assert alone < background < interfered
-    assert "(pg_port=$((pg_port + 100)); run_pair" in body
+    # the interfering pair's steps are named helpers: stopped by a kill, not a failure
+    assert ('(pg_port=$((pg_port + 100)); srun_server="$srun_server -J perfguard-helper"; '
+            'srun_client="$srun_client -J perfguard-helper"; run_pair') in body
     assert body.rstrip().endswith("kill $interference 2>/dev/null; wait $interference; exit $rc")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from perfguard.cluster.layout import CLUSTER_NAME, PARTITION, ClusterLayout
+from perfguard.cluster.layout import CLUSTER_NAME, MEASUREMENT_LICENSE, PARTITION, ClusterLayout
 
 SLURMDBD_DB = "slurm_acct_db"
 SLURMDBD_DB_USER = "slurm"
@@ -72,6 +72,7 @@ def slurm_conf(layout: ClusterLayout) -> str:
             f"CoresPerSocket={len(domains[0])} ThreadsPerCore=1 RealMemory=2048{spec} "
             f"Feature=embedded,cpu State=UNKNOWN"
         )
+    lines.append(f"Licenses={MEASUREMENT_LICENSE}:1")  # one measurement at a time
     lines.append(
         f"PartitionName={PARTITION} Nodes={layout.node_range} Default=YES "
         "MaxTime=120 State=UP OverSubscribe=NO"

@@ -27,6 +27,9 @@ DB_USER = "perfguard"
 GRAFANA_USER = "perfguard_grafana"
 
 
+#: The Slurm license (count 1) every measuring job of the embedded cluster holds.
+MEASUREMENT_LICENSE = "perfguard_host"
+
 #: The virtual nodes' network: the host's loopback, which the embedded topology
 #: describes as the nodes' one "HCA" so that pinning to it is exercised for real.
 EMBEDDED_HCA = "lo"
@@ -114,9 +117,10 @@ class ClusterLayout:
                 "environs": ["gnu-openmpi"],
                 "features": ["embedded", "mpi", "ucx"],
                 "nodes": self.nodes,
-                # One job at a time: the virtual nodes share the host's CPUs, and jobs
-                # side by side measured each other (intra-node latency 0.34–24 µs).
-                "max_jobs": 1,
+                "max_jobs": 4,
+                # One measurement at a time: the virtual nodes share the host's CPUs, and
+                # benchmarks side by side measured each other (latency 0.34–24 µs).
+                "measurement_options": [f"--licenses={MEASUREMENT_LICENSE}"],
                 "mpi": "openmpi-tcp",
                 "srun_options": ["--mpi=pmix"],
                 "node": {

@@ -9,7 +9,7 @@ valid only on partitions with that HCA (and a GPU where the check needs one).
 
 from __future__ import annotations
 
-from reframe.core.builtins import parameter, run_after
+from reframe.core.builtins import parameter, run_after, run_before
 
 from reframe_tests.common.fingerprints import CollectsFingerprints
 from reframe_tests.common.launch import SrunLaunch
@@ -32,6 +32,13 @@ class MeasuredCheck(SrunLaunch, BinaryProvider, RecordsSamples, DatabaseReferenc
         """A measurement owns its nodes: another job's ranks on them would be measured too
         (and a 1-node run is the baseline of every speed-up computed from it)."""
         self.exclusive_access = True
+
+    @run_before("run")
+    def measurement_slot(self):
+        """The partition's options for measuring jobs (topology `measurement_options`): on
+        the embedded cluster a license of count 1, so benchmarks run one at a time on the
+        shared host while sanity jobs run beside them."""
+        self.job.options += self.current_partition.extras.get("measurement_options", [])
 
 
 class HcaCheck(MeasuredCheck, HcaPinning):

@@ -17,7 +17,8 @@ NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
 UNSUCCESSFUL = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "BOOT_FAIL",
                 "DEADLINE", "PREEMPTED")
 #: Name of the job steps perfguard runs around a benchmark (fingerprint, free-port and
-#: listening probes): they may fail by design, so their state is not the benchmark's.
+#: listening probes, an interfering pair's load): they may fail or be stopped by design,
+#: so their state is not the benchmark's.
 HELPER_STEP = "perfguard-helper"
 
 
@@ -162,6 +163,6 @@ def job_problem(jobid: str | None, state: str, exitcode: int | None,
         suffix = step.partition(".")[2]
         if not suffix or suffix in ("batch", "extern") or name.startswith(HELPER_STEP):
             continue
-        if step_state.split()[0] in UNSUCCESSFUL or code not in ("0:0", ""):
+        if (step_state.split() or [""])[0] in UNSUCCESSFUL or code not in ("0:0", ""):
             problems.append(f"step {step} ({name}) {step_state} {code}")
     return "; ".join(problems) or None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from reframe.core.builtins import variable
 
 from reframe_tests.common.base import HcaCheck
+from reframe_tests.common.launch import HELPER_STEP
 from reframe_tests.common.pinning import map_cpu
 
 # Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD`
@@ -59,6 +60,12 @@ run_pair() {
     return $rc
 }
 """.strip("\n")
+
+
+#: Inside a subshell: its `run_pair` steps are named as helpers (background load that is
+#: stopped once the measurement is done), so their end is not the benchmark's.
+HELPER_SRUNS = (f'srun_server="$srun_server -J {HELPER_STEP}"; '
+                f'srun_client="$srun_client -J {HELPER_STEP}"')
 
 
 def pair_prologue(srun_server: str, srun_client: str) -> list[str]:

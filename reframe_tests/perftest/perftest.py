@@ -26,7 +26,13 @@ from reframe.utility.sanity import make_performance_function
 
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.pinning import AUTO_HCA, partition_topology
-from reframe_tests.common.server_client import PORT, ServerClientCheck, pair_line, per_size
+from reframe_tests.common.server_client import (
+    HELPER_SRUNS,
+    PORT,
+    ServerClientCheck,
+    pair_line,
+    per_size,
+)
 from reframe_tests.perftest import parser
 
 #: Transfer function → (program stem, extra options both sides need).
@@ -221,7 +227,9 @@ class PerftestInterferenceCheck(PerftestBase):
             'echo "# perfguard phase=alone"', f"{measured} || exit $?",
             # The interfering pair uses ports far from ours and runs in the background;
             # we measure once its client has printed its table header (it is sending).
-            f"(pg_port=$((pg_port + 100)); {interfering}) > interference.out 2>&1 &",
+            # It is load, stopped by a kill once we have measured: its steps are helpers.
+            f"(pg_port=$((pg_port + 100)); {HELPER_SRUNS}; {interfering}) "
+            f"> interference.out 2>&1 &",
             "interference=$!",
             'timeout 60 bash -c "until grep -q \'#bytes\' interference.out; do sleep 0.2; '
             'done" || { echo "perfguard: interfering pair never started" >&2; exit 1; }',
