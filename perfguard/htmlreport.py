@@ -126,6 +126,13 @@ class Report:
         return sum(1 for line in self.lines if _learning(line))
 
     @property
+    def judged(self) -> int:
+        """Lines judged against a history baseline: only then can a report say that
+        nothing changed beyond its noise."""
+        return sum(1 for line in self.lines if line.judgement and line.judgement.centre
+                   is not None)
+
+    @property
     def history_lengths(self) -> str:
         """'2 of 8' or '0–3 of 8': the history the not-yet-judged lines have, of what a
         baseline needs (as the judge counts it)."""

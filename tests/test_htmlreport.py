@@ -105,6 +105,21 @@ def test_report_of_a_clean_run_says_so(migrated_dsn: str, demo_report: Path,
     page = (tmp_path / "r.html").read_text()
     assert not report.failed and '<span class="badge pass" id="status">PASS</span>' in page
     assert "Nothing failed, regressed or changed beyond its noise." in page
+
+
+def test_report_of_a_first_run_says_nothing_was_judged_yet(migrated_dsn: str,
+                                                          demo_report: Path,
+                                                          tmp_path: Path) -> None:
+    """Two nights (both among the last 3 the judge judges): no figure has a baseline, so
+    the report does not claim that nothing changed beyond its noise, and says which lines
+    are not yet judged."""
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0, 1.9], cv=0.0)
+    with psycopg.connect(migrated_dsn) as conn:
+        htmlreport.write(conn, runs[-1], tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    assert "changed beyond its noise" not in page
+    assert "no figure could be judged against its history yet" in page
+    assert re.search(r"Not yet judged: \d+ of \d+ lines</b>\s+have history 0 of 8 runs", page)
     assert not list(tmp_path.glob(".r.html.partial"))
 
 
