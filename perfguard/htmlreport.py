@@ -210,6 +210,7 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
     judged = {(c.check, vd._frozen(c.params), c.partition, c.environ, c.metric): c
               for c in curves.judge_curves(conn, report.run["id"],
                                            judge.load_rules(vd.RULES_FILE))}
+    limits = _key_limits(report.lines)
     drawn_quiet: set[str] = set()
     for key in sorted(mine):
         check, params, partition, environ, metric = key
@@ -230,9 +231,22 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
         name = f"{vd.variant_name(check, dict(params))} {metric} on {partition}/{environ}"
         svg = plots.curve(name, units[key], sizes, [mine[key][s] for s in sizes],
                           ([s for s, _ in before], [v for _, v in before]) if before else None,
-                          band, flagged)
+                          band, flagged, limits.get(key))
         report.curves.append(CurvePlot(name, svg, bool(flagged)))
     report.curves.sort(key=lambda c: (not c.flagged, c.name))
+
+
+def _key_limits(lines: list[vd.Line]) -> dict[tuple, tuple[int, float, bool]]:
+    """Curve key → (size, limit, is_upper) of its key figure's reference threshold."""
+    limits = {}
+    for line in lines:
+        size = (line.key_point or {}).get("size")
+        bound = line.high if line.better == "lower" else line.low
+        if size is not None and bound is not None:
+            key = (line.check, vd._frozen(line.params), line.partition, line.environ,
+                   line.metric)
+            limits[key] = (int(size), bound, line.better == "lower")
+    return limits
 
 
 def _add_scaling(conn: psycopg.Connection, report: Report) -> None:

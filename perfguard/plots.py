@@ -73,10 +73,11 @@ def size_label(size: float) -> str:
 def curve(title: str, unit: str, sizes: list[int], current: list[float],
           previous: tuple[list[int], list[float]] | None,
           band: tuple[list[int], list[float], list[float]] | None,
-          flagged: dict[int, bool]) -> str:
+          flagged: dict[int, bool], limit: tuple[int, float, bool] | None = None) -> str:
     """This run's curve against the previous run's and the history band, log size axis;
     sizes the verdict flagged are marked (``flagged``: size → worse), red when worse,
-    green when better."""
+    green when better. ``limit`` (size, value, is_upper) is the reference threshold of
+    the curve's key figure, drawn at that size: thresholds judge one point, not a line."""
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     series = 1
     if band and band[0]:
@@ -92,6 +93,11 @@ def curve(title: str, unit: str, sizes: list[int], current: list[float],
         marked = [(s, v) for s, v in zip(sizes, current) if flagged.get(s) is worse]
         if marked:
             ax.plot(*zip(*marked), "o", color=colour, ms=5, label=label)
+    if limit:
+        size, value, upper = limit
+        ax.plot([size], [value], "v" if upper else "^", color=BAD, ms=8, ls="none",
+                label=f"{'upper' if upper else 'lower'} limit at {size_label(size)}")
+        series += 1
     ax.set_xscale("log", base=2)
     ticks = [s for s in sizes if s > 0 and math.log2(s) % 2 == 0] or sizes
     ax.set_xticks(ticks, [size_label(s) for s in ticks])

@@ -97,6 +97,31 @@ def test_report_opens_in_chromium_with_verdict_plots_and_no_errors(
                      r"regression: -\d", text), text
 
 
+def test_a_curve_draws_its_key_figure_limit_at_the_key_size() -> None:
+    """A threshold judges one point (the key figure), so it is drawn at that size, on the
+    side the metric must not cross: an upper limit for latency, a lower one for bandwidth."""
+    from perfguard import plots
+    from perfguard import verdict as vd
+
+    def line(metric: str, better: str, low: float | None, high: float | None) -> vd.Line:
+        found = vd.Line("OsuPt2PtCheck", {"benchmark": "osu_bw"}, "ib", "gnu", metric, 1.0,
+                        "MB/s", {}, 10.0, low, high, "pass", "", better=better)
+        found.key_point = {"size": 4 << 20}
+        return found
+
+    limits = htmlreport._key_limits([line("bandwidth", "higher", 9000.0, None),
+                                     line("latency", "lower", None, 2.5),
+                                     line("message_rate", "higher", None, None)])
+    key = ("OsuPt2PtCheck", vd._frozen({"benchmark": "osu_bw"}), "ib", "gnu")
+    assert limits == {(*key, "bandwidth"): (4 << 20, 9000.0, False),
+                      (*key, "latency"): (4 << 20, 2.5, True)}
+    svg = plots.curve("osu_bw bandwidth", "MB/s", [1 << 20, 4 << 20], [9500.0, 9800.0],
+                      None, None, {}, limits[(*key, "bandwidth")])
+    assert "lower limit at 4M" in svg and 'data-series="2"' in svg
+    assert "limit at" not in plots.curve("osu_bw bandwidth", "MB/s", [1 << 20], [9500.0],
+                                         None, None, {})
+
+
 def test_report_of_a_clean_run_says_so(migrated_dsn: str, demo_report: Path,
                                        tmp_path: Path) -> None:
     runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 14, cv=0.0)
