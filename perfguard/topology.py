@@ -99,6 +99,16 @@ class NodeTopology:
                                  f"{len(cores)} in the topology")
         return cores[:count]
 
+    def cores_per_node_sharing_a_host(self, hca: Hca, count: int, nodes: int
+                                      ) -> list[list[int]]:
+        """``count`` cores for each of ``nodes`` nodes that share one host's CPUs (virtual
+        nodes): the first node gets the cores near the HCA, each next node the same order
+        shifted by one core, so the ranks that talk to each other (the same local rank on
+        different nodes) sit on different host CPUs instead of stacking on one."""
+        order = self.cores_near(hca, self.cores)
+        return [[order[(node + rank) % len(order)] for rank in range(count)]
+                for node in range(nodes)]
+
     def closest_gpu(self, hca: Hca) -> Gpu | None:
         """The GPU with the best PCIe affinity to the HCA (PIX before PXB before PHB …)."""
         if not self.gpus:

@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from reframe_tests.common.binding import srun_masks
+from reframe_tests.common.binding import srun_bindings
 from tests.conftest import DATA, TEST_STATE, create_database, drop_databases, perfguard
 
 REPLAY = DATA / "replay"
@@ -117,22 +117,30 @@ def test_omb_key_figures_are_the_recorded_ones(replayed) -> None:
     assert key_figure(dsn, "OsuCollectiveCheck", "latency", benchmark="osu_barrier") > 0
 
 
-def test_pinned_steps_landed_on_the_hca_numa_domain(replayed) -> None:
-    """The embedded HCA (loopback) sits on NUMA 1 = CPU 1: inter-node ranks are bound to
-    mask 0x2 on two nodes; intra-node and multi-pair ranks fill CPU 1, then CPU 0."""
+def test_pinned_steps_spread_over_the_host_the_virtual_nodes_share(replayed) -> None:
+    """The embedded HCA (loopback) sits on NUMA 1 = CPU 1. The virtual nodes share the
+    host's 2 CPUs, so one core map for all nodes would stack every node's rank on CPU 1:
+    each node gets its own map (a heterogeneous step), the first node CPU 1, the next
+    CPU 0, and so on. Intra-node ranks fill CPU 1, then CPU 0."""
     _, _, testcases = replayed
 
-    def masks(tc: dict) -> dict[int, tuple[str, int]]:
+    def masks(tc: dict) -> dict[str, list[int]]:
         stderr = (Path(tc["outputdir"]) / "rfm_job.err").read_text()
-        return {task: (b.host, b.mask) for task, b in srun_masks(stderr).items()}
+        by_host: dict[str, list[int]] = {}
+        for (host, _), (_, bound) in sorted(srun_bindings(stderr).items()):
+            by_host.setdefault(host, []).append(bound.mask)
+        return by_host
 
     [inter] = cases(testcases, "OsuPt2PtCheck", benchmark="osu_latency", placement="inter")
-    bound = masks(inter)
-    assert [mask for _, mask in bound.values()] == [0x2, 0x2]
-    assert len({host for host, _ in bound.values()}) == 2
+    assert inter["result"] == "pass", inter["fail_reason"]
+    assert sorted(masks(inter).values()) == [[0x1], [0x2]]
+    assert " : " in (Path(inter["outputdir"]) / "rfm_job.sh").read_text()
+    [barrier] = cases(testcases, "OsuCollectiveCheck", benchmark="osu_barrier")
+    assert sorted(masks(barrier).values()) == [[0x1], [0x1], [0x2], [0x2]]
+    [pairs] = cases(testcases, "OsuMultiPairCheck")
+    assert sorted(masks(pairs).values()) == [[0x1, 0x2], [0x2, 0x1]]
     [intra] = cases(testcases, "OsuPt2PtCheck", benchmark="osu_latency", placement="intra")
-    assert masks(intra)[0][1] == 0x2 and len(masks(intra)) == 2
-    assert {mask for _, mask in masks(intra).values()} == {0x1, 0x2}
+    assert list(masks(intra).values()) == [[0x2, 0x1]]
     assert intra["exclusive_access"] and inter["pinned_cores"] == [1]
 
 

@@ -33,24 +33,37 @@ class SrunBinding(NamedTuple):
     mask: int
 
 
+def srun_bindings(stderr: str) -> dict[tuple[str, int], tuple[int, SrunBinding]]:
+    """(host, local rank) → (task id as srun printed it, binding). In a heterogeneous step
+    each component counts its tasks from 0, so a task id alone is not unique."""
+    return {(m["host"], int(m["local"])): (int(m["task"]), SrunBinding(
+        m["host"], int(m["local"]), int(m["mask"], 16))) for m in SRUN_MASK.finditer(stderr)}
+
+
 def srun_masks(stderr: str) -> dict[int, SrunBinding]:
-    """Global task id → where srun bound it, for every binding srun reported as set."""
-    return {int(m["task"]): SrunBinding(m["host"], int(m["local"]), int(m["mask"], 16))
-            for m in SRUN_MASK.finditer(stderr)}
+    """Global task id → where srun bound it (one-component steps), for every binding srun
+    reported as set."""
+    return dict(srun_bindings(stderr).values())
 
 
-def binding_errors(stderr: str, num_tasks: int, expected_cores: list[int]) -> list[str]:
+def binding_errors(stderr: str, num_tasks: int, expected_cores: list[int],
+                   node_cores: dict[str, list[int]] | None = None) -> list[str]:
     """Why the binding srun reported is not the one requested; empty when it is.
 
-    ``expected_cores[local_rank]`` is the core each node's local rank must own;
-    with no expectation every task must still have been bound (a mask reported).
+    ``expected_cores[local_rank]`` is the core each node's local rank must own, unless
+    ``node_cores`` gives a host its own list; with no expectation every task must still
+    have been bound (a mask reported).
     """
-    reported = srun_masks(stderr)
+    reported = srun_bindings(stderr)
+    tasks = {task for task, _ in reported.values()}
     errors = [f"srun reported no cpu-bind mask for task {task}"
-              for task in range(num_tasks) if task not in reported]
-    for task, bound in sorted(reported.items()):
-        if expected_cores and bound.local_rank < len(expected_cores):
-            want = mask_of([expected_cores[bound.local_rank]])
+              for task in range(num_tasks) if task not in tasks] if not node_cores else \
+        [f"srun reported cpu-bind masks for {len(reported)} of {num_tasks} tasks"
+         ] if len(reported) < num_tasks else []
+    for task, bound in sorted(reported.values()):
+        cores = (node_cores or {}).get(bound.host, expected_cores)
+        if cores and bound.local_rank < len(cores):
+            want = mask_of([cores[bound.local_rank]])
             if bound.mask != want:
                 errors.append(f"task {task} (local rank {bound.local_rank}) on {bound.host}: "
                               f"mask {hex(bound.mask)}, expected {hex(want)}")

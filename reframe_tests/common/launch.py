@@ -10,6 +10,7 @@ import reframe.utility.osext as osext
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
+from reframe.core.launchers import JobLauncher
 
 #: What srun prints when slurmctld tells it a node of the step was lost.
 NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
@@ -45,6 +46,9 @@ class SrunLaunch(rfm.RegressionTestPlugin):
     #: Every benchmark step must succeed; a check that records failed steps as results
     #: (the fabric sweep's failed pairs) clears it, and only the job's own end counts.
     steps_must_succeed = variable(bool, value=True)
+    #: One core map per node of the job, in allocation order, where one map cannot serve
+    #: all nodes (virtual nodes sharing a host's CPUs); empty: ``cpu_bind`` for every node.
+    node_cores = variable(list, value=[])
 
     @run_after("setup")
     def one_core_per_task(self):
@@ -94,6 +98,11 @@ class SrunLaunch(rfm.RegressionTestPlugin):
             # outside of job step allocation"). A pinned job takes whole nodes and its
             # steps all of their cores.
             self.job.launcher.use_cpus_per_task = False
+        if self.node_cores and not self.self_launched:
+            common = [o for o in options if not o.startswith("--cpu-bind=")]
+            self.job.launcher = PerNodeSrun(common, self.node_cores, self.executable,
+                                            self.executable_opts)
+            return
         self.job.launcher.options += options
         if self.self_launched:
             srun = self.job.launcher.run_command(self.job)
@@ -121,6 +130,40 @@ class SrunLaunch(rfm.RegressionTestPlugin):
     def compose_steps(self, srun: str) -> None:
         raise NotImplementedError(f"{type(self).__name__} sets self_launched but does not "
                                   f"implement compose_steps(srun)")
+
+    def expected_node_cores(self) -> dict[str, list[int]]:
+        """Host → the cores its ranks must own, where each node has its own map."""
+        hosts = sorted(self.job.nodelist or [], key=nodelist_order)
+        return dict(zip(hosts, self.node_cores)) if self.node_cores else {}
+
+
+def nodelist_order(host: str) -> tuple:
+    """Slurm's node order (node2 before node10): the order it gives step components."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", host))
+
+
+class PerNodeSrun(JobLauncher):
+    """One MPI job step whose nodes each get their own core map: a heterogeneous step
+    (``srun A -N1 prog : B -N1 prog``, one MPI_COMM_WORLD through PMIx). Slurm gives the
+    components the allocation's nodes in order; ``--cpu-bind=map_cpu`` alone cannot differ
+    between nodes."""
+
+    def __init__(self, common: list[str], node_cores: list[list[int]], executable: str,
+                 executable_opts: list[str]) -> None:
+        super().__init__()
+        self.common, self.node_cores = common, node_cores
+        self.program = [executable, *executable_opts]
+
+    def component(self, cores: list[int]) -> list[str]:
+        return [*self.common, f"--cpu-bind=verbose,map_cpu:{','.join(map(str, cores))}",
+                "-N1", f"-n{len(cores)}"]
+
+    def command(self, job) -> list[str]:
+        """Every component but the last with the program; ReFrame appends the last's."""
+        tokens = ["srun"]
+        for cores in self.node_cores[:-1]:
+            tokens += [*self.component(cores), *self.program, ":"]
+        return tokens + self.component(self.node_cores[-1])
 
 
 def lost_nodes(stderr: str) -> list[str]:

@@ -95,6 +95,11 @@ class HcaPinning(rfm.RegressionTestPlugin):
         self.pinned_cores = node.cores_near(hca, ranks_per_node)
         self.cpu_bind = map_cpu(self.pinned_cores)
         self.exclusive_access = True
+        nodes = -(-(self.num_tasks or 1) // ranks_per_node)
+        if nodes > 1 and self.current_partition.extras.get("node_cpus"):
+            # Virtual nodes on one host: one core map per node, or every node's rank 0
+            # would sit on the same host CPU and the "inter-node" ranks take turns on it.
+            self.node_cores = node.cores_per_node_sharing_a_host(hca, ranks_per_node, nodes)
         gpu = node.closest_gpu(hca)
         if gpu is not None and device_buffers:
             # Allocate the node's GPUs and bind each task to the one next to the HCA:

@@ -92,7 +92,7 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, HcaCheck):
         self.result = parsed(lambda text: parser.parse(text, self.max_size if self.sized
                                                        else None), read_output(self))
         errors = binding_errors(read_output(self, "stderr"), self.num_tasks,
-                                self.pinned_cores)
+                                self.pinned_cores, self.expected_node_cores())
         if errors:
             raise SanityError("core binding differs from the request: " + "; ".join(errors))
         if self.device_buffers and self.result.device != "CUDA":
