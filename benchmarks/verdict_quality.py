@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from perfguard.judge import DEFAULT_RULE, REGRESSION, judge, load_rules  # noqa: E402
-from perfguard.verdict import RULES_FILE  # noqa: E402
+from perfguard.verdict import rules_file  # noqa: E402
 
 DATA = Path(__file__).with_name("data") / "repetitions.json"
 HISTORY, NIGHTS = 30, 3
@@ -52,7 +52,7 @@ def worse(value: float, reference: float, better: str) -> float:
     return loss if better == "higher" else -loss
 
 
-RULES = load_rules(RULES_FILE)
+RULES = load_rules(rules_file())
 
 
 def perfguard(history: list[float], recent: list[float], better: str) -> bool:

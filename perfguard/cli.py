@@ -146,7 +146,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     layout = cluster.up(args.state_dir, 4, args.port_base)
     with db.connect(layout.dsn) as conn:
         db.upgrade(conn)
-        for threshold in th.from_yaml(paths.SITE_CONFIG_DIR / "thresholds" / "local.yaml"):
+        for threshold in th.from_yaml(paths.DEFAULTS_DIR / "thresholds" / "local.yaml"):
             th.set_threshold(conn, threshold)
     request = RunRequest(state=args.state_dir, tags=("demo",), trigger="manual",
                          labels=("demo",))
@@ -550,6 +550,40 @@ def cmd_topology_detect(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- site ------------------------------------------------------------------------------
+def _add_site(sub: argparse._SubParsersAction) -> None:
+    site = sub.add_parser("site", help="the site directory: where each setting comes from")
+    actions = site.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = actions.add_parser("show", help="the site directory and, for each setting file, "
+                                           "whether the site's or the shipped one is used")
+    show.set_defaults(func=cmd_site_show)
+    init = actions.add_parser(
+        "init", help="write a starting site directory",
+        description="Creates systems/ and thresholds/ and a README; on a Slurm cluster it "
+                    "prints (or with --detect runs) `perfguard topology detect` through "
+                    "srun on one node of each partition.")
+    init.add_argument("directory", type=Path)
+    init.add_argument("--system", default="mycluster", help="the system's name")
+    init.add_argument("--detect", action="store_true",
+                      help="run the topology detection now (one node per partition)")
+    init.set_defaults(func=cmd_site_init)
+
+
+def cmd_site_show(args: argparse.Namespace) -> int:
+    from perfguard import site
+
+    print(site.describe())
+    return 0
+
+
+def cmd_site_init(args: argparse.Namespace) -> int:
+    from perfguard import site
+
+    for note in site.init(args.directory.resolve(), args.system, args.detect):
+        print(note)
+    return 0
+
+
 # --- spack -----------------------------------------------------------------------------
 def _add_spack(sub: argparse._SubParsersAction) -> None:
     spk = sub.add_parser("spack", help="the project's Spack stacks: check and install")
@@ -797,6 +831,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="state directory (default: $PERFGUARD_STATE_DIR, "
                              "$XDG_STATE_HOME/perfguard, or .state in the checkout)")
+    parser.add_argument("--site", type=Path, default=None,
+                        help="site directory (default: $PERFGUARD_SITE, "
+                             "$XDG_CONFIG_HOME/perfguard or /etc/perfguard if present); "
+                             "`perfguard site show` lists what it sets")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_cluster(sub)
     _add_run(sub)
@@ -806,6 +844,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verdict(sub)
     _add_changepoints(sub)
     _add_topology(sub)
+    _add_site(sub)
     _add_spack(sub)
     _add_fingerprint(sub)
     _add_workflows(sub)
@@ -817,6 +856,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.site is not None:  # read by every layer below, ReFrame and its checks too
+        if not args.site.is_dir():
+            print(f"perfguard: error: --site {args.site}: no such directory", file=sys.stderr)
+            return 2
+        os.environ["PERFGUARD_SITE"] = str(args.site.resolve())
     args.state_dir = (args.state_dir or paths.state_dir()).resolve()
     try:
         return args.func(args)

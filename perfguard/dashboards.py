@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from perfguard.paths import REPO_ROOT
+from perfguard.paths import DASHBOARDS_DIR
 
-DASHBOARD_DIR = REPO_ROOT / "dashboards" / "json"
+DASHBOARD_DIR = DASHBOARDS_DIR / "json"
 DATASOURCE_UID = "perfguard-pg"
 
 

@@ -209,7 +209,7 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
         units[key] = row["unit"]
     judged = {(c.check, vd._frozen(c.params), c.partition, c.environ, c.metric): c
               for c in curves.judge_curves(conn, report.run["id"],
-                                           judge.load_rules(vd.RULES_FILE))}
+                                           judge.load_rules(vd.rules_file()))}
     limits = _key_limits(report.lines)
     drawn_quiet: set[str] = set()
     for key in sorted(mine):

@@ -1,20 +1,47 @@
-"""Where perfguard keeps its files: the repository checkout and the state directory."""
+"""Where perfguard finds its files: the shipped defaults, the site directory, the state.
+
+Three places, read in this order of precedence:
+
+- the **site directory** (``--site DIR``, ``PERFGUARD_SITE``, else
+  ``$XDG_CONFIG_HOME/perfguard`` or ``/etc/perfguard`` where one exists): the site's own
+  topology files, thresholds, rules and MPI flavour additions, kept in the site's own git;
+- the **shipped defaults**: inside the installed package (``perfguard/shipped/``, mapped
+  from the repository's top-level ``site_config/``, ``dashboards/``, ``spack_envs/`` when
+  the wheel is built), or the checkout itself in an editable install;
+- the **state directory**: everything a run writes (see ``state_dir``).
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SITE_CONFIG_DIR = REPO_ROOT / "site_config"
-TESTS_DIR = REPO_ROOT / "reframe_tests"
+PACKAGE = Path(__file__).resolve().parent
+_SHIPPED_IN_PACKAGE = PACKAGE / "shipped"
+#: The source checkout this package runs from (editable install), or None (a wheel).
+CHECKOUT: Path | None = None if _SHIPPED_IN_PACKAGE.is_dir() else PACKAGE.parent
+#: Root of the shipped defaults: ``site_config/``, ``dashboards/``, ``spack_envs/``.
+SHIPPED = _SHIPPED_IN_PACKAGE if CHECKOUT is None else PACKAGE.parent
+#: The shipped default site configuration (the example systems, rules, flavours).
+DEFAULTS_DIR = SHIPPED / "site_config"
+DASHBOARDS_DIR = SHIPPED / "dashboards"
+SPACK_ENVS_DIR = SHIPPED / "spack_envs"
+#: The check library (the ``reframe_tests`` package, wherever it is installed).
+TESTS_DIR = Path(importlib.util.find_spec("reframe_tests").submodule_search_locations[0])
+
+#: Site files that replace the shipped default of the same name as a whole.
+SITE_FILES = ("verdict_rules.yaml", "sweep.yaml", "mpi_flavours.yaml")
+#: Site folders whose files add to the shipped ones (a file of the same name replaces).
+SITE_FOLDERS = ("systems", "thresholds")
 
 
 def state_dir() -> Path:
     """The one directory holding every piece of runtime state.
 
-    ``PERFGUARD_STATE_DIR`` wins; then ``$XDG_STATE_HOME/perfguard``; then
-    ``.state`` in the checkout, so a demo never writes outside the repository.
+    ``PERFGUARD_STATE_DIR`` wins; then ``$XDG_STATE_HOME/perfguard``; then ``.state`` in
+    the checkout (a demo never writes outside it), or ``~/.local/state/perfguard`` for an
+    installed package.
     """
     explicit = os.environ.get("PERFGUARD_STATE_DIR")
     if explicit:
@@ -22,4 +49,46 @@ def state_dir() -> Path:
     xdg = os.environ.get("XDG_STATE_HOME")
     if xdg:
         return Path(xdg).resolve() / "perfguard"
-    return REPO_ROOT / ".state"
+    if CHECKOUT is not None:
+        return CHECKOUT / ".state"
+    return Path.home() / ".local" / "state" / "perfguard"
+
+
+def site_dir() -> Path | None:
+    """The site directory: ``PERFGUARD_SITE`` (``--site``), else the first of
+    ``$XDG_CONFIG_HOME/perfguard`` (``~/.config/perfguard``) and ``/etc/perfguard`` that
+    exists; None: the shipped defaults alone."""
+    explicit = os.environ.get("PERFGUARD_SITE")
+    if explicit:
+        return Path(explicit).resolve()
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    for candidate in (config / "perfguard", Path("/etc/perfguard")):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def site_file(name: str) -> Path:
+    """The site's ``name`` where it has one, else the shipped default."""
+    site = site_dir()
+    if site is not None and (site / name).is_file():
+        return site / name
+    return DEFAULTS_DIR / name
+
+
+def site_folder(folder: str, pattern: str = "*.yaml") -> list[Path]:
+    """The shipped files of ``folder`` and the site's, a site file replacing the shipped
+    file of the same name; sorted by name."""
+    found = {p.name: p for p in (DEFAULTS_DIR / folder).glob(pattern)}
+    site = site_dir()
+    if site is not None:
+        found.update({p.name: p for p in (site / folder).glob(pattern)})
+    return [found[name] for name in sorted(found)]
+
+
+def layered_files() -> dict[str, Path]:
+    """Every site setting file perfguard reads → the file it comes from (`site show`)."""
+    files = {name: site_file(name) for name in SITE_FILES}
+    for folder in SITE_FOLDERS:
+        files.update({f"{folder}/{p.name}": p for p in site_folder(folder)})
+    return files

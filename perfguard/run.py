@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -41,15 +42,21 @@ class RunOutcome:
     report: Path
 
 
-def reframe_executable() -> str:
-    """The reframe next to our interpreter (the venv), else the one on PATH."""
+def reframe_launcher() -> list[str]:
+    """The reframe next to our interpreter (the venv); else ReFrame's entry point through
+    our interpreter (the package installed, ReFrame importable but its script elsewhere);
+    else the one on PATH."""
     beside = Path(sys.executable).parent / "reframe"
     if beside.exists():
-        return str(beside)
+        return [str(beside)]
+    if importlib.util.find_spec("reframe") is not None:
+        return [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; "
+                                      "sys.argv[0] = 'reframe'; sys.exit(main())"]
     found = shutil.which("reframe")
     if not found:
-        raise PerfguardError("reframe is not installed: run `./install.sh`")
-    return found
+        raise PerfguardError("reframe is not installed: `pip install reframe-hpc` "
+                             "(the checkout's ./install.sh does)")
+    return [found]
 
 
 #: Runs' ReFrame stage and output directories are kept this long (the report's evidence).
@@ -81,8 +88,8 @@ def prune_run_directories(state: Path, keep_days: float = KEEP_RUN_DIRS_DAYS) ->
 def reframe_command(request: RunRequest, report: Path) -> list[str]:
     directory = run_directory(request.state, report)
     command = [
-        reframe_executable(),
-        "-C", str(paths.SITE_CONFIG_DIR / "settings.py"),
+        *reframe_launcher(),
+        "-C", str(paths.DEFAULTS_DIR / "settings.py"),
         "-c", str(paths.TESTS_DIR), "-R",
         "--system", request.system,
         "--stage", str(directory / "stage"), "--output", str(directory / "output"),
@@ -107,8 +114,9 @@ def run_environment(request: RunRequest) -> dict[str, str]:
     and temporary files under the state directory (ReFrame's early log, rfm-*.log)."""
     env = dict(os.environ)
     env["PERFGUARD_STATE_DIR"] = str(request.state)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(paths.REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    if paths.CHECKOUT is not None:  # an installed package is importable as it is
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(paths.CHECKOUT), env.get("PYTHONPATH", "")) if p)
     env["TMPDIR"] = str(request.state / "tmp")
     if request.dsn:
         env["PERFGUARD_DSN"] = request.dsn
@@ -166,9 +174,13 @@ def _wait_passing_on_termination(process: subprocess.Popen) -> int:
 
 
 def library_revision() -> str | None:
-    """The test library's git revision, marked dirty when the checkout has local changes."""
+    """The test library's git revision, marked dirty when the checkout has local changes;
+    an installed package: its version."""
+    if paths.CHECKOUT is None:
+        from importlib.metadata import version
+        return f"perfguard {version('perfguard')}"
     try:
-        rev = subprocess.run(["git", "-C", str(paths.REPO_ROOT), "describe", "--always",
+        rev = subprocess.run(["git", "-C", str(paths.CHECKOUT), "describe", "--always",
                               "--dirty"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None

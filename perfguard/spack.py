@@ -26,9 +26,9 @@ from typing import Any
 import yaml
 
 from perfguard.errors import PerfguardError
-from perfguard.paths import REPO_ROOT, state_dir
+from perfguard.paths import SPACK_ENVS_DIR, state_dir
 
-SPACK_ENVS = REPO_ROOT / "spack_envs"
+SPACK_ENVS = SPACK_ENVS_DIR
 #: Our package repository (package API v2 layout: ``spack_repo/<namespace>/packages``).
 OUR_REPO = Path("spack_repo") / "perfguard"
 #: Compilers as dependencies, language virtuals and repository API v2 arrived with 1.0.

@@ -253,14 +253,15 @@ def load_system(path: Path) -> System:
         raise PerfguardError(f"{where}: malformed topology ({exc})") from exc
 
 
-def load_systems(directory: Path) -> list[System]:
-    return [load_system(p) for p in sorted(Path(directory).glob("*.yaml"))]
+def load_systems(files: list[Path]) -> list[System]:
+    """The systems of these topology files (``paths.site_folder("systems")``)."""
+    return [load_system(p) for p in files]
 
 
-def all_hca_names(directory: Path) -> list[str]:
+def all_hca_names(files: list[Path]) -> list[str]:
     """Every HCA named in any topology file: the values of the checks' `hca` parameter."""
     names: dict[str, None] = {}
-    for system in load_systems(directory):
+    for system in load_systems(files):
         for part in system.partitions:
             names.update((h.name, None) for h in part.node.hcas)
     return list(names)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -21,7 +22,7 @@ from psycopg.types.json import Jsonb
 
 from perfguard import curves, history, judge
 from perfguard.errors import PerfguardError, UsageError
-from perfguard.paths import SITE_CONFIG_DIR
+from perfguard.paths import site_file
 
 PASS, FAIL, NO_REFERENCE, TEST_FAILED = "pass", "fail", "no-reference", "test-failed"
 REGRESSION, IMPROVEMENT, INCONCLUSIVE = judge.REGRESSION, judge.IMPROVEMENT, judge.INCONCLUSIVE
@@ -143,12 +144,14 @@ def resolve_run(conn: psycopg.Connection, ref: str | None) -> int:
 
 
 #: Per-metric overrides of the history rule, shipped with the site configuration.
-RULES_FILE = SITE_CONFIG_DIR / "verdict_rules.yaml"
+def rules_file() -> Path:
+    """The site's verdict rules, else the shipped ones."""
+    return site_file("verdict_rules.yaml")
 
 
 def verdict(conn: psycopg.Connection, run_id: int,
             rules: judge.Rules | None = None) -> list[Line]:
-    rules = judge.load_rules(RULES_FILE) if rules is None else rules
+    rules = judge.load_rules(rules_file()) if rules is None else rules
     cursor = conn.cursor(row_factory=dict_row)
     rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
     series = _history(conn, run_id, rows, rules.runs_read())
@@ -305,7 +308,7 @@ def recorded(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = 
              ) -> list[Line]:
     """The run's verdict as stored when it was judged (what Grafana shows), with each key
     figure's history for sparklines; nothing is judged again."""
-    rules = judge.load_rules(RULES_FILE) if rules is None else rules
+    rules = judge.load_rules(rules_file()) if rules is None else rules
     rows = conn.cursor(row_factory=dict_row).execute(RECORDED_SQL, {"run_id": run_id}
                                                       ).fetchall()
     figures = [r for r in rows if r["metric"] != "-" and not r["metric"].endswith(" curve")]

@@ -49,6 +49,15 @@ class Outcome:
         return self.result is None or self.result.failed
 
 
+def run_context_environment(state: Path) -> dict[str, str]:
+    """What a scheduled nightly needs to find again: its state and site directories."""
+    environment = {"PERFGUARD_STATE_DIR": str(state)}
+    site = paths.site_dir()
+    if site is not None:
+        environment["PERFGUARD_SITE"] = str(site)
+    return environment
+
+
 def _verdict(completed: Completed, dsn: str, baseline: str | None = None,
              nodes: set[str] | None = None) -> tuple[list, str, vd.RunOutcome | None]:
     """The run's verdict; with a baseline also the change and the fingerprint diff, the
@@ -163,7 +172,7 @@ def scrontab_entry(state: Path, schedule: str, arguments: list[str],
                    partition: str | None = None) -> str:
     """A scrontab block that runs `perfguard nightly` from the cluster itself."""
     layout = ClusterLayout.load(state)
-    environment = {"PERFGUARD_STATE_DIR": str(state)}
+    environment = run_context_environment(state)
     if layout is not None:
         environment.update(SLURM_CONF=str(layout.slurm_conf), PERFGUARD_DSN=layout.dsn)
     exported = " ".join(f"{k}={shlex.quote(v)}" for k, v in environment.items())
@@ -173,7 +182,7 @@ def scrontab_entry(state: Path, schedule: str, arguments: list[str],
              f"#SCRON --output={state / 'log' / 'nightly-%j.log'}"]
     if partition:
         lines.append(f"#SCRON --partition={partition}")
-    lines += [f"{schedule} cd {shlex.quote(str(paths.REPO_ROOT))} && env {exported} {command}",
+    lines += [f"{schedule} cd {shlex.quote(str(state))} && env {exported} {command}",
               SCRON_END]
     return "\n".join(lines) + "\n"
 
@@ -243,13 +252,13 @@ def submit_recurring(state: Path, schedule: str, arguments: list[str],
     env = layout.client_env() if layout else None
     begin = at or next_occurrence(schedule, datetime.now()).strftime("%Y-%m-%dT%H:%M:%S")
     perfguard = shlex.quote(str(Path(sys.executable).parent / "perfguard"))
-    exported = {"PERFGUARD_STATE_DIR": str(state)}
+    exported = run_context_environment(state)
     if layout is not None:
         exported.update(SLURM_CONF=str(layout.slurm_conf), PERFGUARD_DSN=layout.dsn)
     prefix = "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in exported.items())
     again = [perfguard, "nightly", "--submit-recurring", "--schedule", shlex.quote(schedule),
              *map(shlex.quote, arguments)]
-    script = (f"cd {shlex.quote(str(paths.REPO_ROOT))}; "
+    script = (f"cd {shlex.quote(str(state))}; "
               f"{prefix} {perfguard} nightly {' '.join(map(shlex.quote, arguments))}; "
               f"{prefix} {' '.join(again)}")
     subprocess.run(["scancel", f"--name={JOB_NAME}", "--state=PENDING"], env=env,
@@ -316,7 +325,6 @@ def upgrade_check(state: Path, dsn: str | None, baseline: str, nodes: str | None
 
 
 # --- fabric sweep ---------------------------------------------------------------------
-SWEEP_CRITERIA = paths.SITE_CONFIG_DIR / "sweep.yaml"
 
 
 @dataclass
@@ -331,7 +339,7 @@ def fabric_sweep(state: Path, dsn: str | None, system: str, nodes: str | None = 
                  drain: bool = False) -> SweepOutcome:
     """Sweep, retest the failing pairs with half as many at once, blame, store, drain."""
     dsn = db.resolve_dsn(state, dsn)
-    criteria = sw.load_criteria(SWEEP_CRITERIA, system)
+    criteria = sw.load_criteria(paths.site_file("sweep.yaml"), system)
     setvars: tuple[str, ...] = ()
     if nodes:
         kept, _ = excluded_nodes(state, nodes)
@@ -343,7 +351,7 @@ def fabric_sweep(state: Path, dsn: str | None, system: str, nodes: str | None = 
         raise PerfguardError(f"sweep run {first} measured no pair: `perfguard verdict {first}` "
                              f"says why (skipped or failed test cases)")
     with db.connect(dsn) as conn:
-        own = sw.history_limits(conn, first, judge.load_rules(vd.RULES_FILE))
+        own = sw.history_limits(conn, first, judge.load_rules(vd.rules_file()))
     rates = _line_rates(system)
     state_of = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own)
     load = ""
@@ -385,7 +393,7 @@ def _line_rates(system: str) -> dict[str, float]:
     from perfguard.topology import load_systems
 
     rates = {}
-    for known in load_systems(paths.SITE_CONFIG_DIR / "systems"):
+    for known in load_systems(paths.site_folder("systems")):
         if known.name == system:
             for part in known.partitions:
                 for hca in part.node.hcas:

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from perfguard.paths import REPO_ROOT, SITE_CONFIG_DIR
+from perfguard.paths import TESTS_DIR, site_folder
 from perfguard.paths import state_dir as _state_dir
 from perfguard.topology import load_system, load_systems
 
@@ -106,7 +106,7 @@ def topology_systems() -> list:
         "stagedir": str(_state_dir() / "shared" / "stage"),
         "outputdir": str(_state_dir() / "shared" / "output"),
         "partitions": [partition_config(system, part) for part in system.partitions],
-    } for system in load_systems(SITE_CONFIG_DIR / "systems")]
+    } for system in load_systems(site_folder("systems"))]
 
 
 site_configuration = {
@@ -129,7 +129,7 @@ site_configuration = {
     ],
     "general": [
         {
-            "check_search_path": [str(REPO_ROOT / "reframe_tests")],
+            "check_search_path": [str(TESTS_DIR)],
             "check_search_recursive": True,
         }
     ],

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from perfguard import dashboards
-from perfguard.paths import REPO_ROOT
+from perfguard.paths import CHECKOUT as REPO_ROOT
 from tests.conftest import DATA, perfguard
 from tests.test_history_verdicts import ingest
 

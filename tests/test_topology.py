@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from perfguard.errors import PerfguardError
-from perfguard.paths import SITE_CONFIG_DIR
+from perfguard.paths import site_folder
 from perfguard.topology import load_system, load_systems, parse_cpu_list
 
-SYSTEMS = SITE_CONFIG_DIR / "systems"
+SYSTEMS = site_folder("systems")[0].parent
 
 
 def test_examples_load_and_derive_pinning() -> None:
@@ -25,7 +25,7 @@ def test_examples_load_and_derive_pinning() -> None:
         assert ndr.node.closest_gpu(hca).index == gpu
         assert ndr.node.cores_near(hca, 2) == [first_core, first_core + 1]
     assert "hca_mlx5_3" in ndr.features and "gpu" in ndr.features and "ib" in ndr.features
-    assert {s.name for s in load_systems(SYSTEMS)} >= {"seedfdr", "ndr4x4"}
+    assert {s.name for s in load_systems(site_folder("systems"))} >= {"seedfdr", "ndr4x4"}
 
 
 def test_cpu_lists() -> None:

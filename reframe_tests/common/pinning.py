@@ -15,19 +15,19 @@ import yaml
 from reframe.core.builtins import variable
 
 from perfguard.cluster.layout import EMBEDDED_HCA
-from perfguard.paths import SITE_CONFIG_DIR
+from perfguard.paths import site_file, site_folder
 from perfguard.topology import Hca, NodeTopology, Partition, all_hca_names, load_system
 
 #: The value of a check's ``hca`` parameter that means: no HCA pinning.
 AUTO_HCA = "auto"
 #: Values of the checks' ``hca`` parameter: every HCA any topology file names, and the
 #: embedded cluster's network (loopback).
-HCA_CHOICES = [AUTO_HCA, *all_hca_names(SITE_CONFIG_DIR / "systems"), EMBEDDED_HCA]
+HCA_CHOICES = [AUTO_HCA, *all_hca_names(site_folder("systems")), EMBEDDED_HCA]
 
 
 @functools.cache
 def mpi_flavours() -> dict:
-    return yaml.safe_load((SITE_CONFIG_DIR / "mpi_flavours.yaml").read_text())
+    return yaml.safe_load(site_file("mpi_flavours.yaml").read_text())
 
 
 @functools.cache

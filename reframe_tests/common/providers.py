@@ -31,9 +31,9 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, run_after, sanity_function, variable
 
-from perfguard.paths import REPO_ROOT, state_dir
+from perfguard.paths import SPACK_ENVS_DIR, state_dir
 
-SPACK_ENVS = REPO_ROOT / "spack_envs"
+SPACK_ENVS = SPACK_ENVS_DIR
 REPLAY = Path(__file__).with_name("replay.py")
 
 

@@ -8,7 +8,7 @@ import reframe as rfm
 from reframe.core.builtins import run_after
 
 
-class UcxPerftestTool(rfm.RegressionMixin):
+class UcxPerftestTool(rfm.RegressionTestPlugin):
     """For checks with a ``memory`` parameter ("host" or "cuda") and an ``hca``."""
 
     @property

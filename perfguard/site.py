@@ -1,0 +1,96 @@
+"""A site directory: what `perfguard site init` writes and `perfguard site show` explains.
+
+The files themselves are read through ``perfguard.paths`` (site first, shipped default
+otherwise); this module only creates a starting site and describes where each setting
+comes from.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from perfguard import paths
+from perfguard.errors import PerfguardError
+
+README = """\
+# perfguard site directory
+
+Point perfguard at it with `--site {site}` or `PERFGUARD_SITE={site}`; keep it in the
+site's own git repository. What is not here comes from the defaults shipped with perfguard;
+`perfguard site show` says which file each setting comes from.
+
+- `systems/*.yaml`: one topology file per system (`perfguard topology detect` on one node
+  of each partition writes one; `perfguard site init --detect` does it through srun).
+- `thresholds/*.yaml`: reference thresholds (`perfguard thresholds import`).
+- `verdict_rules.yaml`, `sweep.yaml`, `mpi_flavours.yaml`: replace the shipped file of the
+  same name as a whole (copy it from `perfguard site show` and edit).
+"""
+
+
+def describe() -> str:
+    """Which site directory is used and, per setting file, where it comes from."""
+    site = paths.site_dir()
+    lines = [f"site directory: {site or '(none: shipped defaults only)'}",
+             f"shipped defaults: {paths.DEFAULTS_DIR}",
+             f"state directory: {paths.state_dir()}", ""]
+    for name, source in paths.layered_files().items():
+        origin = "site" if site is not None and source.is_relative_to(site) else "shipped"
+        lines.append(f"{name:32} {origin:8} {source}")
+    return "\n".join(lines)
+
+
+def partitions() -> list[str]:
+    """The Slurm partitions this host can see (empty without Slurm)."""
+    if shutil.which("sinfo") is None:
+        return []
+    listing = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True,
+                             timeout=60)
+    return sorted(set(listing.stdout.split())) if listing.returncode == 0 else []
+
+
+def detect_command(system: str, partition: str, output: Path) -> list[str]:
+    """Topology detection on one node of ``partition``: facts from a compute node, never
+    from the host that runs perfguard."""
+    return ["srun", f"--partition={partition}", "-N1", "-n1", "--exclusive",
+            sys.executable, "-m", "perfguard.cli", "topology", "detect",
+            "--system", system, "--partition", partition, "-o", str(output)]
+
+
+def init(site: Path, system: str, detect: bool) -> list[str]:
+    """Write a starting site directory; returns what was done or what to run."""
+    if site.exists() and any(site.iterdir()):
+        raise PerfguardError(f"site directory {site} exists and is not empty")
+    for folder in paths.SITE_FOLDERS:
+        (site / folder).mkdir(parents=True, exist_ok=True)
+    (site / "README.md").write_text(README.format(site=site))
+    notes = [f"wrote {site / 'README.md'}"]
+    found = partitions()
+    if not found:
+        return notes + ["no Slurm here (sinfo not found or failing): on a cluster, run "
+                        "`perfguard topology detect --system NAME --partition PART -o "
+                        f"{site}/systems/NAME-PART.yaml` on one node of each partition"]
+    detected: list[dict] = []
+    for partition in found:
+        output = site / "systems" / f".{system}-{partition}.yaml"
+        command = detect_command(system, partition, output)
+        if not detect:
+            notes.append(f"to describe partition {partition}: {shlex.join(command)}")
+            continue
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            raise PerfguardError(f"topology detect on partition {partition} failed "
+                                 f"(exit {result.returncode}): {result.stderr.strip()[-400:]}")
+        detected.append(yaml.safe_load(output.read_text()))
+        output.unlink()
+    if detected:  # one system, one entry per partition
+        merged = {**detected[0], "partitions": [p for d in detected for p in d["partitions"]]}
+        target = site / "systems" / f"{system}.yaml"
+        target.write_text(yaml.safe_dump(merged, sort_keys=False))
+        notes.append(f"partitions {', '.join(found)}: wrote {target}")
+    return notes
