@@ -170,6 +170,14 @@ def _add_db(sub: argparse._SubParsersAction) -> None:
         func=cmd_db_upgrade)
     actions.add_parser("status", parents=[DSN], help="list migrations and whether each is applied"
                        ).set_defaults(func=cmd_db_status)
+    grant = actions.add_parser(
+        "grant", parents=[DSN], help="give a login role the writer's or the reader's rights",
+        description="writer: stores runs and verdicts (perfguard run, nightly, verdict), no "
+                    "DDL; reader: SELECT only (Grafana). Run with the schema owner's DSN; "
+                    "the password is read from $PERFGUARD_GRANT_PASSWORD if set.")
+    grant.add_argument("user")
+    grant.add_argument("--kind", choices=["writer", "reader"], default="writer")
+    grant.set_defaults(func=cmd_db_grant)
 
 
 def _connect(args: argparse.Namespace):
@@ -186,6 +194,17 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     for migration in newly:
         print(f"applied {migration.version:04d} {migration.name}")
     print("schema is current" if not newly else f"{len(newly)} migration(s) applied")
+    return 0
+
+
+def cmd_db_grant(args: argparse.Namespace) -> int:
+    from perfguard import db
+
+    with _connect(args) as conn:
+        created = db.grant(conn, args.user, args.kind,
+                           os.environ.get("PERFGUARD_GRANT_PASSWORD"))
+    print(f"{'created' if created else 'updated'} role {args.user}: {args.kind} "
+          f"({db.GRANT_GROUPS[args.kind]})")
     return 0
 
 

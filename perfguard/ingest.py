@@ -89,7 +89,7 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta,
                          {"id": run_id})
             # New sample pages sit in unsummarized BRIN ranges, which every curve lookup
             # would scan until autovacuum gets to them: summarize them now.
-            conn.execute("SELECT brin_summarize_new_values('sample_testcase_brin')")
+            conn.execute("SELECT summarize_new_samples()")  # as the owner (0010)
     except psycopg.Error as exc:
         raise PerfguardError(f"{path}: database rejected the report: {exc}".strip()) from exc
     except (OverflowError, ValueError) as exc:  # a number PostgreSQL cannot hold

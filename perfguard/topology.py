@@ -138,6 +138,12 @@ class Partition:
     #: sbatch options only measuring jobs add, e.g. a Slurm license of count 1 so that
     #: benchmarks never overlap one another while other jobs run beside them.
     measurement_options: tuple[str, ...] = ()
+    #: The nodes are virtual nodes on one host and share its CPUs (the embedded cluster,
+    #: or a site's test setup): ranks on different nodes must not be pinned to one CPU.
+    nodes_share_host: bool = False
+    #: Environment every job of the partition gets (e.g. OMPI_MCA_mpi_yield_when_idle=1
+    #: where nodes share a host, or busy-polling ranks starve each other).
+    env_vars: tuple[tuple[str, str], ...] = ()
 
     @property
     def cpus_per_node(self) -> int:
@@ -236,7 +242,9 @@ def _partition(data: dict, where: str) -> Partition:
         features=tuple(dict.fromkeys(features)), max_jobs=int(data.get("max_jobs", 8)),
         nodes=int(data.get("nodes", 2)), mpi_flavour=str(_require(data, "mpi", where)),
         srun_options=tuple(data.get("srun_options") or ["--mpi=pmix"]), provider=provider,
-        node=node, measurement_options=tuple(data.get("measurement_options") or []))
+        node=node, measurement_options=tuple(data.get("measurement_options") or []),
+        nodes_share_host=bool(data.get("nodes_share_host", False)),
+        env_vars=tuple((str(k), str(v)) for k, v in (data.get("env_vars") or {}).items()))
 
 
 def load_system(path: Path) -> System:

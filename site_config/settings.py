@@ -54,6 +54,7 @@ def partition_config(system, part, **overrides) -> dict:
         "devices": [{"type": "gpu", "arch": "cuda", "num_devices": len(part.node.gpus)}]
                    if part.node.gpus else [],
         "resources": [{"name": "_rfm_gpu", "options": ["--gres=gpu:{num_gpus_per_node}"]}],
+        "env_vars": [list(pair) for pair in part.env_vars],
         "extras": {
             "topology_file": str(system.path),
             "srun_options": list(part.srun_options),
@@ -61,6 +62,7 @@ def partition_config(system, part, **overrides) -> dict:
             "num_nodes": part.nodes,
             "mpi_flavour": part.mpi_flavour,
             "binary_provider": dict(part.provider),
+            "nodes_share_host": part.nodes_share_host,
         },
     }
     extras = overrides.pop("extras", {})
@@ -91,8 +93,6 @@ def embedded_system() -> dict:
     return {**system, "partitions": [partition_config(
         topology, part,
         time_limit="10m",
-        # Virtual nodes share the host's cores: busy-polling ranks must yield.
-        env_vars=[["OMPI_MCA_mpi_yield_when_idle", "1"]],
         extras={"node_cpus": node_cpus, "binary_provider": _embedded_providers()},
     ) for part in topology.partitions]}
 

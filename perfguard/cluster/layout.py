@@ -122,6 +122,10 @@ class ClusterLayout:
                 # benchmarks side by side measured each other (latency 0.34–24 µs).
                 "measurement_options": [f"--licenses={MEASUREMENT_LICENSE}"],
                 "mpi": "openmpi-tcp",
+                # Virtual nodes on one host: spread pinned ranks over its CPUs, and let
+                # busy-polling ranks yield, or they starve each other.
+                "nodes_share_host": True,
+                "env_vars": {"OMPI_MCA_mpi_yield_when_idle": "1"},
                 "srun_options": ["--mpi=pmix"],
                 "node": {
                     "numa": [{"id": i, "cpus": list(d)} for i, d in enumerate(domains)],

@@ -65,7 +65,9 @@ def _own_pid(name: str) -> Callable[[ClusterLayout], list[int]]:
 # --- munge ---------------------------------------------------------------
 def start_munge(layout: ClusterLayout) -> None:
     munge_dir = layout.munge_socket.parent
-    munge_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    munge_dir.mkdir(parents=True, exist_ok=True)
+    # Like /run/munge: every user's Slurm commands reach the socket; the key stays 0400.
+    munge_dir.chmod(0o755)
     key = munge_dir / "munge.key"
     if not key.exists():
         key.write_bytes(secrets.token_bytes(1024))

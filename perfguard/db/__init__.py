@@ -82,12 +82,16 @@ CREATE TABLE IF NOT EXISTS schema_migration (
 
 
 def applied(conn: psycopg.Connection) -> dict[int, str]:
-    conn.execute(_LEDGER)
+    """Applied migrations (version → checksum); none where the ledger does not exist yet.
+    Reading needs no DDL: a writer role (runs only) may ask too."""
+    if conn.execute("SELECT to_regclass('schema_migration')").fetchone()[0] is None:
+        return {}
     return dict(conn.execute("SELECT version, checksum FROM schema_migration").fetchall())
 
 
 def upgrade(conn: psycopg.Connection) -> list[Migration]:
     """Apply every pending migration, each in its own transaction; refuse edited ones."""
+    conn.execute(_LEDGER)
     done = applied(conn)
     conn.commit()
     newly = []
@@ -127,3 +131,24 @@ def hash_joins(conn: psycopg.Connection) -> Iterator[None]:
     finally:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.INERROR:
             conn.execute("RESET enable_nestloop")
+
+
+#: What `perfguard db grant` gives: the group role of each kind of user.
+GRANT_GROUPS = {"writer": "perfguard_writer", "reader": "perfguard_grafana"}
+
+
+def grant(conn: psycopg.Connection, user: str, kind: str, password: str | None) -> bool:
+    """Make ``user`` a login role in the group of ``kind`` (writer: runs and verdicts, no
+    DDL; reader: SELECT only); returns whether the role was created. Needs a role that
+    may create roles (the schema owner on the embedded cluster, a DBA elsewhere)."""
+    from psycopg import sql
+
+    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (user,)).fetchone()
+    role = sql.Identifier(user)
+    if not exists:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(role))
+    if password is not None:
+        conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(role, sql.Literal(password)))
+    conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(GRANT_GROUPS[kind]), role))
+    conn.commit()
+    return not exists

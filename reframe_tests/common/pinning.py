@@ -22,7 +22,8 @@ from perfguard.topology import Hca, NodeTopology, Partition, all_hca_names, load
 AUTO_HCA = "auto"
 #: Values of the checks' ``hca`` parameter: every HCA any topology file names, and the
 #: embedded cluster's network (loopback).
-HCA_CHOICES = [AUTO_HCA, *all_hca_names(site_folder("systems")), EMBEDDED_HCA]
+HCA_CHOICES = list(dict.fromkeys([AUTO_HCA, *all_hca_names(site_folder("systems")),
+                                  EMBEDDED_HCA]))
 
 
 @functools.cache
@@ -96,7 +97,7 @@ class HcaPinning(rfm.RegressionTestPlugin):
         self.cpu_bind = map_cpu(self.pinned_cores)
         self.exclusive_access = True
         nodes = -(-(self.num_tasks or 1) // ranks_per_node)
-        if nodes > 1 and self.current_partition.extras.get("node_cpus"):
+        if nodes > 1 and self.current_partition.extras.get("nodes_share_host"):
             # Virtual nodes on one host: one core map per node, or every node's rank 0
             # would sit on the same host CPU and the "inter-node" ranks take turns on it.
             self.node_cores = node.cores_per_node_sharing_a_host(hca, ranks_per_node, nodes)

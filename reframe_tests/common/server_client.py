@@ -13,7 +13,7 @@ from reframe.core.builtins import variable
 
 from reframe_tests.common.base import HcaCheck
 from reframe_tests.common.launch import HELPER_STEP
-from reframe_tests.common.pinning import map_cpu
+from reframe_tests.common.pinning import map_cpu, partition_topology
 
 # Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD`
 # runs one measurement. `$srun_server` / `$srun_client` are set by the check.
@@ -109,9 +109,11 @@ class ServerClientCheck(HcaCheck):
         if self.first_port:
             self.env_vars["PG_FIRST_PORT"] = str(self.first_port)
         server = client = f"{srun} --overlap -N1 -n1"
-        shared = self.current_partition.extras.get("node_cpus")
-        if shared and self.pinned_cores:
-            others = [c for c in next(iter(shared.values())) if c not in self.pinned_cores]
+        topology = partition_topology(self.current_partition)
+        if topology and topology.nodes_share_host and self.pinned_cores:
+            node = topology.node
+            others = [c for c in node.cores_near(node.hca(self.hca), node.cores)
+                      if c not in self.pinned_cores]
             if others:
                 server = server.replace(self.cpu_bind, map_cpu(others[:1]))
         self.prerun_cmds += pair_prologue(server, client)

@@ -81,7 +81,7 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
         self.num_tasks = len(nodes) or self.current_partition.extras.get("num_nodes", 2)
         if nodes:
             self.job.options += [f"--nodelist={','.join(nodes)}"]
-        if not self.at_once and self.current_partition.extras.get("node_cpus"):
+        if not self.at_once and self.current_partition.extras.get("nodes_share_host"):
             self.at_once = 1  # virtual nodes on one host: concurrent pairs share its cores
 
     @run_after("setup")
@@ -106,7 +106,7 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
         topology = partition_topology(self.current_partition)
         server = next(line for line in self.prerun_cmds if line.startswith("srun_server="))
         if topology is None or not self.pinned_cores or \
-                self.current_partition.extras.get("node_cpus"):
+                self.current_partition.extras.get("nodes_share_host"):
             return server.removeprefix("srun_server=")
         node = topology.node
         spare = [c for c in node.cores_near(node.hca(self.hca), 2) if c not in self.pinned_cores]

@@ -1,0 +1,173 @@
+"""A site adopts perfguard: an ordinary user, the built wheel only, a site directory of
+its own, against a Slurm and a PostgreSQL it did not start.
+
+Root plays the site's administrators: it starts an embedded cluster (the site's slurmctld
+and the DBAs' PostgreSQL) in a directory every user can reach, migrates the schema with
+the owner role and creates a writer role with `perfguard db grant`. Everything after that
+runs as an unprivileged user with its own venv (the wheel, and the project's dependencies
+linked in), its own site directory (the cluster's topology file) and its own state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from tests.conftest import TEST_PORT_BASE, perfguard
+
+USER = "perfguard-site"
+CHECKOUT = Path(__file__).resolve().parents[1]
+#: What the wheel is built from: the repository's folders the build maps into it.
+SOURCES = ("pyproject.toml", "README.md", "perfguard", "reframe_tests", "site_config",
+           "dashboards", "spack_envs")
+
+
+def build_wheel(into: Path) -> Path:
+    """The distribution, built from a copy of the sources (no build/ in the checkout)."""
+    source = into / "source"
+    source.mkdir()
+    for name in SOURCES:
+        copy = shutil.copytree if (CHECKOUT / name).is_dir() else shutil.copy2
+        copy(CHECKOUT / name, source / name, **(
+            {"ignore": shutil.ignore_patterns("__pycache__", ".spack-env", "spack.lock")}
+            if (CHECKOUT / name).is_dir() else {}))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "-w", str(into / "dist"), str(source)],
+                   check=True, capture_output=True, timeout=300)
+    [wheel] = (into / "dist").glob("perfguard-*.whl")
+    return wheel
+
+
+def linked_dependencies(into: Path) -> Path:
+    """The project venv's packages, hard-linked where the user can read them (the checkout
+    may sit in root's 0700 home); copied where links cannot be made."""
+    target = into / "deps"
+    packages = Path(sysconfig.get_paths()["purelib"])
+    ignore = shutil.ignore_patterns("perfguard*", "__editable__*", "reframe_tests*",
+                                    "playwright*", "__pycache__")
+    try:
+        shutil.copytree(packages, target, ignore=ignore, copy_function=os.link)
+    except (OSError, shutil.Error):
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(packages, target, ignore=ignore)
+    return target
+
+
+def as_user(home: Path, *argv: str, env: dict[str, str] | None = None,
+            timeout: int = 600) -> subprocess.CompletedProcess:
+    """``argv`` as the site user, with a login-like environment and nothing of root's."""
+    base = {"HOME": str(home), "USER": USER, "PATH": f"{home / 'venv' / 'bin'}:/usr/bin:/bin",
+            "LANG": "C.UTF-8"}
+    return subprocess.run(["runuser", "-u", USER, "--", "env", "-i",
+                           *(f"{k}={v}" for k, v in {**base, **(env or {})}.items()), *argv],
+                          capture_output=True, text=True, timeout=timeout, cwd=home)
+
+
+@pytest.fixture(scope="module")
+def site_user():
+    if os.geteuid() != 0:
+        pytest.skip("root plays the site's admins here (creates the user, starts Slurm)")
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/bash",
+                        USER], check=True)
+    base = Path(tempfile.mkdtemp(prefix="perfguard-adopt-", dir="/var/tmp"))
+    base.chmod(0o755)
+    state = base / "cluster"
+    port_base = TEST_PORT_BASE + 100
+    up = perfguard("cluster", "up", "--nodes", "2", "--port-base", str(port_base),
+                   state=state)
+    try:
+        assert up.returncode == 0, up.stderr
+        yield base, state
+    finally:
+        perfguard("cluster", "down", "--purge", state=state)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_an_ordinary_user_runs_perfguard_from_the_wheel_against_a_foreign_cluster(
+        site_user) -> None:
+    base, cluster_state = site_user
+    record = json.loads((cluster_state / "cluster.json").read_text())
+    owner_dsn = record["dsn"]
+    # --- the admins: schema by its owner, a writer role for the user ------------------
+    assert perfguard("db", "upgrade", "--dsn", owner_dsn).returncode == 0
+    granted = perfguard("db", "grant", USER, "--kind", "writer", "--dsn", owner_dsn,
+                        env={"PERFGUARD_GRANT_PASSWORD": "site-secret"})
+    assert granted.returncode == 0 and f"role {USER}: writer" in granted.stdout, granted.stderr
+    wheel = build_wheel(base)
+    deps = linked_dependencies(base)
+    home = base / "home"
+    home.mkdir()
+    shutil.chown(home, USER, USER)
+    # --- the user: its venv, its site, its state, its passfile ------------------------
+    made = as_user(home, "/usr/bin/python3", "-m", "venv", str(home / "venv"))
+    assert made.returncode == 0, made.stderr
+    purelib = next((home / "venv" / "lib").glob("python3*/site-packages"))
+    installed = as_user(home, "pip", "install", "-q", "--no-deps", "--no-index", str(wheel))
+    assert installed.returncode == 0, installed.stderr
+    as_user(home, "sh", "-c", f"echo {deps} > {purelib / 'site-deps.pth'}")
+    site = home / "site"
+    as_user(home, "mkdir", "-p", str(site / "systems"))
+    topology = yaml.safe_load(Path(record["topology_file"]).read_text())
+    topology["system"] = "sitea"
+    (site / "systems" / "sitea.yaml").write_text(yaml.safe_dump(topology, sort_keys=False))
+    port = owner_dsn.split("@127.0.0.1:")[1].split("/")[0]
+    passfile = home / "pgpass"
+    passfile.write_text(f"127.0.0.1:{port}:perfguard:{USER}:site-secret\n")
+    for path in (site, site / "systems", site / "systems" / "sitea.yaml", passfile):
+        shutil.chown(path, USER, USER)
+    passfile.chmod(0o600)
+    env = {"PERFGUARD_SITE": str(site), "PERFGUARD_STATE_DIR": str(home / "state"),
+           "SLURM_CONF": record["slurm_conf"],
+           "PERFGUARD_DSN": f"postgresql://{USER}@127.0.0.1:{port}/perfguard"
+                            f"?passfile={passfile}"}
+
+    shown = as_user(home, "perfguard", "site", "show", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert f"systems/sitea.yaml               site     {site}" in shown.stdout
+    assert str(purelib / "perfguard" / "shipped") in shown.stdout  # defaults: the wheel's
+
+    ran = as_user(home, "perfguard", "run", "--system", "sitea", "-n", "MpiHelloCheck",
+                  "-n", "UcxPerftestCheck", "-S", "UcxPerftestCheck.iterations=2000", env=env)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
+    assert "deprecat" not in (ran.stdout + ran.stderr).lower()
+    assert "verdict: " in ran.stdout and "0 test-failed" in ran.stdout, ran.stdout[-2000:]
+    run_id = ran.stdout.split("perfguard verdict for run ")[1].split()[0]
+    verdict = as_user(home, "perfguard", "verdict", run_id, env=env)
+    assert verdict.returncode == 0 and "UcxPerftestCheck" in verdict.stdout, verdict.stderr
+    report = as_user(home, "perfguard", "report", run_id, "-o", str(home / "report.html"),
+                     env=env)
+    assert report.returncode == 0 and (home / "report.html").exists(), report.stderr
+    nightly = as_user(home, "perfguard", "nightly", "--system", "sitea", "-t", "demo",
+                      env=env)
+    assert nightly.returncode == 0, nightly.stdout[-3000:] + nightly.stderr[-2000:]
+
+    # jobs ran under the user's name; the runs are stored; the writer cannot change DDL
+    jobs = subprocess.run(["sacct", "-n", "-P", "-X", "-a", "-o", "User", "-S", "now-1hour"],
+                          capture_output=True, text=True,
+                          env={**os.environ, "SLURM_CONF": record["slurm_conf"]})
+    assert jobs.stdout.split() and set(jobs.stdout.split()) == {USER}, jobs.stdout
+    with psycopg.connect(owner_dsn) as conn:
+        stored = conn.execute("SELECT count(*) FROM run r JOIN system s ON s.id = r.system_id "
+                              "WHERE s.name = 'sitea'").fetchone()[0]
+    assert stored == 2
+    ddl = as_user(home, "psql", env["PERFGUARD_DSN"], "-c", "DROP TABLE sample")
+    assert ddl.returncode != 0 and "must be owner" in ddl.stderr, ddl.stderr
+    # nothing of the user's outside its own home (state and site live there)
+    stray = subprocess.run(["find", "/var/tmp", "/tmp", "/dev/shm", str(CHECKOUT),
+                            "-xdev", "-user", USER, "-not", "-path", f"{home}*"],
+                           capture_output=True, text=True)
+    assert stray.stdout.split() == [], stray.stdout
