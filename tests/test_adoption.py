@@ -171,3 +171,16 @@ def test_an_ordinary_user_runs_perfguard_from_the_wheel_against_a_foreign_cluste
                             "-xdev", "-user", USER, "-not", "-path", f"{home}*"],
                            capture_output=True, text=True)
     assert stray.stdout.split() == [], stray.stdout
+
+
+
+def test_a_run_prints_no_deprecation_warning() -> None:
+    """ReFrame warns about deprecated API when it loads the check library, whatever runs:
+    a dry run of one check loads all of them and must print no warning."""
+    from tests.conftest import TEST_STATE
+
+    result = perfguard("run", "--dry-run", "-n", "MpiHelloCheck", state=TEST_STATE)
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr
+    assert "MpiHelloCheck" in output
+    assert [line for line in output.splitlines() if "deprecat" in line.lower()] == []

@@ -9,8 +9,6 @@ same HCA with another transfer function, and reports the degradation against the
 same measurement without it (seed 002).
 """
 
-import shutil
-import subprocess
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
@@ -45,15 +43,6 @@ VERBS = {
 }
 
 
-def rdma_devices_present() -> bool:
-    """`ibv_devices` lists at least one device (header lines excluded)."""
-    if shutil.which("ibv_devices") is None:
-        return False
-    out = subprocess.run(["ibv_devices"], capture_output=True, text=True).stdout
-    return any(line.split() and not line.lstrip().startswith(("device", "------"))
-               for line in out.splitlines())
-
-
 def program_path(verb: str, measure: str) -> str:
     """``write``, ``bw`` → ``bin/ib_write_bw`` (relative to the provider)."""
     return f"bin/ib_{VERBS[verb][0]}_{measure}"
@@ -80,16 +69,22 @@ class PerftestBase(rfm.RunOnlyRegressionTest, ServerClientCheck):
     @run_after("setup")
     def need_an_rdma_device(self):
         """perftest speaks verbs: without an RDMA port it cannot run (unless every
-        program it needs is replayed from a recording)."""
+        program it needs is replayed from a recording). The compute nodes' topology file
+        says whether they have one, never the host that runs ReFrame (a login node often
+        has no HCA)."""
         if self.is_dry_run() or all(map(self.replays, self.programs_needed())):
             return
         topology = partition_topology(self.current_partition)
-        if topology is not None and self.hca != AUTO_HCA:
+        self.skip_if(topology is None, f"no topology file describes the HCAs of "
+                                       f"{self.current_partition.fullname}: perftest needs an "
+                                       f"RDMA device (`perfguard topology detect` on a node)")
+        if self.hca != AUTO_HCA:
             hca = topology.node.hca(self.hca)
             self.skip_if(not hca.rdma, f"{hca.name} is a {hca.link_layer} port, not an RDMA "
                                        f"device: perftest needs InfiniBand or RoCE")
-        self.skip_if(not rdma_devices_present(),
-                     "no RDMA device on this cluster: `ibv_devices` lists none")
+        self.skip_if(not any(h.rdma for h in topology.node.hcas),
+                     f"the topology of {self.current_partition.fullname} lists no RDMA "
+                     f"device: perftest needs InfiniBand or RoCE")
 
     @run_after("setup")
     def pin(self):
