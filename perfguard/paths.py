@@ -86,6 +86,25 @@ def site_folder(folder: str, pattern: str = "*.yaml") -> list[Path]:
     return [found[name] for name in sorted(found)]
 
 
+def embedded_topology_file() -> Path | None:
+    """The topology file `perfguard cluster up` wrote for this state's embedded cluster
+    (read from its cluster.json), if one is up; the checks treat it as any other."""
+    import json
+
+    record = state_dir() / "cluster.json"
+    if not record.exists():
+        return None
+    path = json.loads(record.read_text()).get("topology_file")
+    return Path(path) if path and Path(path).exists() else None
+
+
+def topology_files() -> list[Path]:
+    """Every topology file ReFrame's systems come from: the site's and shipped ones, and
+    the embedded cluster's."""
+    embedded = embedded_topology_file()
+    return [*site_folder("systems"), *([embedded] if embedded else [])]
+
+
 def layered_files() -> dict[str, Path]:
     """Every site setting file perfguard reads → the file it comes from (`site show`)."""
     files = {name: site_file(name) for name in SITE_FILES}

@@ -120,7 +120,7 @@ def test_omb_key_figures_are_the_recorded_ones(replayed) -> None:
 def test_pinned_steps_spread_over_the_host_the_virtual_nodes_share(replayed) -> None:
     """The embedded HCA (loopback) sits on NUMA 1 = CPU 1. The virtual nodes share the
     host's 2 CPUs, so one core map for all nodes would stack every node's rank on CPU 1:
-    each node gets its own map (a heterogeneous step), the first node CPU 1, the next
+    each node gets its own map (pin_per_node.sh), the first node CPU 1, the next
     CPU 0, and so on. Intra-node ranks fill CPU 1, then CPU 0."""
     _, _, testcases = replayed
 
@@ -134,7 +134,7 @@ def test_pinned_steps_spread_over_the_host_the_virtual_nodes_share(replayed) -> 
     [inter] = cases(testcases, "OsuPt2PtCheck", benchmark="osu_latency", placement="inter")
     assert inter["result"] == "pass", inter["fail_reason"]
     assert sorted(masks(inter).values()) == [[0x1], [0x2]]
-    assert " : " in (Path(inter["outputdir"]) / "rfm_job.sh").read_text()
+    assert "pin_per_node.sh '1;0' " in (Path(inter["outputdir"]) / "rfm_job.sh").read_text()
     [barrier] = cases(testcases, "OsuCollectiveCheck", benchmark="osu_barrier")
     assert sorted(masks(barrier).values()) == [[0x1], [0x1], [0x2], [0x2]]
     [pairs] = cases(testcases, "OsuMultiPairCheck")

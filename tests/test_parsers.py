@@ -52,9 +52,9 @@ def test_binding_errors_name_task_and_masks() -> None:
     assert binding_errors(stderr, 3, []) == ["srun reported no cpu-bind mask for task 2"]
 
 
-def test_binding_errors_per_node_maps_of_a_heterogeneous_step() -> None:
-    """Each component of a heterogeneous step counts its tasks from 0: the masks are
-    matched by host, each host against its own map."""
+def test_binding_errors_per_node_maps() -> None:
+    """Nodes with their own core maps: the masks are matched by host, each host against
+    its own map."""
     stderr = ("cpu-bind=MAP  - node1, task  0  0 [1]: mask 0x2 set\n"
               "cpu-bind=MAP  - node2, task  0  0 [2]: mask 0x2 set\n")
     assert binding_errors(stderr, 2, [1], {"node1": [1], "node2": [1]}) == []

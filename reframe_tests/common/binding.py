@@ -34,8 +34,8 @@ class SrunBinding(NamedTuple):
 
 
 def srun_bindings(stderr: str) -> dict[tuple[str, int], tuple[int, SrunBinding]]:
-    """(host, local rank) → (task id as srun printed it, binding). In a heterogeneous step
-    each component counts its tasks from 0, so a task id alone is not unique."""
+    """(host, local rank) → (task id as printed, binding): where each node binds its own
+    ranks, one host's local rank is the unit the binding is checked by."""
     return {(m["host"], int(m["local"])): (int(m["task"]), SrunBinding(
         m["host"], int(m["local"]), int(m["mask"], 16))) for m in SRUN_MASK.finditer(stderr)}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.osext as osext
@@ -21,6 +22,8 @@ UNSUCCESSFUL = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", 
 #: listening probes, an interfering pair's load): they may fail or be stopped by design,
 #: so their state is not the benchmark's.
 HELPER_STEP = "perfguard-helper"
+#: Binds each rank to its node's own core list (PerNodeSrun).
+PIN_PER_NODE = Path(__file__).with_name("pin_per_node.sh")
 
 
 class SrunLaunch(rfm.RegressionTestPlugin):
@@ -100,8 +103,7 @@ class SrunLaunch(rfm.RegressionTestPlugin):
             self.job.launcher.use_cpus_per_task = False
         if self.node_cores and not self.self_launched:
             common = [o for o in options if not o.startswith("--cpu-bind=")]
-            self.job.launcher = PerNodeSrun(common, self.node_cores, self.executable,
-                                            self.executable_opts)
+            self.job.launcher = PerNodeSrun(common, self.node_cores)
             return
         self.job.launcher.options += options
         if self.self_launched:
@@ -143,27 +145,19 @@ def nodelist_order(host: str) -> tuple:
 
 
 class PerNodeSrun(JobLauncher):
-    """One MPI job step whose nodes each get their own core map: a heterogeneous step
-    (``srun A -N1 prog : B -N1 prog``, one MPI_COMM_WORLD through PMIx). Slurm gives the
-    components the allocation's nodes in order; ``--cpu-bind=map_cpu`` alone cannot differ
-    between nodes."""
+    """One job step whose nodes each get their own core map: ``srun --cpu-bind=none
+    pin_per_node.sh "1,0;0,1" PROGRAM``, the script binding each rank by its node and
+    local rank and printing the kernel's mask as srun would. ``--cpu-bind=map_cpu`` alone
+    cannot differ between nodes; a heterogeneous step can, but Slurm 22.05's srun hung
+    after all its components had finished (1 run in 5 on the embedded cluster)."""
 
-    def __init__(self, common: list[str], node_cores: list[list[int]], executable: str,
-                 executable_opts: list[str]) -> None:
+    def __init__(self, common: list[str], node_cores: list[list[int]]) -> None:
         super().__init__()
         self.common, self.node_cores = common, node_cores
-        self.program = [executable, *executable_opts]
-
-    def component(self, cores: list[int]) -> list[str]:
-        return [*self.common, f"--cpu-bind=verbose,map_cpu:{','.join(map(str, cores))}",
-                "-N1", f"-n{len(cores)}"]
 
     def command(self, job) -> list[str]:
-        """Every component but the last with the program; ReFrame appends the last's."""
-        tokens = ["srun"]
-        for cores in self.node_cores[:-1]:
-            tokens += [*self.component(cores), *self.program, ":"]
-        return tokens + self.component(self.node_cores[-1])
+        maps = ";".join(",".join(map(str, cores)) for cores in self.node_cores)
+        return ["srun", *self.common, "--cpu-bind=none", str(PIN_PER_NODE), f"'{maps}'"]
 
 
 def lost_nodes(stderr: str) -> list[str]:

@@ -1,8 +1,9 @@
 """Pinning from the topology: cores on the HCA's NUMA domain, the GPU closest to the HCA,
 the HCA and GPUDirect through the MPI flavour's knobs (site_config/mpi_flavours.yaml).
 
-For a partition without a topology file (the embedded cluster) nothing is pinned
-beyond ``--cpu-bind=cores``: the check runs on whatever the MPI library picks.
+The HCAs come from every topology file ReFrame's systems come from (the site's, the
+shipped examples, the embedded cluster's): the checks know no particular cluster. For a
+partition without a topology file nothing is pinned beyond ``--cpu-bind=cores``.
 """
 
 from __future__ import annotations
@@ -14,16 +15,14 @@ import reframe as rfm
 import yaml
 from reframe.core.builtins import variable
 
-from perfguard.cluster.layout import EMBEDDED_HCA
-from perfguard.paths import site_file, site_folder
+from perfguard.paths import site_file, topology_files
 from perfguard.topology import Hca, NodeTopology, Partition, all_hca_names, load_system
 
 #: The value of a check's ``hca`` parameter that means: no HCA pinning.
 AUTO_HCA = "auto"
 #: Values of the checks' ``hca`` parameter: every HCA any topology file names, and the
 #: embedded cluster's network (loopback).
-HCA_CHOICES = list(dict.fromkeys([AUTO_HCA, *all_hca_names(site_folder("systems")),
-                                  EMBEDDED_HCA]))
+HCA_CHOICES = list(dict.fromkeys([AUTO_HCA, *all_hca_names(topology_files())]))
 
 
 @functools.cache
