@@ -27,8 +27,11 @@ SHIPPED = _SHIPPED_IN_PACKAGE if CHECKOUT is None else PACKAGE.parent
 DEFAULTS_DIR = SHIPPED / "site_config"
 DASHBOARDS_DIR = SHIPPED / "dashboards"
 SPACK_ENVS_DIR = SHIPPED / "spack_envs"
-#: The check library (the ``reframe_tests`` package, wherever it is installed).
-TESTS_DIR = Path(importlib.util.find_spec("reframe_tests").submodule_search_locations[0])
+_TESTS_SPEC = importlib.util.find_spec("reframe_tests")
+#: The check library (the ``reframe_tests`` package, wherever it is installed; beside
+#: the package where only ``perfguard`` is on the path).
+TESTS_DIR = Path(_TESTS_SPEC.submodule_search_locations[0]) if _TESTS_SPEC else \
+    PACKAGE.parent / "reframe_tests"
 
 #: Site files that replace the shipped default of the same name as a whole.
 SITE_FILES = ("verdict_rules.yaml", "sweep.yaml", "mpi_flavours.yaml")

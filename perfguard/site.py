@@ -54,12 +54,13 @@ def partitions() -> list[str]:
     return sorted(set(listing.stdout.split())) if listing.returncode == 0 else []
 
 
-def detect_command(system: str, partition: str, output: Path) -> list[str]:
+def detect_command(system: str, partition: str) -> list[str]:
     """Topology detection on one node of ``partition``: facts from a compute node, never
-    from the host that runs perfguard."""
+    from the host that runs perfguard. The YAML comes back on srun's standard output, so
+    the site directory need not be on a filesystem the node sees."""
     return ["srun", f"--partition={partition}", "-N1", "-n1", "--exclusive",
             sys.executable, "-m", "perfguard.cli", "topology", "detect",
-            "--system", system, "--partition", partition, "-o", str(output)]
+            "--system", system, "--partition", partition]
 
 
 def init(site: Path, system: str, detect: bool) -> list[str]:
@@ -77,17 +78,16 @@ def init(site: Path, system: str, detect: bool) -> list[str]:
                         f"{site}/systems/NAME-PART.yaml` on one node of each partition"]
     detected: list[dict] = []
     for partition in found:
-        output = site / "systems" / f".{system}-{partition}.yaml"
-        command = detect_command(system, partition, output)
+        command = detect_command(system, partition)
         if not detect:
-            notes.append(f"to describe partition {partition}: {shlex.join(command)}")
+            notes.append(f"to describe partition {partition}: {shlex.join(command)} "
+                         f"> {site}/systems/{system}-{partition}.yaml")
             continue
         result = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if result.returncode != 0:
             raise PerfguardError(f"topology detect on partition {partition} failed "
                                  f"(exit {result.returncode}): {result.stderr.strip()[-400:]}")
-        detected.append(yaml.safe_load(output.read_text()))
-        output.unlink()
+        detected.append(yaml.safe_load(result.stdout))
     if detected:  # one system, one entry per partition
         merged = {**detected[0], "partitions": [p for d in detected for p in d["partitions"]]}
         target = site / "systems" / f"{system}.yaml"

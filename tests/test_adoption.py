@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -100,6 +101,8 @@ def site_user():
 def test_an_ordinary_user_runs_perfguard_from_the_wheel_against_a_foreign_cluster(
         site_user) -> None:
     base, cluster_state = site_user
+    started = base / "started"  # files of the user's newer than this are this test's
+    started.touch()
     record = json.loads((cluster_state / "cluster.json").read_text())
     owner_dsn = record["dsn"]
     # --- the admins: schema by its owner, a writer role for the user ------------------
@@ -140,6 +143,12 @@ def test_an_ordinary_user_runs_perfguard_from_the_wheel_against_a_foreign_cluste
     assert f"systems/sitea.yaml               site     {site}" in shown.stdout
     assert str(purelib / "perfguard" / "shipped") in shown.stdout  # defaults: the wheel's
 
+    helped = as_user(home, "perfguard", "--help", env=env)
+    assert helped.returncode == 0 and "site" in helped.stdout, helped.stderr
+    dry = as_user(home, "perfguard", "run", "--dry-run", "--system", "seedfdr", "-n",
+                  "OsuPt2PtCheck.*osu_latency.*H-H", env=env)
+    assert dry.returncode == 0 and "@seedfdr:gpu" in dry.stdout, dry.stdout[-2000:]
+
     ran = as_user(home, "perfguard", "run", "--system", "sitea", "-n", "MpiHelloCheck",
                   "-n", "UcxPerftestCheck", "-S", "UcxPerftestCheck.iterations=2000", env=env)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
@@ -168,7 +177,8 @@ def test_an_ordinary_user_runs_perfguard_from_the_wheel_against_a_foreign_cluste
     assert ddl.returncode != 0 and "must be owner" in ddl.stderr, ddl.stderr
     # nothing of the user's outside its own home (state and site live there)
     stray = subprocess.run(["find", "/var/tmp", "/tmp", "/dev/shm", str(CHECKOUT),
-                            "-xdev", "-user", USER, "-not", "-path", f"{home}*"],
+                            "-xdev", "-user", USER, "-newer", str(started), "-not", "-path",
+                            f"{home}*"],
                            capture_output=True, text=True)
     assert stray.stdout.split() == [], stray.stdout
 
@@ -184,3 +194,26 @@ def test_a_run_prints_no_deprecation_warning() -> None:
     output = result.stdout + result.stderr
     assert "MpiHelloCheck" in output
     assert [line for line in output.splitlines() if "deprecat" in line.lower()] == []
+
+
+def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_path: Path
+                                                                  ) -> None:
+    """`site init --detect` runs the detection through srun on a compute node of each
+    partition and writes one system; `site show` then reads it from the site. Without
+    Slurm it says what to run instead."""
+    from perfguard.topology import load_system
+
+    site = tmp_path / "site"
+    env = {"SLURM_CONF": str(layout.slurm_conf)}
+    made = perfguard("site", "init", str(site), "--system", "mine", "--detect", env=env)
+    assert made.returncode == 0, made.stderr
+    assert f"partitions compute: wrote {site / 'systems' / 'mine.yaml'}" in made.stdout
+    system = load_system(site / "systems" / "mine.yaml")
+    assert [p.name for p in system.partitions] == ["compute"]
+    assert system.partitions[0].node.cores == os.cpu_count()
+    shown = perfguard("--site", str(site), "site", "show")
+    assert re.search(r"systems/mine\.yaml\s+site\s", shown.stdout), shown.stdout
+    bare = perfguard("site", "init", str(tmp_path / "other"), env={"PATH": "/nonexistent"})
+    assert bare.returncode == 0 and "no Slurm here" in bare.stdout, bare.stderr
+    again = perfguard("site", "init", str(site))
+    assert again.returncode == 1 and "exists and is not empty" in again.stderr

@@ -103,7 +103,10 @@ class SrunLaunch(rfm.RegressionTestPlugin):
             self.job.launcher.use_cpus_per_task = False
         if self.node_cores and not self.self_launched:
             common = [o for o in options if not o.startswith("--cpu-bind=")]
-            self.job.launcher = PerNodeSrun(common, self.node_cores)
+            # the step is named after the program, as srun names a plain step
+            program = Path(str(self.executable).split()[0]).name
+            self.job.launcher = PerNodeSrun([*common, f"--job-name={program}"],
+                                            self.node_cores)
             return
         self.job.launcher.options += options
         if self.self_launched:
