@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -64,9 +65,19 @@ def create_database(layout: ClusterLayout) -> tuple[str, str]:
 
 
 def drop_databases(layout: ClusterLayout, names: list[str]) -> None:
+    """Dropped even while an autovacuum worker is in one: FORCE may not signal it (it is
+    no backend of ours, "must be a member of the role whose process is being
+    terminated"), so wait for it to finish, a few seconds at most."""
     with psycopg.connect(layout.dsn_for("postgres"), autocommit=True) as conn:
         for name in names:
-            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+            for attempt in range(40):
+                try:
+                    conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+                    break
+                except psycopg.errors.InsufficientPrivilege:
+                    if attempt == 39:
+                        raise
+                    time.sleep(0.5)
 
 
 @pytest.fixture()
