@@ -14,6 +14,7 @@ Three places, read in this order of precedence:
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -92,8 +93,6 @@ def site_folder(folder: str, pattern: str = "*.yaml") -> list[Path]:
 def embedded_topology_file() -> Path | None:
     """The topology file `perfguard cluster up` wrote for this state's embedded cluster
     (read from its cluster.json), if one is up; the checks treat it as any other."""
-    import json
-
     record = state_dir() / "cluster.json"
     if not record.exists():
         return None

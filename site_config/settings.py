@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from perfguard.paths import TESTS_DIR, site_folder
+from perfguard.paths import TESTS_DIR, embedded_topology_file, site_folder
 from perfguard.paths import state_dir as _state_dir
 from perfguard.topology import load_system, load_systems
 
@@ -83,12 +83,12 @@ def embedded_system() -> dict:
         "outputdir": str(shared / "output"),
         "resourcesdir": str(shared / "resources"),
     }
-    topology_file = cluster.get("topology_file")
-    if not topology_file or not Path(topology_file).exists():
+    topology_file = embedded_topology_file()
+    if topology_file is None:
         return {**system, "partitions": [{
             "name": "compute", "scheduler": "local", "launcher": "local",
             "environs": ["gnu-openmpi"], "descr": "no embedded cluster is up"}]}
-    topology = load_system(Path(topology_file))
+    topology = load_system(topology_file)
     node_cpus = {n["name"]: n["cpus"] for n in cluster["nodes_detail"]}
     return {**system, "partitions": [partition_config(
         topology, part,

@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from reframe_tests.common.binding import srun_bindings
+from reframe_tests.common.binding import srun_masks
 from tests.conftest import DATA, TEST_STATE, create_database, drop_databases, perfguard
 
 REPLAY = DATA / "replay"
@@ -127,8 +127,8 @@ def test_pinned_steps_spread_over_the_host_the_virtual_nodes_share(replayed) -> 
     def masks(tc: dict) -> dict[str, list[int]]:
         stderr = (Path(tc["outputdir"]) / "rfm_job.err").read_text()
         by_host: dict[str, list[int]] = {}
-        for (host, _), (_, bound) in sorted(srun_bindings(stderr).items()):
-            by_host.setdefault(host, []).append(bound.mask)
+        for _, bound in sorted(srun_masks(stderr).items(), key=lambda t: t[1][:2]):
+            by_host.setdefault(bound.host, []).append(bound.mask)
         return by_host
 
     [inter] = cases(testcases, "OsuPt2PtCheck", benchmark="osu_latency", placement="inter")

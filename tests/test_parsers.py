@@ -55,10 +55,10 @@ def test_binding_errors_name_task_and_masks() -> None:
 def test_binding_errors_per_node_maps() -> None:
     """Nodes with their own core maps: the masks are matched by host, each host against
     its own map."""
-    stderr = ("cpu-bind=MAP  - node1, task  0  0 [1]: mask 0x2 set\n"
-              "cpu-bind=MAP  - node2, task  0  0 [2]: mask 0x2 set\n")
+    stderr = ("cpu-bind=PER_NODE_MAP - node1, task 0 0 [1]: mask 0x2 set\n"
+              "cpu-bind=PER_NODE_MAP - node2, task 1 0 [2]: mask 0x2 set\n")
     assert binding_errors(stderr, 2, [1], {"node1": [1], "node2": [1]}) == []
     assert binding_errors(stderr, 2, [1], {"node1": [1], "node2": [0]}) == [
-        "task 0 (local rank 0) on node2: mask 0x2, expected 0x1"]
+        "task 1 (local rank 0) on node2: mask 0x2, expected 0x1"]
     assert binding_errors(stderr.splitlines()[0], 2, [1], {"node1": [1], "node2": [0]}) == [
-        "srun reported cpu-bind masks for 1 of 2 tasks"]
+        "srun reported no cpu-bind mask for task 1"]

@@ -33,17 +33,11 @@ class SrunBinding(NamedTuple):
     mask: int
 
 
-def srun_bindings(stderr: str) -> dict[tuple[str, int], tuple[int, SrunBinding]]:
-    """(host, local rank) → (task id as printed, binding): where each node binds its own
-    ranks, one host's local rank is the unit the binding is checked by."""
-    return {(m["host"], int(m["local"])): (int(m["task"]), SrunBinding(
-        m["host"], int(m["local"]), int(m["mask"], 16))) for m in SRUN_MASK.finditer(stderr)}
-
-
 def srun_masks(stderr: str) -> dict[int, SrunBinding]:
-    """Global task id → where srun bound it (one-component steps), for every binding srun
+    """Global task id → where srun (or pin_per_node.sh) bound it, for every binding
     reported as set."""
-    return dict(srun_bindings(stderr).values())
+    return {int(m["task"]): SrunBinding(m["host"], int(m["local"]), int(m["mask"], 16))
+            for m in SRUN_MASK.finditer(stderr)}
 
 
 def binding_errors(stderr: str, num_tasks: int, expected_cores: list[int],
@@ -54,13 +48,10 @@ def binding_errors(stderr: str, num_tasks: int, expected_cores: list[int],
     ``node_cores`` gives a host its own list; with no expectation every task must still
     have been bound (a mask reported).
     """
-    reported = srun_bindings(stderr)
-    tasks = {task for task, _ in reported.values()}
+    reported = srun_masks(stderr)
     errors = [f"srun reported no cpu-bind mask for task {task}"
-              for task in range(num_tasks) if task not in tasks] if not node_cores else \
-        [f"srun reported cpu-bind masks for {len(reported)} of {num_tasks} tasks"
-         ] if len(reported) < num_tasks else []
-    for task, bound in sorted(reported.values()):
+              for task in range(num_tasks) if task not in reported]
+    for task, bound in sorted(reported.items()):
         cores = (node_cores or {}).get(bound.host, expected_cores)
         if cores and bound.local_rank < len(cores):
             want = mask_of([cores[bound.local_rank]])

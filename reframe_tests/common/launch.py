@@ -143,7 +143,8 @@ class SrunLaunch(rfm.RegressionTestPlugin):
 
 
 def nodelist_order(host: str) -> tuple:
-    """Slurm's node order (node2 before node10): the order it gives step components."""
+    """Slurm's node order (node2 before node10): the order of SLURM_NODEID, by which
+    pin_per_node.sh picks each node's core list."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", host))
 
 

@@ -109,9 +109,8 @@ class ServerClientCheck(HcaCheck):
         if self.first_port:
             self.env_vars["PG_FIRST_PORT"] = str(self.first_port)
         server = client = f"{srun} --overlap -N1 -n1"
-        topology = partition_topology(self.current_partition)
-        if topology and topology.nodes_share_host and self.pinned_cores:
-            node = topology.node
+        if self.current_partition.extras.get("nodes_share_host") and self.pinned_cores:
+            node = partition_topology(self.current_partition).node
             others = [c for c in node.cores_near(node.hca(self.hca), node.cores)
                       if c not in self.pinned_cores]
             if others:
