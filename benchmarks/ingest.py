@@ -32,9 +32,11 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfguard import dashboards, db, paths  # noqa: E402
-from perfguard import verdict as vd  # noqa: E402
-from perfguard.ingest import RunMeta, ingest_report  # noqa: E402
+from perfguard.judge import verdict as vd  # noqa: E402
+from perfguard.present import dashboards
+from perfguard.site import paths  # noqa: E402
+from perfguard.store import db
+from perfguard.store.ingest import RunMeta, ingest_report  # noqa: E402
 
 CHECKS, VARIANTS, CURVE_POINTS = 20, 100, 123
 SERIES_SQL = """

@@ -27,9 +27,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from ingest import synthetic_report  # noqa: E402
 
-from perfguard import cluster, db, htmlreport  # noqa: E402
-from perfguard import verdict as vd  # noqa: E402
-from perfguard.ingest import RunMeta, ingest_report  # noqa: E402
+from perfguard import cluster  # noqa: E402
+from perfguard.judge import verdict as vd  # noqa: E402
+from perfguard.present import htmlreport  # noqa: E402
+from perfguard.store import db  # noqa: E402
+from perfguard.store.ingest import RunMeta, ingest_report  # noqa: E402
 
 STATE = ROOT / ".state-report"
 PORT_BASE = 18800

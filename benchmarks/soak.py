@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from perfguard import cluster  # noqa: E402
 from perfguard.cluster import services  # noqa: E402
 from perfguard.cluster.layout import ClusterLayout  # noqa: E402
-from perfguard.spool import rejected, spooled  # noqa: E402
+from perfguard.store.spool import rejected, spooled  # noqa: E402
 
 STATE = ROOT / ".state-soak"
 PORT_BASE = 19800

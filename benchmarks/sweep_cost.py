@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from perfguard import cluster, db  # noqa: E402
-from perfguard.sweep import cost  # noqa: E402
+from perfguard import cluster  # noqa: E402
+from perfguard.store import db  # noqa: E402
+from perfguard.sweep.analysis import cost  # noqa: E402
 
 STATE = ROOT / ".state-sweep"
 PORT_BASE = 18800

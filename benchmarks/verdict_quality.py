@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from perfguard.judge import DEFAULT_RULE, REGRESSION, judge, load_rules  # noqa: E402
-from perfguard.verdict import rules_file  # noqa: E402
+from perfguard.judge.rules import DEFAULT_RULE, REGRESSION, judge, load_rules  # noqa: E402
+from perfguard.judge.verdict import rules_file  # noqa: E402
 
 DATA = Path(__file__).with_name("data") / "repetitions.json"
 HISTORY, NIGHTS = 30, 3

@@ -18,9 +18,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from perfguard import cluster, db
+from perfguard import cluster
 from perfguard.cluster.layout import ClusterLayout
-from perfguard.run import RunRequest, run_reframe
+from perfguard.run.reframe import RunRequest, run_reframe
+from perfguard.store import db
 
 # Not under /tmp: every virtual node mounts a private /tmp over it.
 TEST_ROOT = Path(__file__).resolve().parents[1] / ".state-test"
@@ -133,7 +134,7 @@ def dry_run_scripts(system: str, *names: str, setvars: tuple[str, ...] = (),
                     fixtures: bool = False) -> dict[str, list]:
     """Generate job scripts with `reframe --dry-run` for a system this machine is not;
     display name → the script's lines (fixtures such as SpackStack only if asked)."""
-    from perfguard.report import load as load_report
+    from perfguard.store.report import load as load_report
 
     outcome = run_reframe(RunRequest(state=TEST_STATE, system=system, names=names,
                                      setvars=setvars, dry_run=True))

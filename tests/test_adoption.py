@@ -201,7 +201,7 @@ def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_pa
     """`site init --detect` runs the detection through srun on a compute node of each
     partition and writes one system; `site show` then reads it from the site. Without
     Slurm it says what to run instead."""
-    from perfguard.topology import load_system
+    from perfguard.contract.topology import load_system
 
     site = tmp_path / "site"
     env = {"SLURM_CONF": str(layout.slurm_conf)}

@@ -6,8 +6,8 @@ import subprocess
 
 import yaml
 
-from perfguard.detect import parse_ibv_devinfo, parse_lscpu, parse_nvidia_topo
-from perfguard.topology import parse_cpu_list
+from perfguard.contract.topology import parse_cpu_list
+from perfguard.site.detect import parse_ibv_devinfo, parse_lscpu, parse_nvidia_topo
 from tests.conftest import DATA, perfguard
 
 TOPO = DATA / "topology"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import psycopg
 
-from perfguard.fingerprint import Change, compact_nodes, diff, flatten
-from perfguard.ingest import RunMeta, ingest_paths
+from perfguard.judge.fingerprint import Change, compact_nodes, diff, flatten
+from perfguard.store.ingest import RunMeta, ingest_paths
 from reframe_tests.common.fingerprints import SCRIPT, parse
 from tests.conftest import perfguard
 

@@ -23,7 +23,7 @@ import pytest
 from perfguard import cluster
 from perfguard.cluster.layout import GRAFANA_USER, ClusterLayout
 from perfguard.cluster.procs import read_pid
-from perfguard.spool import meta_path, rejected, spooled
+from perfguard.store.spool import meta_path, rejected, spooled
 from tests.conftest import TEST_STATE, counts, perfguard, perfguard_command, verdict_rows
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

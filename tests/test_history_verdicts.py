@@ -13,9 +13,9 @@ import psycopg
 import pytest
 import yaml
 
-from perfguard import thresholds
 from perfguard.errors import UsageError
-from perfguard.judge import judge, load_rules
+from perfguard.judge import thresholds
+from perfguard.judge.rules import judge, load_rules
 from tests.conftest import perfguard, verdict_rows
 
 BW_LINE = "UcxPerftestCheck %hca=lo %memory=host %test=tag_bw bandwidth"
@@ -89,7 +89,7 @@ def test_dashboards_show_the_states_the_cli_prints(migrated_dsn: str, demo_repor
     those, and they say what `perfguard verdict` says."""
     from datetime import datetime, timedelta, timezone
 
-    from perfguard import dashboards
+    from perfguard.present import dashboards
 
     runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.95] * 3)
     stored_at_ingest = _stored_states(migrated_dsn, runs[21])
@@ -113,7 +113,7 @@ def test_dashboards_show_the_states_the_cli_prints(migrated_dsn: str, demo_repor
 
 def _stored_states(dsn: str, run_id: int) -> dict[str, str]:
     """Key-figure lines of a run as stored in verdict_line, named as the CLI names them."""
-    from perfguard.verdict import variant_name
+    from perfguard.judge.verdict import variant_name
 
     with psycopg.connect(dsn) as conn:
         rows = conn.execute("SELECT check_name, params, metric, status FROM verdict_line "
@@ -251,7 +251,7 @@ def test_same_fingerprint_rule_learns_the_new_level_after_an_upgrade(
     """A kernel upgrade and a −5 % level on the same night: judged against all history it
     is a regression; with ``same_fingerprint`` the new epoch is too short for a baseline
     (inconclusive), and once it has eight runs of its own the new level raises no alarm."""
-    from perfguard import verdict as vd
+    from perfguard.judge import verdict as vd
 
     runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 15 + [0.95] * 11,
                         kernel_from=15)

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from perfguard import htmlreport
+from perfguard.present import htmlreport
 from tests.conftest import TEST_ROOT, TEST_STATE, perfguard
 from tests.test_history_verdicts import store_nights
 
@@ -100,8 +100,8 @@ def test_report_opens_in_chromium_with_verdict_plots_and_no_errors(
 def test_a_curve_draws_its_key_figure_limit_at_the_key_size() -> None:
     """A threshold judges one point (the key figure), so it is drawn at that size, on the
     side the metric must not cross: an upper limit for latency, a lower one for bandwidth."""
-    from perfguard import plots
-    from perfguard import verdict as vd
+    from perfguard.judge import verdict as vd
+    from perfguard.present import plots
 
     def line(metric: str, better: str, low: float | None, high: float | None) -> vd.Line:
         found = vd.Line("OsuPt2PtCheck", {"benchmark": "osu_bw"}, "ib", "gnu", metric, 1.0,
@@ -156,7 +156,7 @@ def test_gitlab_example_publishes_report_summary_and_junit_from_the_project() ->
     import yaml
 
     from perfguard.cli import build_parser
-    from perfguard.paths import CHECKOUT as REPO_ROOT
+    from perfguard.site.paths import CHECKOUT as REPO_ROOT
 
     pipeline = yaml.safe_load((REPO_ROOT / "ci" / "gitlab-ci.yml").read_text())
     for job in ("nightly", "upgrade-check"):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from perfguard import db
-from perfguard.ingest import RunMeta, ingest_paths
-from perfguard.report import ReportError, load
-from perfguard.spool import rejected, spooled
+from perfguard.store import db
+from perfguard.store.ingest import RunMeta, ingest_paths
+from perfguard.store.report import ReportError, load
+from perfguard.store.spool import rejected, spooled
 from tests.conftest import counts, perfguard
 
 

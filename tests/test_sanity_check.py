@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 
 from perfguard.cluster.layout import ClusterLayout
-from perfguard.report import load
-from perfguard.run import RunRequest, run_reframe
+from perfguard.run.reframe import RunRequest, run_reframe
+from perfguard.store.report import load
 from tests.conftest import TEST_STATE
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import socket
 
-from perfguard.report import load
-from perfguard.run import RunRequest, run_reframe
+from perfguard.run.reframe import RunRequest, run_reframe
+from perfguard.store.report import load
 from tests.conftest import TEST_STATE, job_file
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from perfguard.errors import PerfguardError
-from perfguard.report import load
-from perfguard.run import RunRequest, run_reframe
-from perfguard.spack import SPACK_ENVS, environments, parse_spec, recipes
+from perfguard.run.reframe import RunRequest, run_reframe
+from perfguard.site.spack import SPACK_ENVS, environments, parse_spec, recipes
+from perfguard.store.report import load
 from tests.conftest import TEST_STATE, dry_run_scripts, job_file, perfguard
 
 STACKS = ("gcc-mvapich2", "gcc-openmpi-ucx", "gcc-openmpi-ucx-cuda", "gcc-openmpi4-verbs-cuda",

@@ -15,10 +15,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from perfguard import sweep as sw
 from perfguard.cluster import services
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.errors import UsageError
+from perfguard.sweep import analysis as sw
 from tests.conftest import TEST_STATE, perfguard
 
 CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
@@ -277,7 +277,7 @@ def test_a_pair_that_drifted_from_its_own_history_is_a_link(
     beyond that pair's own history (the verdicts' rule), so the link is blamed."""
     import random
 
-    from perfguard.ingest import RunMeta, ingest_paths
+    from perfguard.store.ingest import RunMeta, ingest_paths
 
     skeleton = json.loads(demo_report.read_text())
     rng = random.Random(3)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import psycopg
 
-from perfguard import thresholds as th
-from perfguard.ingest import RunMeta, ingest_paths
-from perfguard.report import load
-from perfguard.run import RunRequest, run_reframe
+from perfguard.judge import thresholds as th
+from perfguard.run.reframe import RunRequest, run_reframe
+from perfguard.store.ingest import RunMeta, ingest_paths
+from perfguard.store.report import load
 from tests.conftest import TEST_STATE, perfguard
 
 LAT = ["--system", "local", "--check", "UcxPerftestCheck", "--param", "test=tag_lat",

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from perfguard.contract.topology import load_system, load_systems, parse_cpu_list
 from perfguard.errors import PerfguardError
-from perfguard.paths import site_folder
-from perfguard.topology import load_system, load_systems, parse_cpu_list
+from perfguard.site.paths import site_folder
 
 SYSTEMS = site_folder("systems")[0].parent
 
@@ -53,7 +53,7 @@ def test_bad_topology_names_file_and_place(tmp_path: Path, edit, message: str) -
 def test_line_rates_by_encoding() -> None:
     """QDR is 8b/10b; FDR10 (64b/66b at 10.3125 Gbaud) carries its nominal 40 Gb/s; FDR
     (64b/66b at 14.0625 Gbaud) 54.5; EDR and later report the data rate."""
-    from perfguard.topology import Hca
+    from perfguard.contract.topology import Hca
 
     def rate(gbps: float, speed: str = "") -> float:
         return round(Hca("mlx", 1, "InfiniBand", gbps, 0, speed=speed).data_rate_gbps, 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfguard.ingest import RunMeta, ingest_paths
+from perfguard.store.ingest import RunMeta, ingest_paths
 from tests.conftest import perfguard, verdict_rows
 
 BW = ["--system", "local", "--check", "UcxPerftestCheck", "--param", "test=tag_bw",

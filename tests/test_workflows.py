@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from perfguard.errors import PerfguardError
-from perfguard.workflows import next_occurrence
+from perfguard.run.workflows import next_occurrence
 from tests.conftest import TEST_STATE, perfguard
 
 

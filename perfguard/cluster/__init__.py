@@ -120,7 +120,7 @@ def _nodes_detail(layout: ClusterLayout) -> str:
 
 
 def _spool_detail(state: Path) -> str:
-    from perfguard.spool import rejected, spooled
+    from perfguard.store.spool import rejected, spooled
 
     waiting, parked = len(spooled(state)), len(rejected(state))
     parts = ([f"{waiting} report(s) spooled (`perfguard ingest --spool`)"] if waiting else []) + (

@@ -15,7 +15,7 @@ import reframe as rfm
 from reframe.core.builtins import run_before
 from reframe.core.logging import getlogger
 
-from perfguard import thresholds
+from perfguard.judge import thresholds
 
 
 @functools.cache

@@ -9,9 +9,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from perfguard import __version__, paths
+from perfguard import __version__
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.secrets import redact_secrets
+from perfguard.site import paths
 
 
 def _dsn_option() -> argparse.ArgumentParser:
@@ -128,7 +129,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from perfguard.run import RunRequest, run_and_ingest
+    from perfguard.run.reframe import RunRequest, run_and_ingest
 
     extra = [a for a in args.reframe_args if a != "--"]
     request = RunRequest(state=args.state_dir, system=args.system, names=tuple(args.name),
@@ -139,9 +140,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from perfguard import cluster, db
-    from perfguard import thresholds as th
-    from perfguard.run import RunRequest, run_and_ingest
+    from perfguard import cluster
+    from perfguard.judge import thresholds as th
+    from perfguard.run.reframe import RunRequest, run_and_ingest
+    from perfguard.store import db
 
     layout = cluster.up(args.state_dir, 4, args.port_base)
     with db.connect(layout.dsn) as conn:
@@ -151,8 +153,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     request = RunRequest(state=args.state_dir, tags=("demo",), trigger="manual",
                          labels=("demo",))
     status = run_and_ingest(request, dsn=layout.dsn, ingest=True)
-    from perfguard import htmlreport
-    from perfguard.verdict import resolve_run
+    from perfguard.judge.verdict import resolve_run
+    from perfguard.present import htmlreport
 
     with db.connect(layout.dsn) as conn:
         run_id = resolve_run(conn, "demo")
@@ -181,13 +183,13 @@ def _add_db(sub: argparse._SubParsersAction) -> None:
 
 
 def _connect(args: argparse.Namespace):
-    from perfguard import db
+    from perfguard.store import db
 
     return db.connect(db.resolve_dsn(args.state_dir, getattr(args, "dsn", None)))
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from perfguard import db
+    from perfguard.store import db
 
     with _connect(args) as conn:
         newly = db.upgrade(conn)
@@ -198,7 +200,7 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_db_grant(args: argparse.Namespace) -> int:
-    from perfguard import db
+    from perfguard.store import db
 
     with _connect(args) as conn:
         created = db.grant(conn, args.user, args.kind,
@@ -209,7 +211,7 @@ def cmd_db_grant(args: argparse.Namespace) -> int:
 
 
 def cmd_db_status(args: argparse.Namespace) -> int:
-    from perfguard import db
+    from perfguard.store import db
 
     with _connect(args) as conn:
         done = db.applied(conn)
@@ -239,9 +241,9 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from contextlib import nullcontext
 
-    from perfguard import db
-    from perfguard.ingest import RunMeta, ingest_paths
-    from perfguard.spool import spool_lock, spooled
+    from perfguard.store import db
+    from perfguard.store.ingest import RunMeta, ingest_paths
+    from perfguard.store.spool import spool_lock, spooled
 
     dsn = db.resolve_dsn(args.state_dir, args.dsn)
     with spool_lock(args.state_dir) if args.spool else nullcontext():
@@ -258,8 +260,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def _judge_stored(dsn: str, run_ids: list[int]) -> None:
     """Runs just stored are judged and their verdicts recorded (oldest first: each reads
     the history before it); the data is stored whether or not this succeeds."""
-    from perfguard import db
-    from perfguard import verdict as vd
+    from perfguard.judge import verdict as vd
+    from perfguard.store import db
 
     if run_ids:
         with db.connect(dsn) as conn:
@@ -359,7 +361,7 @@ def _point(items: list[str]) -> dict | None:
 
 
 def cmd_thresholds_set(args: argparse.Namespace) -> int:
-    from perfguard import thresholds as th
+    from perfguard.judge import thresholds as th
 
     lower, lower_frac = th.parse_bound(args.lower, "--lower")
     upper, upper_frac = th.parse_bound(args.upper, "--upper")
@@ -388,7 +390,7 @@ def cmd_thresholds_set(args: argparse.Namespace) -> int:
 
 
 def _warn_unknown_metrics(conn, thresholds) -> None:
-    from perfguard import thresholds as th
+    from perfguard.judge import thresholds as th
 
     for t in th.never_measured(conn, thresholds):
         print(f"perfguard: warning: {t.scope()}: no run has measured metric {t.metric!r} "
@@ -406,7 +408,7 @@ def _threshold_line(t) -> str:
 
 
 def cmd_thresholds_list(args: argparse.Namespace) -> int:
-    from perfguard import thresholds as th
+    from perfguard.judge import thresholds as th
 
     with _connect(args) as conn:
         rows = (th.history if args.history else th.current)(conn, args.system, args.check)
@@ -418,7 +420,7 @@ def cmd_thresholds_list(args: argparse.Namespace) -> int:
 
 
 def cmd_thresholds_show(args: argparse.Namespace) -> int:
-    from perfguard import thresholds as th
+    from perfguard.judge import thresholds as th
 
     with _connect(args) as conn:
         t = th.get(conn, args.id)
@@ -428,7 +430,7 @@ def cmd_thresholds_show(args: argparse.Namespace) -> int:
 
 
 def cmd_thresholds_import(args: argparse.Namespace) -> int:
-    from perfguard import thresholds as th
+    from perfguard.judge import thresholds as th
 
     entries = th.from_yaml(args.file)
     with _connect(args) as conn:
@@ -439,7 +441,7 @@ def cmd_thresholds_import(args: argparse.Namespace) -> int:
 
 
 def cmd_thresholds_export(args: argparse.Namespace) -> int:
-    from perfguard import thresholds as th
+    from perfguard.judge import thresholds as th
 
     with _connect(args) as conn:
         text = th.to_yaml(args.system, th.current(conn, args.system))
@@ -453,8 +455,8 @@ def cmd_thresholds_export(args: argparse.Namespace) -> int:
 def cmd_thresholds_derive(args: argparse.Namespace) -> int:
     import getpass
 
-    from perfguard import thresholds as th
-    from perfguard.verdict import resolve_run
+    from perfguard.judge import thresholds as th
+    from perfguard.judge.verdict import resolve_run
 
     tolerance, is_fraction = th.parse_bound(args.tolerance, "--tolerance")
     if tolerance is None or not is_fraction or tolerance <= 0:
@@ -494,7 +496,7 @@ def _add_verdict(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_verdict(args: argparse.Namespace) -> int:
-    from perfguard import verdict as vd
+    from perfguard.judge import verdict as vd
 
     with _connect(args) as conn:
         run_id = vd.resolve_run(conn, args.run)
@@ -527,7 +529,7 @@ def _add_changepoints(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_changepoints(args: argparse.Namespace) -> int:
-    from perfguard import changepoints
+    from perfguard.judge import changepoints
 
     with _connect(args) as conn:
         found = changepoints.detect(conn, args.system)
@@ -556,7 +558,7 @@ def _add_topology(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_topology_detect(args: argparse.Namespace) -> int:
-    from perfguard.detect import as_topology_yaml, detect
+    from perfguard.site.detect import as_topology_yaml, detect
 
     found = detect()
     text = as_topology_yaml(found, args.system, args.partition, args.mpi)
@@ -589,14 +591,14 @@ def _add_site(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_site_show(args: argparse.Namespace) -> int:
-    from perfguard import site
+    from perfguard.site import directory as site
 
     print(site.describe())
     return 0
 
 
 def cmd_site_init(args: argparse.Namespace) -> int:
-    from perfguard import site
+    from perfguard.site import directory as site
 
     for note in site.init(args.directory.resolve(), args.system, args.detect):
         print(note)
@@ -618,7 +620,7 @@ def _add_spack(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_spack_check(args: argparse.Namespace) -> int:
-    from perfguard import spack
+    from perfguard.site import spack
 
     results, skipped = spack.check_all(args.envs or spack.SPACK_ENVS)
     failed = False
@@ -638,7 +640,7 @@ def cmd_spack_check(args: argparse.Namespace) -> int:
 
 
 def cmd_spack_install(args: argparse.Namespace) -> int:
-    from perfguard import spack
+    from perfguard.site import spack
 
     return spack.install(args.env)
 
@@ -655,8 +657,8 @@ def _add_fingerprint(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_fingerprint_diff(args: argparse.Namespace) -> int:
-    from perfguard import fingerprint as fp
-    from perfguard.verdict import resolve_run
+    from perfguard.judge import fingerprint as fp
+    from perfguard.judge.verdict import resolve_run
 
     with _connect(args) as conn:
         before = fp.fingerprints(conn, resolve_run(conn, args.run_a))
@@ -726,7 +728,7 @@ def _nightly_arguments(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from perfguard import workflows
+    from perfguard.run import workflows
 
     if args.print_scrontab or args.install_scrontab:
         entry = workflows.scrontab_entry(args.state_dir, args.schedule,
@@ -760,7 +762,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade_check(args: argparse.Namespace) -> int:
-    from perfguard import workflows
+    from perfguard.run import workflows
 
     outcome = workflows.upgrade_check(args.state_dir, args.dsn, args.baseline, args.nodes,
                                       tuple(args.tag or ["acceptance"]), args.system)
@@ -788,8 +790,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from perfguard import htmlreport
-    from perfguard import verdict as vd
+    from perfguard.judge import verdict as vd
+    from perfguard.present import htmlreport
 
     with _connect(args) as conn:
         run_id = vd.resolve_run(conn, args.run)
@@ -827,7 +829,7 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from perfguard import workflows
+    from perfguard.run import workflows
 
     if args.resume:
         resumed = workflows.resume_drained(args.state_dir)

@@ -20,9 +20,10 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from perfguard import curves, history, judge
 from perfguard.errors import PerfguardError, UsageError
-from perfguard.paths import site_file
+from perfguard.judge import curves, history
+from perfguard.judge import rules as judge
+from perfguard.site.paths import site_file
 
 PASS, FAIL, NO_REFERENCE, TEST_FAILED = "pass", "fail", "no-reference", "test-failed"
 REGRESSION, IMPROVEMENT, INCONCLUSIVE = judge.REGRESSION, judge.IMPROVEMENT, judge.INCONCLUSIVE

@@ -20,10 +20,14 @@ import jinja2
 import psycopg
 from psycopg.rows import dict_row
 
-from perfguard import __version__, curves, db, judge, plots
-from perfguard import fingerprint as fp
-from perfguard import sweep as sw
-from perfguard import verdict as vd
+from perfguard import __version__
+from perfguard.judge import curves
+from perfguard.judge import fingerprint as fp
+from perfguard.judge import rules as judge
+from perfguard.judge import verdict as vd
+from perfguard.present import plots
+from perfguard.store import db
+from perfguard.sweep import analysis as sw
 
 #: Lines shown with evidence at the top (the rest sit in the full table); an inconclusive
 #: line whose series is still too short for a baseline is only counted (it is learning).
@@ -328,7 +332,7 @@ def _failed_cases(report_path: str | None) -> list[dict]:
 
 
 # --- rendering ---------------------------------------------------------------------
-_ENV = jinja2.Environment(loader=jinja2.PackageLoader("perfguard", "templates"),
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("perfguard.present", "templates"),
                           autoescape=True, trim_blocks=True, lstrip_blocks=True)
 
 

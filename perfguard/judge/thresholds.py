@@ -20,7 +20,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from perfguard.errors import PerfguardError, UsageError
-from perfguard.yamlfile import load_yaml
+from perfguard.site.yamlfile import load_yaml
 
 DIRECTIONS = ("higher", "lower")
 BOUNDS = ("fraction", "absolute")
@@ -345,7 +345,7 @@ def derive(conn: psycopg.Connection, run_id: int, tolerance: float, author: str,
     the last ``history`` runs of each series: their median, and a bound ``sigmas`` noise
     (perfguard.judge.baseline) on the worse side, never tighter than 1 %. Also says what
     was left out and why."""
-    from perfguard.judge import baseline
+    from perfguard.judge.rules import baseline
 
     proposals, notes = [], []
     rows = conn.cursor(row_factory=dict_row).execute(

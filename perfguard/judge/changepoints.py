@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 from scipy.stats import rankdata
 from signal_processing_algorithms.energy_statistics.energy_statistics import e_divisive
 
-from perfguard.verdict import variant_name
+from perfguard.judge.verdict import variant_name
 
 SERIES_SQL = """
 SELECT v.system, v.check_name, v.params, v.partition, v.environ, v.metric, v.run_id,

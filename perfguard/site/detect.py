@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from perfguard.topology import AFFINITY_ORDER, parse_cpu_list
+from perfguard.contract.topology import AFFINITY_ORDER, parse_cpu_list
 
 
 @dataclass

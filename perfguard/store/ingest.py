@@ -18,10 +18,10 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from perfguard import db
 from perfguard.errors import PerfguardError
-from perfguard.report import Report, ReportError, TestCase, load, no_cyclic_gc
-from perfguard.spool import archive, archive_dir, in_spool, meta_path, reject, spool
+from perfguard.store import db
+from perfguard.store.report import Report, ReportError, TestCase, load, no_cyclic_gc
+from perfguard.store.spool import archive, archive_dir, in_spool, meta_path, reject, spool
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]
 _SHIPPED_IN_PACKAGE = PACKAGE / "shipped"
 #: The source checkout this package runs from (editable install), or None (a wheel).
 CHECKOUT: Path | None = None if _SHIPPED_IN_PACKAGE.is_dir() else PACKAGE.parent

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import psycopg
 
-from perfguard import judge
-from perfguard.fingerprint import natural_key
+from perfguard.judge import rules as judge
+from perfguard.judge.fingerprint import natural_key
 
 #: What each metric's better direction is (the sweep check declares the same).
 BETTER = {"bandwidth": "higher", "latency": "lower"}
@@ -343,7 +343,7 @@ def host_load() -> str:
 def load_criteria(path: Path, system: str) -> Criteria:
     """The system's entry of site_config/sweep.yaml over its defaults; errors name the key."""
     from perfguard.errors import UsageError
-    from perfguard.yamlfile import load_yaml
+    from perfguard.site.yamlfile import load_yaml
 
     if not path.exists():
         return Criteria()

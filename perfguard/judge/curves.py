@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from perfguard import db, history, judge
+from perfguard.judge import history
+from perfguard.judge import rules as judge
+from perfguard.store import db
 
 # Every sized curve point of the run's checks, back in time from the run, one row per
 # series and size with its values oldest first (the run's own last): aggregated in SQL,

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from perfguard.errors import PerfguardError
-from perfguard.paths import SPACK_ENVS_DIR, state_dir
+from perfguard.site.paths import SPACK_ENVS_DIR, state_dir
 
 SPACK_ENVS = SPACK_ENVS_DIR
 #: Our package repository (package API v2 layout: ``spack_repo/<namespace>/packages``).

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from perfguard import paths
 from perfguard.errors import PerfguardError
+from perfguard.site import paths
 
 README = """\
 # perfguard site directory

@@ -19,13 +19,15 @@ from pathlib import Path
 
 from croniter import CroniterError, croniter
 
-from perfguard import db, judge, paths
-from perfguard import fingerprint as fp
-from perfguard import sweep as sw
-from perfguard import verdict as vd
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.errors import AlreadyRunning, PerfguardError, UsageError
-from perfguard.run import Completed, RunRequest, run_and_store
+from perfguard.judge import fingerprint as fp
+from perfguard.judge import rules as judge
+from perfguard.judge import verdict as vd
+from perfguard.run.reframe import Completed, RunRequest, run_and_store
+from perfguard.site import paths
+from perfguard.store import db
+from perfguard.sweep import analysis as sw
 
 SCRON_BEGIN = "# >>> perfguard nightly >>>"
 SCRON_END = "# <<< perfguard nightly <<<"
@@ -122,7 +124,7 @@ def _with_report(outcome: Outcome, state: Path, dsn: str, baseline: str | None =
                  ) -> Outcome:
     """Write the run's HTML report and name it in the text (mail, webhook). A report that
     cannot be written is said so; the verdict stands without it."""
-    from perfguard import htmlreport
+    from perfguard.present import htmlreport
 
     if not outcome.completed.stored:
         return outcome
@@ -390,7 +392,7 @@ def _sweep_run(state: Path, dsn: str, system: str, setvars: tuple[str, ...],
 
 def _line_rates(system: str) -> dict[str, float]:
     """HCA → line rate in MiB/s, from the system's topology file (none: no such floor)."""
-    from perfguard.topology import load_systems
+    from perfguard.contract.topology import load_systems
 
     rates = {}
     for known in load_systems(paths.site_folder("systems")):

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from perfguard import paths
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.errors import PerfguardError, UsageError
+from perfguard.site import paths
 
 EMBEDDED_SYSTEM = "local"
 
@@ -133,7 +133,7 @@ def run_environment(request: RunRequest) -> dict[str, str]:
 
 def run_reframe(request: RunRequest) -> RunOutcome:
     """Run reframe once; the request's DSN is resolved here, once, for the whole run."""
-    from perfguard import db
+    from perfguard.store import db
 
     if request.dsn is not None or not request.dry_run:
         request.dsn = db.resolve_dsn(request.state, request.dsn)
@@ -202,7 +202,7 @@ class Completed:
 
 def run_and_store(request: RunRequest, dsn: str | None, ingest: bool = True) -> Completed:
     """Run reframe, then store the report (spooled with the reason when it cannot be)."""
-    from perfguard.ingest import RunMeta, ingest_paths
+    from perfguard.store.ingest import RunMeta, ingest_paths
 
     request.dsn = dsn or request.dsn
     outcome = run_reframe(request)
@@ -215,8 +215,8 @@ def run_and_store(request: RunRequest, dsn: str | None, ingest: bool = True) -> 
 
 def run_and_ingest(request: RunRequest, dsn: str | None, ingest: bool) -> int:
     """`perfguard run`: run, ingest, print the verdict; exit code reframe's or the verdict's."""
-    from perfguard import db
-    from perfguard import verdict as vd
+    from perfguard.judge import verdict as vd
+    from perfguard.store import db
 
     done = run_and_store(request, dsn, ingest)
     if request.dry_run or not ingest:

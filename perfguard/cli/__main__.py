@@ -1,0 +1,7 @@
+"""`python -m perfguard.cli`."""
+
+import sys
+
+from perfguard.cli import main
+
+sys.exit(main())

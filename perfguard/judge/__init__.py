@@ -1,0 +1,2 @@
+"""Judge: thresholds, history, rules, curves, change points, verdicts,
+fingerprint differences."""

@@ -1,0 +1,1 @@
+"""Present: the HTML report, its plots, Grafana dashboards."""

@@ -1,0 +1,2 @@
+"""Where things are and what the site says: paths, the site directory,
+topology detection, Spack stacks."""

@@ -1,0 +1,1 @@
+"""Store: the database, its migrations, reports read and ingested, the spool."""

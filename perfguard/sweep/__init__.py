@@ -1,0 +1,1 @@
+"""The fabric sweep's analysis: who is slow, retested before blamed."""
