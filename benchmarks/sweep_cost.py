@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from perfguard import cluster  # noqa: E402
+from perfguard.site.context import Context  # noqa: E402
 from perfguard.store import db  # noqa: E402
 from perfguard.sweep.analysis import cost  # noqa: E402
 
@@ -43,7 +44,7 @@ def sweep_once(nodes: int) -> tuple[float, float]:
     found = re.search(r"perfguard sweep on local: run (\d+)", result.stdout)
     if found is None:
         raise SystemExit(f"sweep of {nodes} nodes failed:\n{result.stdout}\n{result.stderr}")
-    with db.connect(db.resolve_dsn(STATE)) as conn:
+    with db.connect(Context.resolve(STATE).dsn) as conn:
         [report] = conn.execute("SELECT report_path FROM run WHERE id = %s",
                                 (int(found[1]),)).fetchone()
     [case] = [c for c in json.loads(Path(report).read_text())["runs"][0]["testcases"]

@@ -21,11 +21,14 @@ import pytest
 from perfguard import cluster
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.run.reframe import RunRequest, run_reframe
+from perfguard.site.context import Context
 from perfguard.store import db
 
 # Not under /tmp: every virtual node mounts a private /tmp over it.
 TEST_ROOT = Path(__file__).resolve().parents[1] / ".state-test"
 TEST_STATE = Path(os.environ.get("PERFGUARD_TEST_STATE", TEST_ROOT / "session"))
+#: The context the tests run checks in: the test cluster (its layout is read on first use).
+TEST_CONTEXT = Context(TEST_STATE.resolve())
 #: Two checkouts run their suites side by side with different PERFGUARD_TEST_PORT_BASE.
 TEST_PORT_BASE = int(os.environ.get("PERFGUARD_TEST_PORT_BASE", "17800"))
 DATA = Path(__file__).parent / "data"
@@ -110,7 +113,7 @@ def migrated_dsn(fresh_dsn: str) -> str:
 @pytest.fixture(scope="session")
 def demo_report(layout: ClusterLayout) -> Path:
     """A real report: the sanity and UCX checks run through Slurm on the test cluster."""
-    outcome = run_reframe(RunRequest(state=TEST_STATE, tags=("demo",),
+    outcome = run_reframe(TEST_CONTEXT, RunRequest(tags=("demo",),
                                      setvars=("UcxPerftestCheck.iterations=2000",)))
     assert outcome.returncode == 0, f"demo checks failed, see {outcome.report}"
     return outcome.report
@@ -136,7 +139,7 @@ def dry_run_scripts(system: str, *names: str, setvars: tuple[str, ...] = (),
     display name → the script's lines (fixtures such as SpackStack only if asked)."""
     from perfguard.store.report import load as load_report
 
-    outcome = run_reframe(RunRequest(state=TEST_STATE, system=system, names=names,
+    outcome = run_reframe(TEST_CONTEXT, RunRequest(system=system, names=names,
                                      setvars=setvars, dry_run=True))
     assert outcome.returncode == 0, f"dry run failed, see {outcome.report}"
     raw = json.loads(outcome.report.read_text())

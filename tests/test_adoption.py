@@ -10,6 +10,7 @@ linked in), its own site directory (the cluster's topology file) and its own sta
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pwd
@@ -217,3 +218,25 @@ def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_pa
     assert bare.returncode == 0 and "no Slurm here" in bare.stdout, bare.stderr
     again = perfguard("site", "init", str(site))
     assert again.returncode == 1 and "exists and is not empty" in again.stderr
+
+
+def test_the_checks_import_the_contract_alone() -> None:
+    """The check library loads on a login node without the database driver and without
+    the embedded cluster: what it imports of perfguard is perfguard.contract, and loading
+    every check pulls in no psycopg, no store, judge, run or cluster module."""
+    library = CHECKOUT / "reframe_tests"
+    imported = {node.module for path in library.rglob("*.py")
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("perf")}
+    assert imported == {"perfguard.contract"}, imported
+    modules = sorted(".".join(p.relative_to(CHECKOUT).with_suffix("").parts)
+                     for p in library.rglob("*.py") if p.name != "__init__.py")
+    probe = ("import importlib, sys\n"
+             f"for name in {modules!r}: importlib.import_module(name)\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'psycopg'\n"
+             "      or m.startswith(('perfguard.store', 'perfguard.judge', 'perfguard.run',\n"
+             "                       'perfguard.cluster', 'perfguard.sweep'))))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            cwd=CHECKOUT, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert loaded.stdout.strip() == "[]", loaded.stdout

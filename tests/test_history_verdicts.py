@@ -176,12 +176,11 @@ def test_a_tie_between_thresholds_resolves_alike_in_cli_run_and_dashboards(
             "SELECT threshold_id, status FROM key_verdict WHERE run_id = %s AND "
             "check_name = 'UcxPerftestCheck' AND metric = 'bandwidth' "
             "AND params->>'test' = 'tag_bw' AND params->>'memory' = 'host'", (run,)).fetchone()
-        by_run = thresholds.matching(conn, "local", "UcxPerftestCheck",
-                                     {"test": "tag_bw", "memory": "host", "hca": "lo"},
-                                     "compute",
-                                     "gnu-openmpi", ["bandwidth"])
+        by_run = thresholds.references_in_force(conn, "local").for_test(
+            "UcxPerftestCheck", {"test": "tag_bw", "memory": "host", "hca": "lo"},
+            "compute", "gnu-openmpi", ["bandwidth"])
     assert dashboard == (newest, "fail")
-    assert by_run["bandwidth"].id == newest and by_run["bandwidth"].reference == 1e12
+    assert by_run["bandwidth"][0] == 1e12
     explained = perfguard("verdict", str(run), "--explain", BW_LINE, "--dsn", migrated_dsn)
     assert "threshold: reference 1,000,000,000,000" in explained.stdout
     assert explained.returncode == 1

@@ -7,11 +7,11 @@ import subprocess
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.run.reframe import RunRequest, run_reframe
 from perfguard.store.report import load
-from tests.conftest import TEST_STATE
+from tests.conftest import TEST_CONTEXT
 
 
 def run_hello(*setvars: str):
-    outcome = run_reframe(RunRequest(state=TEST_STATE, names=("MpiHelloCheck",),
+    outcome = run_reframe(TEST_CONTEXT, RunRequest(names=("MpiHelloCheck",),
                                      setvars=setvars))
     [case] = load(outcome.report).testcases
     return outcome, case

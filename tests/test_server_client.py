@@ -6,7 +6,7 @@ import socket
 
 from perfguard.run.reframe import RunRequest, run_reframe
 from perfguard.store.report import load
-from tests.conftest import TEST_STATE, job_file
+from tests.conftest import TEST_CONTEXT, job_file
 
 
 def busy_port_before_a_free_one() -> socket.socket:
@@ -27,8 +27,8 @@ def test_busy_port_is_skipped_not_waited_for(layout) -> None:
     started on the port it moved to (expanded when run, not when the line was written)."""
     with busy_port_before_a_free_one() as busy:
         port = busy.getsockname()[1]
-        outcome = run_reframe(RunRequest(
-            state=TEST_STATE, names=("^UcxPerftestCheck.*%test=tag_lat%memory=host",),
+        outcome = run_reframe(TEST_CONTEXT, RunRequest(
+            names=("^UcxPerftestCheck.*%test=tag_lat%memory=host",),
             setvars=("iterations=1000", f"first_port={port}",
                      "message_sizes=8")))
     [case] = [c for c in load(outcome.report).testcases if c.check == "UcxPerftestCheck"]

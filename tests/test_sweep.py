@@ -17,6 +17,7 @@ import pytest
 
 from perfguard.cluster import services
 from perfguard.cluster.layout import ClusterLayout
+from perfguard.contract.rounds import circle_rounds
 from perfguard.errors import UsageError
 from perfguard.sweep import analysis as sw
 from tests.conftest import TEST_STATE, perfguard
@@ -26,7 +27,7 @@ CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
 
 @pytest.mark.parametrize("count", range(2, 10))
 def test_circle_rounds_are_disjoint_and_meet_every_pair_once(count: int) -> None:
-    rounds = sw.circle_rounds(count)
+    rounds = circle_rounds(count)
     assert len(rounds) == (count - 1 if count % 2 == 0 else count)
     for pairs in rounds:
         nodes = [n for pair in pairs for n in pair]

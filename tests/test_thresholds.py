@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 from pathlib import Path
 
 import psycopg
+from psycopg.types.json import Jsonb
 
+from perfguard.contract.references import References
 from perfguard.judge import thresholds as th
 from perfguard.run.reframe import RunRequest, run_reframe
 from perfguard.store.ingest import RunMeta, ingest_paths
 from perfguard.store.report import load
-from tests.conftest import TEST_STATE, perfguard
+from tests.conftest import TEST_CONTEXT, perfguard
 
 LAT = ["--system", "local", "--check", "UcxPerftestCheck", "--param", "test=tag_lat",
        "--metric", "latency", "--unit", "us", "--direction", "lower"]
@@ -83,7 +87,7 @@ def test_reframe_fails_check_that_misses_db_threshold(layout, tmp_path: Path) ->
     perfguard("thresholds", "set", "--dsn", dsn, *LAT, "--reference", "0.001", "--upper",
               "10%", "--reason", "impossible on purpose", check=True)
     try:
-        outcome = run_reframe(RunRequest(state=TEST_STATE, names=("UcxPerftestCheck",),
+        outcome = run_reframe(TEST_CONTEXT, RunRequest(names=("UcxPerftestCheck",),
                                          extra=("-x", "UcxPerftestCheck%test=tag_bw"),
                                          setvars=("iterations=2000",)))
     finally:
@@ -95,3 +99,36 @@ def test_reframe_fails_check_that_misses_db_threshold(layout, tmp_path: Path) ->
     assert cases["tag_lat"].result == "fail" and cases["tag_lat"].fail_phase == "performance"
     assert "latency" in cases["tag_lat"].fail_reason
     assert cases["ucp_put_lat"].result == "pass"
+
+
+def test_a_check_picks_from_the_references_file_what_matching_threshold_picks(
+        migrated_dsn: str, tmp_path: Path) -> None:
+    """The checks read references from a file (no database driver in them): for every
+    variant, the row they take is the one the database's matching_threshold() takes,
+    which the verdict and the dashboards use."""
+    rng = random.Random(7)
+    with psycopg.connect(migrated_dsn) as conn:
+        for i in range(40):
+            keys = rng.sample(["x", "y"], rng.randint(0, 2))
+            th.set_threshold(conn, th.Threshold(
+                system="agree", check="C", metric=rng.choice(["latency", "bandwidth"]),
+                reference=float(i + 1), direction="lower", upper=0.1, unit="us",
+                partition=rng.choice([None, "p1", "p2"]), environ=rng.choice([None, "e1"]),
+                params={k: rng.choice(["a", "b"]) for k in keys}))
+        conn.commit()
+        written = th.references_in_force(conn, "agree").write(tmp_path / "references.json")
+        from_file = References.read(written)
+        compared = 0
+        for partition, environ, x, y in itertools.product(
+                ["p1", "p2", "p3"], ["e1", "e2"], ["a", "b"], ["a", "b"]):
+            params = {"x": x, "y": y}
+            picked = from_file.for_test("C", params, partition, environ,
+                                        ["latency", "bandwidth"])
+            for metric in ("latency", "bandwidth"):
+                row = conn.execute(
+                    "SELECT reference FROM matching_threshold('agree', 'C', %s, NULL, %s, %s, "
+                    "%s, now())", (metric, partition, environ, Jsonb(params))).fetchone()
+                assert (row and row[0]) == (picked.get(metric, (None,))[0] or None), \
+                    (metric, partition, environ, params)
+                compared += row is not None
+    assert compared > 20  # most variants have a threshold: the comparison means something

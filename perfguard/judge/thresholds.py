@@ -19,6 +19,7 @@ import yaml
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from perfguard.contract.references import Reference, References
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.site.yamlfile import load_yaml
 
@@ -372,14 +373,13 @@ def derive(conn: psycopg.Connection, run_id: int, tolerance: float, author: str,
     return proposals, notes
 
 
-def matching(conn: psycopg.Connection, system: str, check: str, params: dict[str, str],
-             partition: str, environ: str, metrics: list[str]) -> dict[str, Threshold]:
-    """Metric → the key-figure threshold that applies now to one test variant, chosen by
-    the database's matching_threshold(), the rule the verdict and dashboards use too."""
+def references_in_force(conn: psycopg.Connection, system: str) -> References:
+    """The system's key-figure thresholds in force now, in matching_threshold()'s order of
+    precedence: what `perfguard run` hands its checks (perfguard.contract.references)."""
     rows = conn.cursor(row_factory=dict_row).execute(
-        "SELECT t.* FROM unnest(%(metrics)s::text[]) m, "
-        "matching_threshold(%(system)s::text, %(check)s::text, m, NULL::jsonb, "
-        "%(partition)s::text, %(environ)s::text, %(params)s::jsonb, now()) t",
-        {"metrics": metrics, "system": system, "check": check, "partition": partition,
-         "environ": environ, "params": Jsonb(params)}).fetchall()
-    return {row["metric"]: _from_row(row) for row in rows}
+        f"SELECT {_COLUMNS} FROM threshold_limit WHERE system = %s AND point IS NULL "
+        "AND valid_from <= now() AND (valid_to IS NULL OR valid_to > now()) "
+        "ORDER BY specificity DESC, valid_from DESC, id DESC", (system,)).fetchall()
+    return References(tuple(
+        Reference(t.check, t.metric, t.partition, t.environ, t.params, t.as_reframe())
+        for t in map(_from_row, rows)))

@@ -1,4 +1,5 @@
-"""`perfguard run`: ReFrame with the project's site config, test library and one report per run."""
+"""ReFrame invoked with the site's configuration, the check library, the run's references
+and one report per run, in the command's context (perfguard.site.context)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from perfguard.cluster.layout import ClusterLayout
+from perfguard.contract.references import REFERENCES_ENV, References
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.site import paths
+from perfguard.site.context import Context
 
-EMBEDDED_SYSTEM = "local"
+#: The system a run names when it names none: the embedded cluster's.
+DEFAULT_SYSTEM = "local"
 
 
 @dataclass
 class RunRequest:
-    state: Path
-    system: str = EMBEDDED_SYSTEM
+    system: str = DEFAULT_SYSTEM
     names: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     setvars: tuple[str, ...] = ()
@@ -32,8 +34,6 @@ class RunRequest:
     extra: tuple[str, ...] = ()
     trigger: str = "manual"
     labels: tuple[str, ...] = ()
-    #: The database the checks read their references from and the run is stored in.
-    dsn: str | None = None
 
 
 @dataclass
@@ -85,8 +85,7 @@ def prune_run_directories(state: Path, keep_days: float = KEEP_RUN_DIRS_DAYS) ->
     return old
 
 
-def reframe_command(request: RunRequest, report: Path) -> list[str]:
-    directory = run_directory(request.state, report)
+def reframe_command(request: RunRequest, report: Path, directory: Path) -> list[str]:
     command = [
         *reframe_launcher(),
         "-C", str(paths.DEFAULTS_DIR / "settings.py"),
@@ -108,43 +107,50 @@ def reframe_command(request: RunRequest, report: Path) -> list[str]:
     return command
 
 
-def run_environment(request: RunRequest) -> dict[str, str]:
-    """What reframe and its jobs need: the test library importable, our cluster's Slurm,
-    the run's database (the one its references come from is the one it is stored in),
-    and temporary files under the state directory (ReFrame's early log, rfm-*.log)."""
-    env = dict(os.environ)
-    env["PERFGUARD_STATE_DIR"] = str(request.state)
+def run_environment(ctx: Context, references: Path | None) -> dict[str, str]:
+    """What reframe and its jobs need: the test library importable, the context's Slurm,
+    the run's references, and temporary files under the state directory (ReFrame's early
+    log, rfm-*.log)."""
+    env = dict(ctx.slurm_env() or os.environ)
+    env["PERFGUARD_STATE_DIR"] = str(ctx.state)
     if paths.CHECKOUT is not None:  # an installed package is importable as it is
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(paths.CHECKOUT), env.get("PYTHONPATH", "")) if p)
-    env["TMPDIR"] = str(request.state / "tmp")
-    if request.dsn:
-        env["PERFGUARD_DSN"] = request.dsn
-    if request.system == EMBEDDED_SYSTEM:
-        layout = ClusterLayout.load(request.state)
-        if layout is None and not request.dry_run:
-            raise PerfguardError(
-                f"system 'local' is the embedded cluster, but none is set up under "
-                f"{request.state}: run `perfguard cluster up` first")
-        if layout is not None:
-            env["SLURM_CONF"] = layout.client_env()["SLURM_CONF"]
+    env["TMPDIR"] = str(ctx.state / "tmp")
+    env.pop(REFERENCES_ENV, None)
+    if references is not None:
+        env[REFERENCES_ENV] = str(references)
     return env
 
 
-def run_reframe(request: RunRequest) -> RunOutcome:
-    """Run reframe once; the request's DSN is resolved here, once, for the whole run."""
+def write_references(ctx: Context, system: str, directory: Path) -> Path:
+    """The system's thresholds in force, as the checks read them; where the database
+    cannot say, the file says why (the checks run on without references)."""
+    import psycopg
+
+    from perfguard.judge.thresholds import references_in_force
     from perfguard.store import db
 
-    if request.dsn is not None or not request.dry_run:
-        request.dsn = db.resolve_dsn(request.state, request.dsn)
-    report = report_path(request.state, request.system)
+    try:
+        with db.connect(ctx.dsn) as conn:
+            found = references_in_force(conn, system)
+    except (PerfguardError, psycopg.Error) as exc:
+        found = References(unavailable=f"{exc}".strip().splitlines()[0])
+    return found.write(directory / "references.json")
+
+
+def run_reframe(ctx: Context, request: RunRequest) -> RunOutcome:
+    """Run reframe once, in its own stage and output directories."""
+    report = report_path(ctx.state, request.system)
     report.parent.mkdir(parents=True, exist_ok=True)
-    command = reframe_command(request, report)
-    workdir = request.state / "work"
-    for directory in (workdir, request.state / "log", request.state / "tmp"):
-        directory.mkdir(parents=True, exist_ok=True)
-    prune_run_directories(request.state)
-    process = subprocess.Popen(command, env=run_environment(request), cwd=workdir)
+    directory = run_directory(ctx.state, report)
+    command = reframe_command(request, report, directory)
+    workdir = ctx.state / "work"
+    for needed in (workdir, ctx.state / "log", ctx.state / "tmp"):
+        needed.mkdir(parents=True, exist_ok=True)
+    prune_run_directories(ctx.state)
+    references = None if request.dry_run else write_references(ctx, request.system, directory)
+    process = subprocess.Popen(command, env=run_environment(ctx, references), cwd=workdir)
     returncode = _wait_passing_on_termination(process)
     if not report.exists() and returncode == 0 and not request.dry_run:
         raise UsageError(f"no check selected on system {request.system}"
@@ -153,7 +159,7 @@ def run_reframe(request: RunRequest) -> RunOutcome:
                          + ": nothing ran (`reframe -l` with the same filters lists them)")
     if not report.exists() and not request.dry_run:
         raise PerfguardError(f"reframe exited with {returncode} and wrote no report "
-                             f"({report}); see {request.state / 'log' / 'reframe.log'}")
+                             f"({report}); see {ctx.state / 'log' / 'reframe.log'}")
     return RunOutcome(returncode, report)
 
 
@@ -185,52 +191,3 @@ def library_revision() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return rev.stdout.strip() or None
-
-
-@dataclass
-class Completed:
-    """A run that went through reframe and, unless it could not be stored, ingest."""
-    returncode: int
-    report: Path
-    run_id: int | None
-    message: str = ""
-
-    @property
-    def stored(self) -> bool:
-        return self.run_id is not None
-
-
-def run_and_store(request: RunRequest, dsn: str | None, ingest: bool = True) -> Completed:
-    """Run reframe, then store the report (spooled with the reason when it cannot be)."""
-    from perfguard.store.ingest import RunMeta, ingest_paths
-
-    request.dsn = dsn or request.dsn
-    outcome = run_reframe(request)
-    if request.dry_run or not ingest:
-        return Completed(outcome.returncode, outcome.report, None, "not ingested")
-    RunMeta(request.trigger, request.labels, library_revision()).save_beside(outcome.report)
-    [result] = ingest_paths(request.state, request.dsn, [outcome.report], RunMeta())
-    return Completed(outcome.returncode, outcome.report, result.run_id, result.message)
-
-
-def run_and_ingest(request: RunRequest, dsn: str | None, ingest: bool) -> int:
-    """`perfguard run`: run, ingest, print the verdict; exit code reframe's or the verdict's."""
-    from perfguard.judge import verdict as vd
-    from perfguard.store import db
-
-    done = run_and_store(request, dsn, ingest)
-    if request.dry_run or not ingest:
-        print(f"report: {done.report}")
-        return done.returncode
-    if not done.stored:
-        print(f"perfguard: error: {done.message}", file=sys.stderr)
-        print(f"report kept: {done.report}; retry with `perfguard ingest --spool`",
-              file=sys.stderr)
-        return done.returncode or 1
-    with db.connect(request.dsn) as conn:
-        lines = vd.judge_and_record(conn, done.run_id)
-        result = vd.outcome(conn, done.run_id)
-    print(f"\nperfguard verdict for run {done.run_id} (report {done.report}):")
-    print(vd.render(lines))
-    # The stored verdict decides (run_outcome): skips and expected failures do not fail it.
-    return 1 if result.failed else 0

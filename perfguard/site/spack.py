@@ -1,18 +1,20 @@
 """The project's Spack stacks: checked by Spack itself where it exists, by syntax where not.
 
 `perfguard spack check` reads every ``spack_envs/*/spack.yaml`` and the recipes of our
-repository ``spack_envs/spack_repo/perfguard``: YAML structure, specs that parse,
-includes and repositories that exist, well-formed externals, recipes with checksummed
-versions. Package names, versions, variants and dependencies are Spack's to judge: with
-``spack`` (>= 1.0) on PATH every stack is concretized (in a scratch copy, so Spack's
-rewrites of a manifest never touch the checkout) and ``spack audit packages`` runs on
-our recipes.
+repository ``spack_envs/spack_repo/perfguard``: YAML structure, includes and
+repositories that exist, well-formed externals, recipes with checksummed versions.
+Specs, package names, versions, variants and dependencies are Spack's to judge: with
+``spack`` (>= 1.0) on PATH Spack's own parser reads every spec, every stack is
+concretized (in a scratch copy, so Spack's rewrites of a manifest never touch the
+checkout) and ``spack audit packages`` runs on our recipes. Without Spack the specs are
+not parsed, and the output says so.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -33,56 +35,19 @@ SPACK_ENVS = SPACK_ENVS_DIR
 OUR_REPO = Path("spack_repo") / "perfguard"
 #: Compilers as dependencies, language virtuals and repository API v2 arrived with 1.0.
 MIN_SPACK = (1, 0)
-TOKEN = re.compile(r"\s*(\^|%[\w.@:-]+|@[\w.:,=-]+|[+~][\w-]+|[\w-]+=[\w.,:*/-]+|[\w-]+)")
-
-
-@dataclass
-class Spec:
-    name: str
-    version: str | None = None
-    variants: dict[str, Any] = field(default_factory=dict)
-    dependencies: list[Spec] = field(default_factory=list)
-
-
-def parse_spec(text: str) -> Spec:
-    """``osu-micro-benchmarks@7.5 +cuda cuda_arch=90 ^openmpi@5`` → a Spec tree."""
-    tokens, position = [], 0
-    while position < len(text.rstrip()):
-        match = TOKEN.match(text, position)
-        if match is None:
-            raise PerfguardError(f"spec {text!r}: cannot parse from {text[position:]!r}")
-        tokens.append(match.group(1))
-        position = match.end()
-    if not tokens or not re.fullmatch(r"[a-z0-9][\w-]*", tokens[0]):
-        raise PerfguardError(f"spec {text!r}: must start with a package name")
-    root = current = Spec(tokens[0])
-    expect_name = False
-    for token in tokens[1:]:
-        if expect_name:
-            if not re.fullmatch(r"[a-z0-9][\w-]*", token):
-                raise PerfguardError(f"spec {text!r}: '^' must be followed by a package name")
-            current = Spec(token)
-            root.dependencies.append(current)
-            expect_name = False
-        elif token == "^":
-            expect_name = True
-        elif token.startswith("@"):
-            if current.version is not None:
-                raise PerfguardError(f"spec {text!r}: two versions for {current.name}")
-            current.version = token[1:]
-        elif token[0] in "+~":
-            current.variants[token[1:]] = token[0] == "+"
-        elif "=" in token:
-            key, value = token.split("=", 1)
-            current.variants[key] = value
-        elif token.startswith("%"):
-            current.variants["%compiler"] = token[1:]
-        else:
-            raise PerfguardError(f"spec {text!r}: unexpected {token!r} (a second package "
-                                 f"name needs '^')")
-    if expect_name:
-        raise PerfguardError(f"spec {text!r}: ends with '^'")
-    return root
+#: Run by ``spack python``: Spack's own parser reads each spec of the file that
+#: $PERFGUARD_SPECS names ([[where, spec], ...]) and prints {where: error}.
+PARSE_SPECS = """
+import json, os
+import spack.spec
+errors = {}
+for where, text in json.load(open(os.environ["PERFGUARD_SPECS"])):
+    try:
+        spack.spec.Spec(text)
+    except Exception as exc:
+        errors[where] = " ".join(f"{type(exc).__name__}: {exc}".split())
+print("PERFGUARD-SPECS " + json.dumps(errors))
+"""
 
 
 @dataclass
@@ -91,6 +56,8 @@ class Findings:
     warnings: list[str] = field(default_factory=list)
     #: What Spack said when it was asked (concretized specs, timings, audits).
     notes: list[str] = field(default_factory=list)
+    #: (where, spec) of every spec found, for Spack's parser.
+    specs: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _load_yaml(path: Path, findings: Findings) -> Any:
@@ -104,13 +71,10 @@ def _load_yaml(path: Path, findings: Findings) -> Any:
 
 
 def _check_spec(text: Any, where: str, findings: Findings) -> None:
-    if not isinstance(text, str):
-        findings.errors.append(f"{where}: spec must be a string, not {text!r}")
+    if not isinstance(text, str) or not text.strip():
+        findings.errors.append(f"{where}: spec must be a non-empty string, not {text!r}")
         return
-    try:
-        parse_spec(text)
-    except PerfguardError as exc:
-        findings.errors.append(f"{where}: {exc}")
+    findings.specs.append((where, text))
 
 
 def _check_packages_section(packages: Any, where: str, findings: Findings) -> None:
@@ -245,6 +209,26 @@ def usable_spack() -> tuple[str, str | None]:
 ROOT_SPEC = re.compile(r"^ *(?:-|\[[+e^]\])\s+\w{7}  ([\w-]+@[^~+\s]+)", re.M)
 
 
+def parse_specs(findings: Findings) -> dict[str, str]:
+    """Spack's parser on every spec found, in one ``spack python``: where → error.
+    (``spack python -c`` compiles one statement: the script is exec'd from a file.)"""
+    if not findings.specs:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="perfguard-specs-") as scratch:
+        specs, script = Path(scratch) / "specs.json", Path(scratch) / "parse.py"
+        specs.write_text(json.dumps(findings.specs))
+        script.write_text(PARSE_SPECS)
+        result = subprocess.run(
+            ["spack", "python", "-c", f"exec(open({str(script)!r}).read())"],
+            capture_output=True, text=True, timeout=600,
+            env={**spack_env(), "PERFGUARD_SPECS": str(specs)})
+    marker = [line for line in result.stdout.splitlines() if line.startswith("PERFGUARD-SPECS ")]
+    if result.returncode != 0 or not marker:
+        said = (result.stderr + result.stdout).strip().splitlines()[-3:]
+        raise PerfguardError(f"spack python could not parse the specs: {' | '.join(said)}")
+    return json.loads(marker[-1].split(" ", 1)[1])
+
+
 def concretize(env_dir: Path) -> Findings:
     """``spack -e ENV concretize -f``: the roots Spack chose and how long it took."""
     findings = Findings()
@@ -290,8 +274,13 @@ def check_all(envs_dir: Path = SPACK_ENVS) -> tuple[dict[str, Findings], str | N
         results[str(recipe)] = check_recipe(recipe)
     label, why_not = usable_spack()
     if why_not is not None:
-        return results, (f"{why_not}: only syntax and structure were checked; package "
-                         f"names, versions, variants and dependencies are Spack's to check")
+        specs = sum(len(found.specs) for found in results.values())
+        return results, (f"{why_not}: only syntax and structure were checked; {specs} specs "
+                         f"were not parsed, and package names, versions, variants and "
+                         f"dependencies not judged: that is Spack's to do")
+    for found in results.values():
+        for where, error in parse_specs(found).items():
+            found.errors.append(f"Spack {label}: {where}: {error}")
     with tempfile.TemporaryDirectory(prefix="perfguard-spack-") as scratch:
         copy = scratch_copy(envs_dir, Path(scratch))
         def said(text: str) -> str:  # Spack names the copy's files: name the checkout's

@@ -15,8 +15,15 @@ import reframe as rfm
 import yaml
 from reframe.core.builtins import variable
 
-from perfguard.contract.topology import Hca, NodeTopology, Partition, all_hca_names, load_system
-from perfguard.site.paths import site_file, topology_files
+from perfguard.contract import (
+    Hca,
+    NodeTopology,
+    Partition,
+    all_hca_names,
+    load_system,
+    site_file,
+    topology_files,
+)
 
 #: The value of a check's ``hca`` parameter that means: no HCA pinning.
 AUTO_HCA = "auto"

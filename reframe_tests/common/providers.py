@@ -31,7 +31,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, run_after, sanity_function, variable
 
-from perfguard.site.paths import SPACK_ENVS_DIR, state_dir
+from perfguard.contract import SPACK_ENVS_DIR, state_dir
 
 SPACK_ENVS = SPACK_ENVS_DIR
 REPLAY = Path(__file__).with_name("replay.py")

@@ -21,7 +21,7 @@ from reframe.core.builtins import (
 )
 from reframe.core.exceptions import SanityError
 
-from perfguard.sweep.analysis import circle_rounds, disjoint_rounds, in_slots
+from perfguard.contract import circle_rounds, disjoint_rounds, in_slots
 from reframe_tests.common.binding import binding_errors
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.pinning import map_cpu, partition_topology

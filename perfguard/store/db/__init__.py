@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,21 +14,6 @@ from perfguard.errors import PerfguardError, UsageError
 from perfguard.secrets import redact_secrets
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-
-
-def resolve_dsn(state: Path, explicit: str | None = None) -> str:
-    """--dsn, then $PERFGUARD_DSN, then the embedded cluster's PostgreSQL."""
-    if explicit:
-        return explicit
-    if os.environ.get("PERFGUARD_DSN"):
-        return os.environ["PERFGUARD_DSN"]
-    from perfguard.cluster.layout import ClusterLayout
-
-    layout = ClusterLayout.load(state)
-    if layout is None:
-        raise PerfguardError("no database configured: pass --dsn, set PERFGUARD_DSN, or start "
-                             "the embedded one with `perfguard cluster up`")
-    return layout.dsn
 
 
 def connect(dsn: str) -> psycopg.Connection:

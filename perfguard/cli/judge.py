@@ -1,0 +1,91 @@
+"""`perfguard verdict`, `changepoints` and `fingerprint diff`: what a stored run says."""
+
+from __future__ import annotations
+
+import argparse
+
+from perfguard.cli.options import DSN, connect
+from perfguard.errors import UsageError
+
+
+def _add_verdict(sub: argparse._SubParsersAction) -> None:
+    ver = sub.add_parser("verdict", parents=[DSN],
+        help="a run's results against thresholds and history (exit 1 on fail or regression)")
+    ver.add_argument("run", nargs="?", default=None,
+                     help="run id, session uuid or label (default: latest)")
+    ver.add_argument("--baseline", help="compare with this run (id, uuid or label)")
+    ver.add_argument("--explain", metavar="TEXT",
+                     help="for each line whose name contains TEXT: its history, noise "
+                          "estimate, rule and decision")
+    ver.set_defaults(func=cmd_verdict)
+
+
+def cmd_verdict(args: argparse.Namespace) -> int:
+    from perfguard.judge import verdict as vd
+
+    with connect(args) as conn:
+        run_id = vd.resolve_run(conn, args.run)
+        lines = vd.judge_and_record(conn, run_id)  # again: thresholds or rules may change
+        result = vd.outcome(conn, run_id)
+        if args.baseline:
+            before = vd.resolve_run(conn, args.baseline)
+            vd.with_baseline(lines, vd.stored_verdict(conn, before))
+        chosen = [line for line in lines if args.explain in vd.name_of(line)] \
+            if args.explain is not None else []
+        vd.with_key_points(conn, run_id, chosen)  # which curve point each key figure is
+    print(f"run {run_id}")
+    if args.explain is not None:
+        if not chosen:
+            raise UsageError(f"no line of run {run_id} is named like {args.explain!r}")
+        print("\n\n".join(vd.explain(line) for line in chosen))
+    else:
+        print(vd.render(lines, show_baseline=bool(args.baseline)))
+    print(f"run {run_id}: {'FAIL' if result.failed else 'PASS'} ({result.why})")
+    return 1 if result.failed else 0
+
+
+def _add_changepoints(sub: argparse._SubParsersAction) -> None:
+    cpt = sub.add_parser("changepoints", parents=[DSN],
+        help="find and store where each series' level changed (E-Divisive), and what "
+             "changed in the environment there")
+    cpt.add_argument("--system", help="only this system (default: all)")
+    cpt.set_defaults(func=cmd_changepoints)
+
+
+def cmd_changepoints(args: argparse.Namespace) -> int:
+    from perfguard.judge import changepoints
+
+    with connect(args) as conn:
+        found = changepoints.detect(conn, args.system)
+    for point in found:
+        print(point.describe())
+    print(f"{len(found)} change points stored"
+          + (f" ({sum(p.regression for p in found)} regressions)" if found else ""))
+    return 0
+
+
+def _add_fingerprint(sub: argparse._SubParsersAction) -> None:
+    fpr = sub.add_parser("fingerprint", help="nodes' environment recorded with each run")
+    actions = fpr.add_subparsers(dest="action", required=True, metavar="ACTION")
+    dif = actions.add_parser("diff", parents=[DSN],
+                             help="what changed between two runs (firmware, driver, stack…)")
+    dif.add_argument("run_a", help="run id, session uuid or label (before)")
+    dif.add_argument("run_b", help="run id, session uuid or label (after)")
+    dif.set_defaults(func=cmd_fingerprint_diff)
+
+
+def cmd_fingerprint_diff(args: argparse.Namespace) -> int:
+    from perfguard.judge import fingerprint as fp
+    from perfguard.judge.verdict import resolve_run
+
+    with connect(args) as conn:
+        before = fp.fingerprints(conn, resolve_run(conn, args.run_a))
+        after = fp.fingerprints(conn, resolve_run(conn, args.run_b))
+    print(fp.render(fp.diff(before, after)))
+    return 0
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    _add_verdict(sub)
+    _add_changepoints(sub)
+    _add_fingerprint(sub)

@@ -1,0 +1,29 @@
+"""Options and helpers several command groups share."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def _dsn_option() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--dsn", help="PostgreSQL DSN (default: $PERFGUARD_DSN, else the "
+                                      "embedded cluster's database)")
+    return parent
+
+
+DSN = _dsn_option()
+
+
+def port_base_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port-base", type=int,
+                        default=int(os.environ.get("PERFGUARD_PORT_BASE", "16800")),
+                        help="first of the ports the daemons use (default $PERFGUARD_PORT_BASE "
+                             "or 16800; give each checkout its own to run side by side)")
+
+
+def connect(args: argparse.Namespace):
+    from perfguard.store import db
+
+    return db.connect(args.ctx.dsn)

@@ -1,0 +1,48 @@
+"""`perfguard report`: the HTML report of a run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from perfguard.cli.options import DSN, connect
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    rep = sub.add_parser(
+        "report", parents=[DSN], help="write a run's self-contained HTML report (and Markdown)",
+        description="One HTML file that opens without network: the verdict first (failing "
+                    "and regressed lines with evidence and history), curves, Himeno scaling, "
+                    "nodes, a fabric sweep's matrix, environment changes, failed cases.")
+    rep.add_argument("run", nargs="?", default=None,
+                     help="run id, session uuid or label (default: latest)")
+    rep.add_argument("--baseline", help="compare with this run (default: the previous run)")
+    rep.add_argument("-o", "--output", type=Path,
+                     help="HTML file (default: STATE/reports/run-N.html)")
+    rep.add_argument("--markdown", type=Path,
+                     help="also write a Markdown summary (e.g. for a CI job summary)")
+    rep.add_argument("--junit", type=Path,
+                     help="also copy the run's JUnit test results (ReFrame's) to this file")
+    rep.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from perfguard.judge import verdict as vd
+    from perfguard.present import htmlreport
+
+    with connect(args) as conn:
+        run_id = vd.resolve_run(conn, args.run)
+        baseline = vd.resolve_run(conn, args.baseline) if args.baseline else None
+        path = args.output or htmlreport.default_path(args.state_dir, run_id)
+        report = htmlreport.write(conn, run_id, path, baseline, args.markdown)
+    if args.junit:
+        htmlreport.copy_junit(report, args.junit)
+    print(f"run {run_id}: {'FAIL' if report.failed else 'PASS'} ({report.outcome.why}); "
+          f"report: {path}"
+          + (f"; summary: {args.markdown}" if args.markdown else "")
+          + (f"; JUnit: {args.junit}" if args.junit else ""))
+    return 0
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    _add_report(sub)

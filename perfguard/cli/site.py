@@ -1,0 +1,115 @@
+"""`perfguard site`, `topology` and `spack`: the site directory and what it builds on."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _add_topology(sub: argparse._SubParsersAction) -> None:
+    top = sub.add_parser("topology", help="describe nodes: NUMA, HCAs, GPUs and affinity")
+    actions = top.add_subparsers(dest="action", required=True, metavar="ACTION")
+    det = actions.add_parser(
+        "detect", help="write a topology file for the node this runs on",
+        description="Reads lscpu -p, ibv_devinfo -v (+ sysfs) and nvidia-smi topo -m; a "
+                    "missing tool leaves its part empty with a note. Run it on a compute node "
+                    "(e.g. through srun) and commit the result under site_config/systems/.")
+    det.add_argument("--system", default="mycluster")
+    det.add_argument("--partition", default="gpu")
+    det.add_argument("--mpi", default="openmpi-ucx",
+                     help="MPI flavour (a key of site_config/mpi_flavours.yaml)")
+    det.add_argument("-o", "--output", type=Path, help="file (default: stdout)")
+    det.set_defaults(func=cmd_topology_detect)
+
+
+def cmd_topology_detect(args: argparse.Namespace) -> int:
+    from perfguard.site.detect import as_topology_yaml, detect
+
+    found = detect()
+    text = as_topology_yaml(found, args.system, args.partition, args.mpi)
+    for note in found.notes:
+        print(f"perfguard: {note}", file=sys.stderr)
+    if args.output:
+        args.output.write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
+def _add_site(sub: argparse._SubParsersAction) -> None:
+    site = sub.add_parser("site", help="the site directory: where each setting comes from")
+    actions = site.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = actions.add_parser("show", help="the site directory and, for each setting file, "
+                                           "whether the site's or the shipped one is used")
+    show.set_defaults(func=cmd_site_show)
+    init = actions.add_parser(
+        "init", help="write a starting site directory",
+        description="Creates systems/ and thresholds/ and a README; on a Slurm cluster it "
+                    "prints (or with --detect runs) `perfguard topology detect` through "
+                    "srun on one node of each partition.")
+    init.add_argument("directory", type=Path)
+    init.add_argument("--system", default="mycluster", help="the system's name")
+    init.add_argument("--detect", action="store_true",
+                      help="run the topology detection now (one node per partition)")
+    init.set_defaults(func=cmd_site_init)
+
+
+def cmd_site_show(args: argparse.Namespace) -> int:
+    from perfguard.site import directory as site
+
+    print(site.describe())
+    return 0
+
+
+def cmd_site_init(args: argparse.Namespace) -> int:
+    from perfguard.site import directory as site
+
+    for note in site.init(args.directory.resolve(), args.system, args.detect):
+        print(note)
+    return 0
+
+
+def _add_spack(sub: argparse._SubParsersAction) -> None:
+    spk = sub.add_parser("spack", help="the project's Spack stacks: check and install")
+    actions = spk.add_subparsers(dest="action", required=True, metavar="ACTION")
+    chk = actions.add_parser(
+        "check", help="validate every environment and recipe (concretize when spack exists)")
+    chk.add_argument("--envs", type=Path, default=None,
+                     help="directory of environments (default: spack_envs/ of the checkout)")
+    chk.set_defaults(func=cmd_spack_check)
+    ins = actions.add_parser("install", help="spack -e ENV install, into the shared root")
+    ins.add_argument("env", help="environment name, e.g. gcc-openmpi-ucx-cuda")
+    ins.set_defaults(func=cmd_spack_install)
+
+
+def cmd_spack_check(args: argparse.Namespace) -> int:
+    from perfguard.site import spack
+
+    results, skipped = spack.check_all(args.envs or spack.SPACK_ENVS)
+    failed = False
+    for name, findings in results.items():
+        state = "FAIL" if findings.errors else "ok"
+        failed |= bool(findings.errors)
+        print(f"{state:<4} {name}")
+        for error in findings.errors:
+            print(f"     error: {error}")
+        for warning in findings.warnings:
+            print(f"     warning: {warning}")
+        for note in findings.notes:
+            print(f"     {note}")
+    if skipped:
+        print(f"note: {skipped}")
+    return 1 if failed else 0
+
+
+def cmd_spack_install(args: argparse.Namespace) -> int:
+    from perfguard.site import spack
+
+    return spack.install(args.env)
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    _add_topology(sub)
+    _add_site(sub)
+    _add_spack(sub)

@@ -1,0 +1,123 @@
+"""`perfguard db` and `perfguard ingest`: the schema, roles and stored reports."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from perfguard.cli.options import DSN, connect
+
+
+def _add_db(sub: argparse._SubParsersAction) -> None:
+    dbp = sub.add_parser("db", help="database schema: upgrade and status")
+    actions = dbp.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("upgrade", parents=[DSN], help="apply pending SQL migrations").set_defaults(
+        func=cmd_db_upgrade)
+    actions.add_parser("status", parents=[DSN], help="list migrations and whether each is applied"
+                       ).set_defaults(func=cmd_db_status)
+    grant = actions.add_parser(
+        "grant", parents=[DSN], help="give a login role the writer's or the reader's rights",
+        description="writer: stores runs and verdicts (perfguard run, nightly, verdict), no "
+                    "DDL; reader: SELECT only (Grafana). Run with the schema owner's DSN; "
+                    "the password is read from $PERFGUARD_GRANT_PASSWORD if set.")
+    grant.add_argument("user")
+    grant.add_argument("--kind", choices=["writer", "reader"], default="writer")
+    grant.set_defaults(func=cmd_db_grant)
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from perfguard.store import db
+
+    with connect(args) as conn:
+        newly = db.upgrade(conn)
+    for migration in newly:
+        print(f"applied {migration.version:04d} {migration.name}")
+    print("schema is current" if not newly else f"{len(newly)} migration(s) applied")
+    return 0
+
+
+def cmd_db_grant(args: argparse.Namespace) -> int:
+    from perfguard.store import db
+
+    with connect(args) as conn:
+        created = db.grant(conn, args.user, args.kind,
+                           os.environ.get("PERFGUARD_GRANT_PASSWORD"))
+    print(f"{'created' if created else 'updated'} role {args.user}: {args.kind} "
+          f"({db.GRANT_GROUPS[args.kind]})")
+    return 0
+
+
+def cmd_db_status(args: argparse.Namespace) -> int:
+    from perfguard.store import db
+
+    with connect(args) as conn:
+        done = db.applied(conn)
+    pending = 0
+    for migration in db.migrations():
+        state = "applied" if migration.version in done else "pending"
+        pending += state == "pending"
+        print(f"{migration.version:04d} {migration.name:<30} {state}")
+    return 0 if not pending else 3
+
+
+def _add_ingest(sub: argparse._SubParsersAction) -> None:
+    ing = sub.add_parser(
+        "ingest", parents=[DSN], help="load ReFrame JSON reports into the database",
+        description="Each report is stored in one transaction, idempotently by session uuid. "
+                    "A report that cannot be stored now (database down) is kept in "
+                    "STATE/spool with the reason; one that never can (malformed) is parked "
+                    "in STATE/spool/rejected. Exit 1 if any report was not stored.")
+    ing.add_argument("reports", nargs="*", type=Path, help="ReFrame report files")
+    ing.add_argument("--spool", action="store_true", help="retry every spooled report")
+    ing.add_argument("--trigger", default="manual", help="trigger for reports without metadata")
+    ing.add_argument("--label", action="append", default=[], help="label for such reports")
+    ing.set_defaults(func=cmd_ingest)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from contextlib import nullcontext
+
+    from perfguard.store.ingest import RunMeta, ingest_paths
+    from perfguard.store.spool import spool_lock, spooled
+
+    dsn = args.ctx.dsn
+    with spool_lock(args.state_dir) if args.spool else nullcontext():
+        reports = list(args.reports) + (spooled(args.state_dir) if args.spool else [])
+        if not reports:
+            print("nothing to ingest" + (" (spool is empty)" if args.spool else ""))
+            return 0
+        results = ingest_paths(args.state_dir, dsn, reports,
+                               RunMeta(args.trigger, tuple(args.label)))
+    _judge_stored(dsn, [r.run_id for r in results if r.stored])
+    return _print_ingest(results)
+
+
+def _judge_stored(dsn: str, run_ids: list[int]) -> None:
+    """Runs just stored are judged and their verdicts recorded (oldest first: each reads
+    the history before it); the data is stored whether or not this succeeds."""
+    from perfguard.judge import verdict as vd
+    from perfguard.store import db
+
+    if run_ids:
+        with db.connect(dsn) as conn:
+            for run_id in run_ids:
+                vd.judge_and_record(conn, run_id)
+
+
+def _print_ingest(results) -> int:
+    for r in results:
+        if r.stored:
+            print(f"{r.report}: stored as run {r.run_id} ({r.testcases} test cases, "
+                  f"{r.samples} samples)")
+        elif r.run_id is not None:
+            print(f"{r.report}: {r.message} (run {r.run_id}); nothing changed")
+        else:
+            print(f"perfguard: error: {r.report}: {r.message}", file=sys.stderr)
+    return 0 if all(r.run_id is not None for r in results) else 1
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    _add_db(sub)
+    _add_ingest(sub)

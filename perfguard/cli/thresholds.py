@@ -1,0 +1,214 @@
+"""`perfguard thresholds`: set, list, import, export and derive references."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from perfguard.cli.options import DSN, connect
+from perfguard.errors import UsageError
+
+
+def _add_thresholds(sub: argparse._SubParsersAction) -> None:
+    th = sub.add_parser("thresholds", help="reference thresholds: set, list, history, "
+                                           "import/export YAML, derive from a run")
+    actions = th.add_subparsers(dest="action", required=True, metavar="ACTION")
+    tset = actions.add_parser(
+        "set", parents=[DSN], help="set the threshold of one scope (closes the previous one)",
+        description="Bounds: '10%%' / '-5%%' are fractions of the reference, plain numbers are "
+                    "absolute limits. Example: thresholds set --system local --check "
+                    "UcxPerftestCheck --param test=tag_bw --metric bw --reference 5000 "
+                    "--lower=-10%% --unit MB/s --direction higher")
+    tset.add_argument("--system", required=True)
+    tset.add_argument("--partition")
+    tset.add_argument("--environ")
+    tset.add_argument("--check", required=True)
+    tset.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                      help="variant parameter the threshold applies to (repeatable)")
+    tset.add_argument("--metric", required=True)
+    tset.add_argument("--point", action="append", default=[], metavar="NAME=VALUE",
+                      help="measurement point, e.g. size=8 (default: the key figure)")
+    tset.add_argument("--reference", type=float, required=True)
+    tset.add_argument("--lower", help="lower bound: fraction with %% or absolute")
+    tset.add_argument("--upper", help="upper bound: fraction with %% or absolute")
+    tset.add_argument("--unit", default="")
+    tset.add_argument("--direction", choices=("higher", "lower"),
+                      help="which way is better (default: from the unit)")
+    tset.add_argument("--author", default=None)
+    tset.add_argument("--reason", default="")
+    tset.set_defaults(func=cmd_thresholds_set)
+    for name, helptext in (("list", "current thresholds"),
+                           ("history", "every threshold ever set, with validity")):
+        p = actions.add_parser(name, parents=[DSN], help=helptext)
+        p.add_argument("--system")
+        p.add_argument("--check")
+        p.set_defaults(func=cmd_thresholds_list, history=name == "history")
+    show = actions.add_parser("show", parents=[DSN], help="one threshold in full")
+    show.add_argument("id", type=int)
+    show.set_defaults(func=cmd_thresholds_show)
+    imp = actions.add_parser("import", parents=[DSN], help="set every threshold of a YAML file")
+    imp.add_argument("file", type=Path)
+    imp.set_defaults(func=cmd_thresholds_import)
+    exp = actions.add_parser("export", parents=[DSN],
+        help="write a system's current thresholds as YAML")
+    exp.add_argument("--system", required=True)
+    exp.add_argument("-o", "--output", type=Path, help="file (default: stdout)")
+    exp.set_defaults(func=cmd_thresholds_export)
+    der = actions.add_parser("derive", parents=[DSN],
+        help="propose thresholds from a known-good run, or from each series' history")
+    der.add_argument("--from-run", default=None,
+                     help="run id, session uuid or label (default: the latest)")
+    der.add_argument("--from-history", type=int, metavar="N", default=1,
+                     help="reference = median of the last N runs of each series, bound = "
+                          "--sigmas noise on the worse side (default: the run alone)")
+    der.add_argument("--sigmas", type=float, default=4.0,
+                     help="with --from-history: the bound's distance in noise (default 4)")
+    der.add_argument("--tolerance", default="10%",
+                     help="from one run: allowed degradation (default 10%%)")
+    der.add_argument("--apply", action="store_true", help="write them (default: show only)")
+    der.add_argument("--author", default=None)
+    der.set_defaults(func=cmd_thresholds_derive)
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    result = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"{what} {item!r}: expected NAME=VALUE")
+        result[name] = value
+    return result
+
+
+def _point(items: list[str]) -> dict | None:
+    if not items:
+        return None
+    pairs = _pairs(items, "--point")
+    return {k: int(v) if v.lstrip("-").isdigit() else v for k, v in pairs.items()}
+
+
+def cmd_thresholds_set(args: argparse.Namespace) -> int:
+    from perfguard.judge import thresholds as th
+
+    lower, lower_frac = th.parse_bound(args.lower, "--lower")
+    upper, upper_frac = th.parse_bound(args.upper, "--upper")
+    given = [f for v, f in ((lower, lower_frac), (upper, upper_frac)) if v is not None]
+    if len(set(given)) > 1:
+        raise UsageError("--lower and --upper must both be fractions (%) or both absolute")
+    params, point = _pairs(args.param, "--param"), _point(args.point)
+    with connect(args) as conn:
+        direction = args.direction or th.declared_direction(conn, args.check, args.metric)
+        if direction is None:
+            raise UsageError(f"give --direction higher|lower: no stored run of {args.check} "
+                             f"has declared which way {args.metric} is better")
+        threshold = th.Threshold(
+            system=args.system, partition=args.partition, environ=args.environ,
+            check=args.check, params=params, metric=args.metric, point=point,
+            reference=args.reference, lower=lower, upper=upper,
+            bounds="fraction" if (given and given[0]) else "absolute", unit=args.unit,
+            direction=direction, reason=args.reason)
+        if args.author:
+            threshold.author = args.author
+        threshold.validate("thresholds set")
+        _warn_unknown_metrics(conn, [threshold])
+        stored, changed = th.set_threshold(conn, threshold)
+    print(("set" if changed else "unchanged") + f": #{stored.id} {stored.scope()}")
+    return 0
+
+
+def _warn_unknown_metrics(conn, thresholds) -> None:
+    from perfguard.judge import thresholds as th
+
+    for t in th.never_measured(conn, thresholds):
+        print(f"perfguard: warning: {t.scope()}: no run has measured metric {t.metric!r} "
+              f"yet; check the name (a typo never matches)", file=sys.stderr)
+
+
+def _threshold_line(t) -> str:
+    low, high = t.limits()
+    span = f"[{'-' if low is None else f'{low:.4g}'}, {'-' if high is None else f'{high:.4g}'}]"
+    valid = f"{t.valid_from:%Y-%m-%d %H:%M} → " + (
+        f"{t.valid_to:%Y-%m-%d %H:%M}" if t.valid_to else "now")
+    return (f"#{t.id:<5} {t.scope():<60} ref {t.reference:.4g} {t.unit} {span} "
+            f"({t.direction} is better) {valid} by {t.author}"
+            + (f": {t.reason}" if t.reason else ""))
+
+
+def cmd_thresholds_list(args: argparse.Namespace) -> int:
+    from perfguard.judge import thresholds as th
+
+    with connect(args) as conn:
+        rows = (th.history if args.history else th.current)(conn, args.system, args.check)
+    for t in rows:
+        print(_threshold_line(t))
+    if not rows:
+        print("no thresholds")
+    return 0
+
+
+def cmd_thresholds_show(args: argparse.Namespace) -> int:
+    from perfguard.judge import thresholds as th
+
+    with connect(args) as conn:
+        t = th.get(conn, args.id)
+    print(_threshold_line(t))
+    print(th.to_yaml(t.system, [t]))
+    return 0
+
+
+def cmd_thresholds_import(args: argparse.Namespace) -> int:
+    from perfguard.judge import thresholds as th
+
+    entries = th.from_yaml(args.file)
+    with connect(args) as conn:
+        _warn_unknown_metrics(conn, entries)
+        changed = th.set_all(conn, entries, str(args.file))
+    print(f"{args.file}: {len(entries)} thresholds, {changed} changed")
+    return 0
+
+
+def cmd_thresholds_export(args: argparse.Namespace) -> int:
+    from perfguard.judge import thresholds as th
+
+    with connect(args) as conn:
+        text = th.to_yaml(args.system, th.current(conn, args.system))
+    if args.output:
+        args.output.write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
+def cmd_thresholds_derive(args: argparse.Namespace) -> int:
+    import getpass
+
+    from perfguard.judge import thresholds as th
+    from perfguard.judge.verdict import resolve_run
+
+    tolerance, is_fraction = th.parse_bound(args.tolerance, "--tolerance")
+    if tolerance is None or not is_fraction or tolerance <= 0:
+        raise UsageError(f"--tolerance {args.tolerance!r}: give a percentage such as 10%")
+    if args.from_history < 1 or args.sigmas <= 0:
+        raise UsageError("--from-history must be >= 1 and --sigmas > 0")
+    with connect(args) as conn:
+        run_id = resolve_run(conn, args.from_run)
+        reason = (f"median of the last {args.from_history} runs up to run {run_id}, "
+                  f"{args.sigmas:g} sigma" if args.from_history > 1 else
+                  f"derived from run {run_id} ±{args.tolerance}")
+        proposals, notes = th.derive(conn, run_id, tolerance, args.author or getpass.getuser(),
+                                     reason, history=args.from_history, sigmas=args.sigmas)
+        for note in notes:
+            print(f"# {note}")
+        if args.apply:
+            for t in proposals:
+                th.set_threshold(conn, t)
+    if proposals:
+        print(th.to_yaml(proposals[0].system, proposals), end="")
+    print(f"# {len(proposals)} thresholds " + ("written" if args.apply else
+                                                 "proposed; add --apply to write them"))
+    return 0
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    _add_thresholds(sub)

@@ -1,0 +1,113 @@
+"""`perfguard nightly` and `perfguard upgrade-check`."""
+
+from __future__ import annotations
+
+import argparse
+
+from perfguard.cli.options import DSN
+
+
+def _add_workflows(sub: argparse._SubParsersAction) -> None:
+    nig = sub.add_parser(
+        "nightly", parents=[DSN], help="run the nightly suite, ingest, verdict, notify",
+        description="Runs the checks tagged 'nightly' (or --tag), stores the run with trigger "
+                    "'nightly', prints the verdict and exits 1 on any failure. --print-scrontab "
+                    "/ --install-scrontab schedule it from the cluster itself (Slurm scrontab).")
+    nig.add_argument("--system", default="local")
+    nig.add_argument("-t", "--tag", action="append", default=None,
+                     help="check tags to run (default: nightly)")
+    nig.add_argument("--label", action="append", default=[], help="label stored with the run")
+    nig.add_argument("--webhook", help="POST a JSON summary to this URL")
+    nig.add_argument("--mail-cmd", help="pipe the summary to this command, e.g. "
+                                        "\"mail -s 'perfguard nightly' hpc-admins@site\"")
+    nig.add_argument("--schedule", default="30 2 * * *",
+                     help="cron schedule for the scrontab entry (default: 02:30 daily)")
+    nig.add_argument("--partition", help="partition the scrontab job itself runs in")
+    group = nig.add_mutually_exclusive_group()
+    group.add_argument("--print-scrontab", action="store_true",
+                       help="print the scrontab entry instead of running")
+    group.add_argument("--install-scrontab", action="store_true",
+                       help="install (or replace) the entry in your scrontab")
+    group.add_argument("--remove-scrontab", action="store_true",
+                       help="remove perfguard's entry from your scrontab")
+    group.add_argument("--submit-recurring", action="store_true",
+                       help="schedule through Slurm without scrontab: a batch job that "
+                            "starts at the next --schedule time and resubmits itself")
+    group.add_argument("--cancel-recurring", action="store_true",
+                       help="cancel the recurring nightly batch job")
+    nig.add_argument("--at", help="with --submit-recurring: first start (sbatch --begin "
+                                  "value, e.g. now+60) instead of the next --schedule time")
+    nig.set_defaults(func=cmd_nightly)
+    upg = sub.add_parser(
+        "upgrade-check", parents=[DSN],
+        help="after a driver/firmware upgrade: run the acceptance suite, compare with a baseline",
+        description="Runs the checks tagged 'acceptance' (on --nodes only, if given), then prints "
+                    "per metric the baseline value, the new value, the change and the verdict, "
+                    "and what changed in the nodes' fingerprints. Mark a baseline with "
+                    "`perfguard run --label pre-upgrade`.")
+    upg.add_argument("--baseline", required=True, help="run id, session uuid or label")
+    upg.add_argument("--nodes", help="Slurm hostlist to run on, e.g. node[3-4]")
+    upg.add_argument("--system", default="local")
+    upg.add_argument("-t", "--tag", action="append", default=None,
+                     help="check tags to run (default: acceptance)")
+    upg.set_defaults(func=cmd_upgrade_check)
+
+
+def _nightly_arguments(args: argparse.Namespace) -> list[str]:
+    forwarded = ["--system", args.system]
+    for tag in args.tag or []:
+        forwarded += ["--tag", tag]
+    for label in args.label:
+        forwarded += ["--label", label]
+    if args.webhook:
+        forwarded += ["--webhook", args.webhook]
+    if args.mail_cmd:
+        forwarded += ["--mail-cmd", args.mail_cmd]
+    return forwarded
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    from perfguard.run import workflows
+
+    if args.print_scrontab or args.install_scrontab:
+        entry = workflows.scrontab_entry(args.ctx, args.schedule,
+                                         _nightly_arguments(args), args.partition)
+        if args.install_scrontab:
+            workflows.install_scrontab(args.ctx, entry)
+            print("installed in your scrontab (`scrontab -l` shows it):")
+        print(entry, end="")
+        return 0
+    if args.submit_recurring:
+        print(workflows.submit_recurring(args.ctx, args.schedule,
+                                         _nightly_arguments(args), args.at, args.partition))
+        return 0
+    if args.cancel_recurring:
+        workflows.cancel_recurring(args.ctx)
+        print("cancelled the recurring nightly job")
+        return 0
+    if args.remove_scrontab:
+        workflows.install_scrontab(args.ctx, None)
+        print("removed perfguard's entry from your scrontab")
+        return 0
+    outcome = workflows.nightly(args.ctx, tuple(args.tag or ["nightly"]), args.system,
+                                tuple(args.label))
+    print(outcome.text)
+    status = "FAIL" if outcome.failed else "PASS"
+    if args.webhook:
+        workflows.notify_webhook(args.webhook, workflows.summary(outcome, args.system))
+    if args.mail_cmd:
+        workflows.notify_mail(args.mail_cmd, f"perfguard nightly {status}", outcome.text)
+    return 1 if outcome.failed else 0
+
+
+def cmd_upgrade_check(args: argparse.Namespace) -> int:
+    from perfguard.run import workflows
+
+    outcome = workflows.upgrade_check(args.ctx, args.baseline, args.nodes,
+                                      tuple(args.tag or ["acceptance"]), args.system)
+    print(outcome.text)
+    return 1 if outcome.failed else 0
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    _add_workflows(sub)

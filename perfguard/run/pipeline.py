@@ -1,0 +1,88 @@
+"""One pipeline for every command that runs checks: run → store → judge → record.
+
+`perfguard run`, the nightly, the upgrade check and the demo all go through
+``run_pipeline`` and read the one ``RunVerdict`` it returns; what the database records
+(``run_outcome``) decides pass or fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfguard.judge import fingerprint as fp
+from perfguard.judge import verdict as vd
+from perfguard.run.reframe import RunRequest, library_revision, run_reframe
+from perfguard.site.context import Context
+from perfguard.store import db
+from perfguard.store.ingest import RunMeta, ingest_paths
+
+
+@dataclass
+class Completed:
+    """A run that went through reframe and, unless it could not be stored, ingest."""
+    returncode: int
+    report: Path
+    run_id: int | None
+    message: str = ""
+
+    @property
+    def stored(self) -> bool:
+        return self.run_id is not None
+
+
+@dataclass
+class RunVerdict:
+    """What a run tells the admin (and the webhook): run, verdict lines, status."""
+    completed: Completed
+    lines: list[vd.Line]
+    text: str
+    #: The stored run's outcome (the database's run_outcome); None: not stored.
+    result: vd.RunOutcome | None = None
+    #: The run's HTML report (and its Markdown summary beside it), once written.
+    html: Path | None = None
+
+    @property
+    def failed(self) -> bool:
+        """As the database says (skips and expected failures are not failures); a run
+        that could not be stored fails."""
+        return self.result is None or self.result.failed
+
+
+def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Completed:
+    """Run reframe, then store the report (spooled with the reason when it cannot be)."""
+    outcome = run_reframe(ctx, request)
+    if request.dry_run or not ingest:
+        return Completed(outcome.returncode, outcome.report, None, "not ingested")
+    RunMeta(request.trigger, request.labels, library_revision()).save_beside(outcome.report)
+    [result] = ingest_paths(ctx.state, ctx.dsn, [outcome.report], RunMeta())
+    return Completed(outcome.returncode, outcome.report, result.run_id, result.message)
+
+
+def judge_stored(ctx: Context, completed: Completed, baseline: str | None = None,
+                 nodes: set[str] | None = None) -> RunVerdict:
+    """The stored run's verdict, judged and recorded; with a baseline also the change and
+    the fingerprint diff, the latter restricted to ``nodes`` when the run was."""
+    if not completed.stored:
+        return RunVerdict(completed, [], f"run not stored: {completed.message}; the report "
+                                         f"is kept in the spool ({completed.report.name})")
+    with db.connect(ctx.dsn) as conn:
+        lines = vd.judge_and_record(conn, completed.run_id)
+        result = vd.outcome(conn, completed.run_id)
+        if baseline is None:
+            return RunVerdict(completed, lines, vd.render(lines), result)
+        before_id = vd.resolve_run(conn, baseline)
+        vd.with_baseline(lines, vd.verdict(conn, before_id))
+        after = fp.fingerprints(conn, completed.run_id)
+        compared = sorted(nodes or after, key=fp.natural_key)
+        before = fp.fingerprints_as_of(conn, before_id, compared)
+        changes = fp.diff(before, {n: facts for n, facts in after.items() if n in compared})
+    return RunVerdict(completed, lines, vd.render(lines, show_baseline=True)
+                      + f"\n\nfingerprint changes since run {before_id} (each node against "
+                        f"its own state then):\n" + fp.render(changes), result)
+
+
+def run_pipeline(ctx: Context, request: RunRequest, baseline: str | None = None,
+                 nodes: set[str] | None = None) -> RunVerdict:
+    """Run, store, judge and record: the one path from checks to a run verdict."""
+    return judge_stored(ctx, run_and_store(ctx, request), baseline, nodes)

@@ -1,0 +1,137 @@
+"""`perfguard sweep`: sweep, retest the suspects alone beside reference pairs, blame,
+store the findings and, if asked, drain the blamed nodes (and resume them later)."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+
+from perfguard.errors import PerfguardError
+from perfguard.judge import fingerprint as fp
+from perfguard.judge import rules as judge
+from perfguard.judge import verdict as vd
+from perfguard.run.pipeline import run_and_store
+from perfguard.run.reframe import RunRequest
+from perfguard.run.workflows import excluded_nodes
+from perfguard.site import paths
+from perfguard.site.context import Context
+from perfguard.store import db
+from perfguard.sweep import analysis as sw
+
+
+@dataclass
+class SweepOutcome:
+    run_id: int
+    findings: list
+    drained: list[str]
+    text: str
+
+
+def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
+                 drain: bool = False) -> SweepOutcome:
+    """Sweep, retest the failing pairs with half as many at once, blame, store, drain."""
+    criteria = sw.load_criteria(paths.site_file("sweep.yaml"), system)
+    setvars: tuple[str, ...] = ()
+    if nodes:
+        kept, _ = excluded_nodes(ctx, nodes)
+        setvars = (f"FabricSweepCheck.nodes={','.join(sorted(kept, key=fp.natural_key))}",)
+    first = _sweep_run(ctx, system, setvars, ("sweep",))
+    with db.connect(ctx.dsn) as conn:
+        found = sw.measurements(conn, first)
+    if not found:
+        raise PerfguardError(f"sweep run {first} measured no pair: `perfguard verdict {first}` "
+                             f"says why (skipped or failed test cases)")
+    with db.connect(ctx.dsn) as conn:
+        own = sw.history_limits(conn, first, judge.load_rules(vd.rules_file()))
+    rates = _line_rates(system)
+    state_of = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own)
+    load = ""
+    for _ in range(criteria.retests):
+        suspects = state_of.failing()
+        if not suspects:
+            break
+        # the suspects one at a time, each kind's best pair measured again beside them
+        pairs = sorted({f"{m.server}:{m.client}"
+                        for m in suspects + state_of.references(suspects)})
+        load = sw.host_load()
+        again = _sweep_run(ctx, system,
+                           (f"FabricSweepCheck.pairs={','.join(pairs)}",
+                            "FabricSweepCheck.at_once=1"),
+                           ("sweep-retest", f"sweep:{first}"))
+        with db.connect(ctx.dsn) as conn:
+            state_of = state_of.retested(sw.measurements(conn, again), criteria, rates)
+    findings = [sw.Finding(f.kind, f.subject, f.hca, f"{f.evidence}; {load}" if load
+                           else f.evidence) for f in sw.blame(state_of)]
+    drained = _drain(ctx, first, findings) if drain else []
+    with db.connect(ctx.dsn) as conn:
+        sw.store_findings(conn, first, findings, set(drained))
+    return SweepOutcome(first, findings, drained,
+                        sw.render(first, system, state_of, findings, drained))
+
+
+def _sweep_run(ctx: Context, system: str, setvars: tuple[str, ...],
+               labels: tuple[str, ...]) -> int:
+    completed = run_and_store(ctx, RunRequest(system=system, tags=("sweep",),
+                                              setvars=setvars, trigger="sweep", labels=labels))
+    if not completed.stored:
+        raise PerfguardError(f"sweep run not stored: {completed.message}; the report is kept "
+                             f"in the spool ({completed.report.name})")
+    return completed.run_id
+
+
+def _line_rates(system: str) -> dict[str, float]:
+    """HCA → line rate in MiB/s, from the system's topology file (none: no such floor)."""
+    from perfguard.contract.topology import load_systems
+
+    rates = {}
+    for known in load_systems(paths.site_folder("systems")):
+        if known.name == system:
+            for part in known.partitions:
+                for hca in part.node.hcas:
+                    if hca.data_rate_gbps:
+                        rates[hca.name] = hca.data_rate_gbps * 1e9 / 8 / 2**20
+    return rates
+
+
+def _slurm(ctx: Context, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, env=ctx.slurm_env())
+
+
+def _drain(ctx: Context, run_id: int, findings: list) -> list[str]:
+    """Blamed nodes (and nodes of blamed HCAs) to DRAIN, the reason naming the sweep."""
+    drained = []
+    for finding in findings:
+        node = finding.node
+        if node is None or node in drained:
+            continue
+        reason = f"{sw.DRAIN_MARK} sweep run {run_id}: {finding.kind} {finding.subject} " \
+                 f"{finding.evidence}"[:200]
+        result = _slurm(ctx, "scontrol", "update", f"NodeName={node}", "State=DRAIN",
+                        f"Reason={reason}")
+        if result.returncode != 0:
+            raise PerfguardError(f"cannot drain {node}: {result.stderr.strip()}")
+        drained.append(node)
+    return drained
+
+
+def drained_by_perfguard(ctx: Context) -> dict[str, str]:
+    """Nodes drained with a reason perfguard wrote: node → reason."""
+    listing = _slurm(ctx, "sinfo", "-h", "-N", "-o", "%N|%T|%E")
+    if listing.returncode != 0:
+        raise PerfguardError(f"sinfo failed: {listing.stderr.strip()}")
+    found = {}
+    for line in listing.stdout.splitlines():
+        node, node_state, reason = (line.split("|", 2) + ["", ""])[:3]
+        if reason.startswith(sw.DRAIN_MARK) and "drain" in node_state.lower():
+            found[node] = reason
+    return found
+
+
+def resume_drained(ctx: Context) -> list[str]:
+    """RESUME the nodes perfguard drained; nodes drained by anyone else stay as they are."""
+    nodes = sorted(drained_by_perfguard(ctx), key=fp.natural_key)
+    for node in nodes:
+        result = _slurm(ctx, "scontrol", "update", f"NodeName={node}", "State=RESUME")
+        if result.returncode != 0:
+            raise PerfguardError(f"cannot resume {node}: {result.stderr.strip()}")
+    return nodes
