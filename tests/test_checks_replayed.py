@@ -88,6 +88,10 @@ def test_run_passes_and_skips_are_not_failures(replayed) -> None:
     skipped = [tc for tc in testcases if tc["result"] == "skip"]
     assert len(skipped) == 6
     assert {tc["ranks_step"] for tc in skipped} == {"quarter", "half"}
+    # why is stored and said, though ReFrame's report keeps no skip message
+    said = [line for line in result.stdout.splitlines() if "skipped: " in line]
+    assert len(said) == 6 and all("core(s) per node: this step is the 1-rank run" in line
+                                  for line in said), said
 
 
 def test_every_omb_shape_ran_with_every_size_stored(replayed) -> None:

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 import yaml
 
 from perfguard.contract.topology import parse_cpu_list
-from perfguard.site.detect import parse_ibv_devinfo, parse_lscpu, parse_nvidia_topo
+from perfguard.errors import PerfguardError
+from perfguard.site.detect import (
+    Detected,
+    as_topology_yaml,
+    parse_ibv_devinfo,
+    parse_lscpu,
+    parse_nvidia_query,
+    parse_nvidia_topo,
+)
 from tests.conftest import DATA, perfguard
 
 TOPO = DATA / "topology"
@@ -44,6 +53,44 @@ def test_nvidia_topo_gpu_nic_affinity() -> None:
     assert gpus[0]["affinity"]["NIC2"] == "PIX" and gpus[4]["affinity"]["NIC1"] == "PIX"
     assert gpus[0]["numa"] == 0 and gpus[6]["numa"] == 1
     assert gpus[4]["cpus"][:2] == [48, 49]
+
+
+def test_nvidia_topo_of_the_recorded_h100_node() -> None:
+    """Driver 580 through a pipe: an underlined, tab-separated header with a GPU NUMA ID
+    column; the data row is a data row, not the header."""
+    [gpu] = parse_nvidia_topo((TOPO / "nvidia_smi_topo_m_h100_driver580.txt").read_text())
+    assert gpu == {"index": 0, "affinity": {}, "numa": 0, "cpus": list(range(16))}
+
+
+def test_nvidia_topo_of_eight_gpus_as_driver_580_prints_it() -> None:
+    """The 8-GPU matrix in driver 580's format reads as the older format does, the NIC
+    legend naming the HCAs."""
+    old = parse_nvidia_topo((TOPO / "nvidia_smi_topo_8gpu_9nic.txt").read_text())
+    new = parse_nvidia_topo((TOPO / "nvidia_smi_topo_8gpu_9nic_driver580.txt").read_text())
+    assert [(g["index"], g["numa"], g["cpus"]) for g in new] == \
+        [(g["index"], g["numa"], g["cpus"]) for g in old]
+    assert [{name.replace("mlx5_", "NIC"): level for name, level in g["affinity"].items()}
+            for g in new] == [g["affinity"] for g in old]
+    assert new[0]["affinity"]["mlx5_2"] == "PIX" and new[4]["affinity"]["mlx5_1"] == "PIX"
+
+
+def test_gpu_rows_without_a_header_are_an_error_naming_the_input() -> None:
+    rows = "GPU0\t X \tNV8\t0-47\t0\nGPU1\tNV8\t X \t48-95\t1\n"
+    with pytest.raises(PerfguardError, match=r"nvidia-smi topo -m: GPU rows but no header"):
+        parse_nvidia_topo(rows)
+    assert parse_nvidia_topo("No devices were found\n") == []
+
+
+def test_the_gpu_model_comes_from_nvidia_smi_query() -> None:
+    models = parse_nvidia_query((TOPO / "nvidia_smi_query_gpu_h100.csv").read_text())
+    assert models == {0: {"model": "NVIDIA H100 80GB HBM3", "bus_id": "00000000:00:06.0"}}
+    found = Detected(numa={0: list(range(16))})
+    found.gpus = [{**gpu, **models[gpu["index"]]} for gpu in parse_nvidia_topo(
+        (TOPO / "nvidia_smi_topo_m_h100_driver580.txt").read_text())]
+    node = yaml.safe_load(as_topology_yaml(found, "h100", "gpu", "openmpi"))[
+        "partitions"][0]["node"]
+    assert node["gpus"] == [{"index": 0, "model": "NVIDIA H100 80GB HBM3", "numa": 0,
+                             "affinity": {}}]
 
 
 def test_nvidia_topo_nic_legend_names_hcas() -> None:

@@ -89,3 +89,18 @@ def test_shapes_that_cannot_fit_the_nodes_given_are_skipped_before_submission(
     assert case["result"] == "skip"
     assert case.get("jobid") in (None, "")  # never submitted
     assert "needs 4 nodes, this run may use 2" in result.stdout
+
+
+def test_a_program_the_node_lacks_is_a_skip_that_names_the_node(migrated_dsn: str) -> None:
+    """Programs of provider 'system' are looked up on the compute node, in the job (a login
+    node may lack what the nodes have, or have what they lack): one the node lacks skips
+    the test after its job ran, and the stored verdict names the program and the node."""
+    result = perfguard("run", "--dsn", migrated_dsn, "-n", UCX_LAT,
+                       "-S", "UcxPerftestCheck.programs_on_node_path=perfguard-no-such-program",
+                       "-S", "UcxPerftestCheck.iterations=2000", state=TEST_STATE)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    [case] = [c for c in report_of(result.stdout) if c["name"].startswith("UcxPerftestCheck")]
+    assert case["result"] == "skip" and case["jobid"], case  # skipped after its job
+    assert re.search(r"skipped: perfguard-no-such-program is not on PATH on node\d",
+                     result.stdout), result.stdout[-2000:]
+    assert "1 skipped" in result.stdout.splitlines()[-1]

@@ -2,7 +2,8 @@
 
 Sources, each optional (a missing tool leaves its part empty and says so):
 ``lscpu -p`` for NUMA domains and cores, ``ibv_devinfo -v`` and sysfs for HCAs,
-``nvidia-smi topo -m`` for GPUs and their PCIe affinity to each HCA.
+``nvidia-smi topo -m`` for GPUs and their PCIe affinity to each HCA, ``nvidia-smi
+--query-gpu`` for their model.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import yaml
 
 from perfguard.contract.topology import AFFINITY_ORDER, parse_cpu_list
+from perfguard.errors import PerfguardError
 
 
 @dataclass
@@ -75,28 +77,63 @@ def parse_ibv_devinfo(text: str) -> list[dict[str, Any]]:
     return ports
 
 
-def parse_nvidia_topo(text: str) -> list[dict[str, Any]]:
-    """GPUs with NUMA affinity and PCIe affinity to each NIC (named by the NIC legend)."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    header = next((line for line in lines if line.lstrip().startswith("GPU0")), None)
+#: The escape sequences nvidia-smi underlines its header with, also through a pipe.
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+TOPO_SOURCE = "nvidia-smi topo -m"
+
+
+def _cells(line: str) -> list[str]:
+    """A row's cells: tab-separated (drivers 5xx) or separated by runs of spaces (older
+    drivers); the empty cells of the driver's doubled tabs dropped."""
+    parts = line.split("\t") if "\t" in line else re.split(r"\s{2,}", line)
+    return [part.strip() for part in parts if part.strip()]
+
+
+def parse_nvidia_topo(text: str, source: str = TOPO_SOURCE) -> list[dict[str, Any]]:
+    """GPUs with NUMA and CPU affinity and PCIe affinity to each NIC (named by the NIC
+    legend), from the matrix as the driver prints it (escape sequences, tabs, the
+    ``GPU NUMA ID`` column of driver 580). The header is the row that names
+    ``CPU Affinity``; where GPU rows come without one, that is an error naming
+    ``source``, never a data row taken for a header."""
+    lines = [line for line in ANSI_ESCAPE.sub("", text).splitlines() if line.strip()]
+    header = next((i for i, line in enumerate(lines) if "CPU Affinity" in line), None)
+    gpu_rows = [line for line in lines if re.match(r"\s*GPU\d+\s", line)]
     if header is None:
+        if gpu_rows:
+            raise PerfguardError(f"{source}: GPU rows but no header row naming 'CPU "
+                                 f"Affinity': the columns cannot be told apart")
         return []
-    columns = re.split(r"\s{2,}|\t", header.strip())
-    legend = dict(re.findall(r"^\s*(NIC\d+):\s*(\S+)", text, re.M))
+    columns = _cells(lines[header])
+    legend = dict(re.findall(r"^\s*(NIC\d+):\s*(\S+)", "\n".join(lines), re.M))
     gpus = []
-    for line in lines:
-        match = re.match(r"^GPU(\d+)\s", line)
-        if not match:
-            continue
-        cells = line.split()[1:]
-        row = dict(zip([c for c in columns if c.startswith(("GPU", "NIC"))], cells))
+    for line in lines[header + 1:]:
+        cells = _cells(line)
+        if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
+            continue  # NIC rows, legends, MIG device lines
+        row = dict(zip(columns, cells[1:]))
+        where = f"{source}: row {cells[0]}"
         affinity = {legend.get(col, col): level for col, level in row.items()
                     if col.startswith("NIC") and level in AFFINITY_ORDER}
-        tail = cells[len(row):]
-        numa = int(tail[1]) if len(tail) > 1 and tail[1].isdigit() else 0
-        gpus.append({"index": int(match.group(1)), "numa": numa, "affinity": affinity,
-                     "cpus": list(parse_cpu_list(tail[0], "CPU Affinity")) if tail else []})
+        cpus = row.get("CPU Affinity", "N/A")
+        numa = row.get("NUMA Affinity", "N/A")
+        gpus.append({"index": int(cells[0][3:]), "affinity": affinity,
+                     "numa": int(numa) if numa.isdigit() else 0,
+                     "cpus": [] if cpus == "N/A" else list(parse_cpu_list(cpus, where))})
     return gpus
+
+
+QUERY_GPU = "index,name,pci.bus_id"
+
+
+def parse_nvidia_query(text: str) -> dict[int, dict[str, str]]:
+    """``nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader`` → index →
+    model and PCI bus id."""
+    found = {}
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) >= 3 and fields[0].isdigit():
+            found[int(fields[0])] = {"model": fields[1], "bus_id": fields[2]}
+    return found
 
 
 def _run(argv: list[str]) -> str | None:
@@ -144,6 +181,10 @@ def detect() -> Detected:
         found.notes.append("nvidia-smi not available: no GPUs")
     else:
         found.gpus = parse_nvidia_topo(topo)
+        models = parse_nvidia_query(
+            _run(["nvidia-smi", f"--query-gpu={QUERY_GPU}", "--format=csv,noheader"]) or "")
+        for gpu in found.gpus:
+            gpu.update(models.get(gpu["index"], {}))
     return found
 
 
@@ -157,7 +198,8 @@ def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str) -> 
                   "rate_gbps": h.get("rate_gbps", 0), "numa": h["numa"],
                   **({"speed": h["speed"]} if h.get("speed") else {})}
                  for h in found.hcas if h.get("state") == "PORT_ACTIVE"],
-        "gpus": [{"index": g["index"], "numa": g["numa"],
+        "gpus": [{"index": g["index"], **({"model": g["model"]} if g.get("model") else {}),
+                  "numa": g["numa"],
                   "affinity": {k: v for k, v in g["affinity"].items() if k in hca_names}}
                  for g in found.gpus],
     }

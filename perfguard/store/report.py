@@ -252,7 +252,7 @@ def _checked_testcase(case: dict, where: str) -> TestCase:
         result=str(case.get("result", "unknown")),
         run_index=int(case.get("run_index", 0) or 0),
         fail_phase=_optional_text(case.get("fail_phase")),
-        fail_reason=_optional_text(case.get("fail_reason")),
+        fail_reason=_optional_text(case.get("fail_reason")) or _skip_reason(case),
         jobid=str(case["jobid"]) if case.get("jobid") not in (None, "") else None,
         nodelist=[str(n) for n in nodelist],
         job_exitcode=int(exitcode) if exitcode is not None else None,
@@ -377,3 +377,11 @@ def _fingerprints(case: dict, where: str) -> dict[str, dict[str, Any]]:
     if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
         raise ReportError(f"{where}.{FINGERPRINT_VARIABLE}: expected {{node: {{field: value}}}}")
     return raw
+
+
+def _skip_reason(case: dict) -> str | None:
+    """ReFrame's report keeps no skip message; the checks keep it in a variable
+    (reframe_tests/common/skips.py)."""
+    if case.get("result") != "skip":
+        return None
+    return _optional_text(case.get("perfguard_skip_reason")) or None

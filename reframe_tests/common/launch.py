@@ -6,12 +6,13 @@ import os
 import re
 from pathlib import Path
 
-import reframe as rfm
 import reframe.utility.osext as osext
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 from reframe.core.launchers import JobLauncher
+
+from reframe_tests.common.skips import SaysWhySkipped
 
 #: What srun prints when slurmctld tells it a node of the step was lost.
 NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
@@ -26,7 +27,7 @@ HELPER_STEP = "perfguard-helper"
 PIN_PER_NODE = Path(__file__).with_name("pin_per_node.sh")
 
 
-class SrunLaunch(rfm.RegressionTestPlugin):
+class SrunLaunch(SaysWhySkipped):
     """Adds the partition's MPI launch options and a verbose core binding to srun.
 
     ``cpu_bind`` is what we ask Slurm for (pinning may change it after setup);
@@ -66,13 +67,13 @@ class SrunLaunch(rfm.RegressionTestPlugin):
         per_node = self.num_tasks_per_node or 1
         nodes_needed = -(-self.num_tasks // per_node)
         nodes = self.node_limit()
-        self.skip_if(nodes is not None and nodes_needed > nodes,
-                     f"needs {nodes_needed} nodes, {self.node_limit_source()} {nodes}")
+        self.skip_saying_if(nodes is not None and nodes_needed > nodes,
+                            f"needs {nodes_needed} nodes, {self.node_limit_source()} {nodes}")
         cores = partition.processor.num_cpus
         cores_needed = per_node * (self.num_cpus_per_task or 1)
-        self.skip_if(cores is not None and cores_needed > cores,
-                     f"needs {cores_needed} cores per node ({per_node} tasks), the nodes of "
-                     f"{partition.fullname} have {cores}")
+        self.skip_saying_if(cores is not None and cores_needed > cores,
+                            f"needs {cores_needed} cores per node ({per_node} tasks), the "
+                            f"nodes of {partition.fullname} have {cores}")
 
     def node_limit(self) -> int | None:
         """How many nodes a job of this run can get: the partition's, or fewer if given."""

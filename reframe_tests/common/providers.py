@@ -7,7 +7,9 @@
   with a view at ``DIR/views/STACK``, optionally with a Spack configuration scope
   (``spack -C SCOPE``: a site's mirrors) — the default on real clusters;
 - ``{kind: prefix, path: DIR, modules: [...]}``: an existing installation;
-- ``{kind: system}``: distribution packages on ``PATH`` (Debian's perftest, ucx-utils);
+- ``{kind: system}``: distribution packages on the compute node's ``PATH`` (Debian's
+  perftest, ucx-utils): looked up *in the job*, on the node, never on the host that runs
+  ReFrame (a login node may lack what the nodes have, and the other way round);
 - ``{kind: replay, path: DIR}``: **recorded real output** replayed in place of the
   benchmark (reframe_tests/common/replay.py), for CI where the benchmark cannot run.
   Never a default: the embedded cluster uses it only when ``$PERFGUARD_REPLAY`` is set.
@@ -16,7 +18,8 @@ A list of them is searched in order (the embedded cluster: ``$PERFGUARD_PREFIX``
 ``$PERFGUARD_SPACK_ENV``, then the system).
 
 When the provider cannot deliver (no ``spack``, prefix or binary missing) the
-check is skipped with a reason that says how to fix it. Dry runs skip the
+check is skipped with a reason that says how to fix it: before submission where the
+files are on the shared prefix, after the job where the node said so. Dry runs skip the
 look-up, so job scripts can be generated for clusters this machine is not.
 """
 
@@ -29,12 +32,16 @@ from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import fixture, run_after, sanity_function, variable
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
 from perfguard.contract import SPACK_ENVS_DIR, state_dir
+from reframe_tests.common.skips import SaysWhySkipped
 
 SPACK_ENVS = SPACK_ENVS_DIR
 REPLAY = Path(__file__).with_name("replay.py")
+#: What the job prints when a program the 'system' provider names is not on the node.
+MISSING_MARK = "perfguard-missing-program"
 
 
 def providers_of(partition) -> list[dict]:
@@ -59,12 +66,7 @@ def locate(provider: dict, relpath: str) -> tuple[str, str | None]:
             return relpath, (f"{relpath} is a data file: provider 'system' offers "
                              f"programs on PATH only; configure a 'prefix' or 'spack' "
                              f"provider (embedded cluster: PERFGUARD_PREFIX)")
-        name = Path(relpath).name
-        found = shutil.which(name)
-        return name, None if found else (
-            f"{name} is not on PATH (provider 'system'): install a package that provides "
-            f"it, or configure a 'prefix' or 'spack' provider (embedded cluster: set "
-            f"PERFGUARD_PREFIX to an installation)")
+        return Path(relpath).name, None  # the node's PATH: probed in the job
     if kind == "replay":
         return f"{REPLAY} {provider['path']} {relpath}", replay_problem(provider, relpath)
     if kind == "prefix":
@@ -146,12 +148,14 @@ class SpackStack(rfm.RunOnlyRegressionTest):
         return True
 
 
-class BinaryProvider(rfm.RegressionTestPlugin):
+class BinaryProvider(SaysWhySkipped):
     """``self.provided(relpath)`` → the executable's path from the partition's providers."""
 
     spack_stack = fixture(SpackStack, scope="partition")
     #: sha256 of the Spack stack's spack.lock the check's binaries came from.
     spack_lock_hash = variable(str, value="")
+    #: Programs the 'system' provider names: the job looks for them on the node first.
+    programs_on_node_path = variable(typ.List[str], value=[])
 
     @property
     def replaying(self) -> bool:
@@ -172,9 +176,11 @@ class BinaryProvider(rfm.RegressionTestPlugin):
                 self.modules = list(self.modules) + list(provider.get("modules", []))
                 if provider.get("kind") == "spack":
                     self.activate_spack_view(provider)
+                if provider.get("kind", "system") == "system":
+                    self.programs_on_node_path = [*self.programs_on_node_path, path]
                 return path
             reasons.append(problem)
-        self.skip(f"no provider of {relpath} for {self.current_partition.fullname}: "
+        self.skip_saying(f"no provider of {relpath} for {self.current_partition.fullname}: "
                   + "; ".join(reasons))
 
     def activate_spack_view(self, provider: dict) -> None:
@@ -182,3 +188,25 @@ class BinaryProvider(rfm.RegressionTestPlugin):
         view = spack_view(provider)
         self.env_vars["PATH"] = f"{view}/bin:$PATH"
         self.spack_lock_hash = self.spack_stack.lock_hash
+
+    @run_before("run")
+    def look_for_programs_on_the_node(self):
+        """First in the job: a program the node lacks ends the job cleanly, saying so."""
+        probes = [f"command -v {name} >/dev/null 2>&1 || "
+                  f"{{ echo \"{MISSING_MARK} {name} $HOSTNAME\"; exit 0; }}"
+                  for name in dict.fromkeys(self.programs_on_node_path)]
+        self.prerun_cmds = [*probes, *self.prerun_cmds]
+
+    @run_after("run")
+    def skip_where_the_node_lacks_a_program(self):
+        """After the job, before sanity: a missing program is a skip, with the node."""
+        if not self.programs_on_node_path or self.is_dry_run():
+            return
+        missing = sn.evaluate(sn.extractall(rf"^{MISSING_MARK} (\S+) (\S+)$", self.stdout,
+                                            tag=(1, 2)))
+        if missing:
+            name, host = missing[0]
+            self.skip_saying(f"{name} is not on PATH on {host} (provider 'system'): install a "
+                      f"package that provides it on the nodes, or configure a 'prefix' or "
+                      f"'spack' provider for {self.current_partition.fullname} (embedded "
+                      f"cluster: set PERFGUARD_PREFIX to an installation)")

@@ -75,13 +75,13 @@ class HimenoCheck(rfm.RegressionTest, MeasuredCheck):
     @run_after("setup")
     def shape(self):
         nodes = self.node_limit() or 1
-        self.skip_if(self.nodes > nodes,
-                     f"needs {self.nodes} nodes, {self.node_limit_source()} {nodes}")
+        self.skip_saying_if(self.nodes > nodes,
+                            f"needs {self.nodes} nodes, {self.node_limit_source()} {nodes}")
         cores = self.current_partition.processor.num_cpus or 1
         divisor = RANK_STEPS[self.ranks_step]
         self.ranks_per_node = 1 if divisor == 0 else max(1, cores // divisor)
-        self.skip_if(self.ranks_step != "1" and self.ranks_per_node == 1,
-                     f"{cores} core(s) per node: this step is the 1-rank run")
+        self.skip_saying_if(self.ranks_step != "1" and self.ranks_per_node == 1,
+                            f"{cores} core(s) per node: this step is the 1-rank run")
         self.num_tasks_per_node = self.ranks_per_node
         self.num_tasks = self.nodes * self.ranks_per_node
         self.grid = process_grid(self.num_tasks, GRIDS[self.size])

@@ -75,16 +75,18 @@ class PerftestBase(rfm.RunOnlyRegressionTest, ServerClientCheck):
         if self.is_dry_run() or all(map(self.replays, self.programs_needed())):
             return
         topology = partition_topology(self.current_partition)
-        self.skip_if(topology is None, f"no topology file describes the HCAs of "
-                                       f"{self.current_partition.fullname}: perftest needs an "
-                                       f"RDMA device (`perfguard topology detect` on a node)")
+        self.skip_saying_if(topology is None,
+                            f"no topology file describes the HCAs of "
+                            f"{self.current_partition.fullname}: perftest needs an RDMA "
+                            f"device (`perfguard topology detect` on a node)")
         if self.hca != AUTO_HCA:
             hca = topology.node.hca(self.hca)
-            self.skip_if(not hca.rdma, f"{hca.name} is a {hca.link_layer} port, not an RDMA "
-                                       f"device: perftest needs InfiniBand or RoCE")
-        self.skip_if(not any(h.rdma for h in topology.node.hcas),
-                     f"the topology of {self.current_partition.fullname} lists no RDMA "
-                     f"device: perftest needs InfiniBand or RoCE")
+            self.skip_saying_if(not hca.rdma, f"{hca.name} is a {hca.link_layer} port, not "
+                                              f"an RDMA device: perftest needs InfiniBand "
+                                              f"or RoCE")
+        self.skip_saying_if(not any(h.rdma for h in topology.node.hcas),
+                            f"the topology of {self.current_partition.fullname} lists no RDMA "
+                            f"device: perftest needs InfiniBand or RoCE")
 
     @run_after("setup")
     def pin(self):
