@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import psycopg
 
-from perfguard.judge.fingerprint import Change, compact_nodes, diff, flatten
+from perfguard.judge.fingerprint import (
+    Change,
+    compact_nodes,
+    diff,
+    flatten,
+    links_below_maximum,
+)
 from perfguard.store.ingest import RunMeta, ingest_paths
 from reframe_tests.common.fingerprints import SCRIPT, parse
-from tests.conftest import perfguard
+from tests.conftest import DATA, TEST_STATE, perfguard
 
 
 def test_script_on_this_host_never_fails_and_reports_basics() -> None:
@@ -67,3 +76,70 @@ def test_fingerprints_from_a_real_run_and_cli_diff(migrated_dsn: str, demo_repor
     result = perfguard("fingerprint", "diff", "before", "after", "--dsn", migrated_dsn)
     assert result.returncode == 0
     assert result.stdout.strip().endswith(f"→ Version 1.17.0 on {upgraded}")
+
+
+H100 = DATA / "h100"
+
+
+def test_links_below_their_maximum_are_named_and_idle_gpu_speed_is_not() -> None:
+    healthy = {"gpu 0 pcie_speed": "32.0 GT/s PCIe", "gpu 0 pcie_width": "16",
+               "gpu 0 pcie_max_speed": "32.0 GT/s PCIe", "gpu 0 pcie_max_width": "16",
+               "hca mlx5_0 pcie_speed": "16.0 GT/s PCIe", "hca mlx5_0 pcie_width": "16",
+               "hca mlx5_0 pcie_max_speed": "16.0 GT/s PCIe", "hca mlx5_0 pcie_max_width": "16"}
+    nodes = {"node1": healthy,
+             "node2": {**healthy, "gpu 0 pcie_width": "8"},
+             "node3": {**healthy, "gpu 0 pcie_width": "8",
+                       "hca mlx5_0 pcie_speed": "8.0 GT/s PCIe"},
+             "node4": {**healthy, "gpu 0 pcie_speed": "2.5 GT/s PCIe"}}  # an idle GPU
+    assert [link.render() for link in links_below_maximum(nodes)] == [
+        "gpu 0 on node[2-3]: PCIe link 32.0 GT/s x8, maximum 32.0 GT/s x16",
+        "hca mlx5_0 on node3: PCIe link 8.0 GT/s x16, maximum 16.0 GT/s x16"]
+
+
+def test_the_recorded_h100_node_fingerprints_its_gpu_state() -> None:
+    """The fingerprint script on the H100 node's recorded nvidia-smi and sysfs."""
+    result = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True,
+                            env={**os.environ, "PATH": f"{H100 / 'bin'}:{os.environ['PATH']}",
+                                 "PERFGUARD_SYSFS": str(H100 / "sys")})
+    [facts] = parse(result.stdout).values()
+    assert facts["gpus"] == [{
+        "index": 0, "model": "NVIDIA H100 80GB HBM3", "bus_id": "00000000:00:06.0",
+        "vbios": "96.00.CF.00.01", "persistence": "Enabled", "ecc": "Enabled",
+        "ecc_uncorrected": "0", "mig": "Disabled", "pcie_speed": "32.0 GT/s PCIe",
+        "pcie_width": "16", "pcie_max_speed": "32.0 GT/s PCIe", "pcie_max_width": "16"}]
+    assert (facts["gpu_driver"], facts["cuda_driver"]) == ("580.159.04", "13.0")
+    assert (facts["nvidia_peermem"], facts["gdrdrv"]) == ("not loaded", "not loaded")
+
+
+def test_a_downtrained_gpu_link_is_named_in_verdict_report_and_diff(migrated_dsn: str,
+                                                                     tmp_path: Path) -> None:
+    """Real jobs on the test cluster, their nodes seen through the recorded H100 node's
+    nvidia-smi and sysfs: after a GPU link trained at x8 of x16, the run's verdict and
+    report name it, and the fingerprint diff shows the change."""
+    shared = TEST_STATE / "shared" / f"sysfs-{tmp_path.name}"  # every node sees it
+    shutil.copytree(H100 / "sys", shared / "healthy")
+    shutil.copytree(H100 / "sys", shared / "downtrained")
+    link = shared / "downtrained/bus/pci/devices/0000:00:06.0/current_link_width"
+    link.write_text("8\n")
+    runs = []
+    for tree, label in (("healthy", "links-before"), ("downtrained", "links-after")):
+        env = {"PATH": f"{H100 / 'bin'}:{os.environ['PATH']}",
+               "PERFGUARD_SYSFS": str(shared / tree)}
+        result = perfguard("run", "--dsn", migrated_dsn, "-n", "MpiHelloCheck", "--label",
+                           label, state=TEST_STATE, env=env)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        runs.append(result.stdout)
+    assert "PCIe links below" not in runs[0]
+    named = re.search(r"gpu 0 on (node\S+): PCIe link 32\.0 GT/s x8, maximum 32\.0 GT/s x16",
+                      runs[1])
+    assert named, runs[1][-2000:]
+    run_id = runs[1].split("perfguard verdict for run ")[1].split()[0]
+    verdict = perfguard("verdict", run_id, "--dsn", migrated_dsn)
+    assert named.group(0) in verdict.stdout
+    html = tmp_path / "report.html"
+    perfguard("report", run_id, "-o", str(html), "--dsn", migrated_dsn, check=True)
+    assert "PCIe links below their maximum" in html.read_text()
+    assert "PCIe link 32.0 GT/s x8" in html.with_suffix(".md").read_text()
+    changed = perfguard("fingerprint", "diff", "links-before", "links-after", "--dsn",
+                        migrated_dsn)
+    assert re.search(r"gpu 0 pcie_width: 16 → 8 on node", changed.stdout), changed.stdout

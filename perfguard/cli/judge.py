@@ -21,6 +21,7 @@ def _add_verdict(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_verdict(args: argparse.Namespace) -> int:
+    from perfguard.judge import fingerprint as fp
     from perfguard.judge import verdict as vd
 
     with connect(args) as conn:
@@ -33,6 +34,7 @@ def cmd_verdict(args: argparse.Namespace) -> int:
         chosen = [line for line in lines if args.explain in vd.name_of(line)] \
             if args.explain is not None else []
         vd.with_key_points(conn, run_id, chosen)  # which curve point each key figure is
+        slow = fp.links_below_maximum(fp.fingerprints(conn, run_id))
     print(f"run {run_id}")
     if args.explain is not None:
         if not chosen:
@@ -40,6 +42,8 @@ def cmd_verdict(args: argparse.Namespace) -> int:
         print("\n\n".join(vd.explain(line) for line in chosen))
     else:
         print(vd.render(lines, show_baseline=bool(args.baseline)))
+        if slow:
+            print("\n" + fp.render_slow_links(slow))
     print(f"run {run_id}: {'FAIL' if result.failed else 'PASS'} ({result.why})")
     return 1 if result.failed else 0
 

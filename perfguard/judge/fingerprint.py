@@ -33,8 +33,12 @@ class Change:
 
 
 def flatten(row: dict) -> dict[str, str]:
-    """One node's fingerprint as field → value (HCA and GPU facts spelled out)."""
+    """One node's fingerprint as field → value (HCA and GPU facts spelled out, and the
+    facts without a column of their own: CUDA driver, nvidia_peermem, gdrdrv, …)."""
     facts = {f: row[f] for f in SCALAR_FIELDS if row.get(f)}
+    extra = row.get("extra")
+    facts.update({k: str(v) for k, v in (extra if isinstance(extra, dict) else {}).items()
+                  if isinstance(v, (str, int, float))})
     for kind, label in (("hcas", "name"), ("gpus", "index")):
         devices = row.get(kind) or []
         for position, device in enumerate(devices if isinstance(devices, list) else []):
@@ -87,6 +91,57 @@ def diff(before: dict[str, dict[str, str]], after: dict[str, dict[str, str]]) ->
     if removed:
         changes.append(Change(NOT_MEASURED, None, None, tuple(removed)))
     return changes
+
+
+@dataclass(frozen=True)
+class SlowLink:
+    """A device whose PCIe link trained below what it and its slot can do."""
+    device: str
+    trained: str
+    maximum: str
+    nodes: tuple[str, ...]
+
+    def render(self) -> str:
+        return (f"{self.device} on {compact_nodes(self.nodes)}: PCIe link {self.trained}, "
+                f"maximum {self.maximum}")
+
+
+def _speed(text: str | None) -> float | None:
+    """'32.0 GT/s PCIe' → 32.0 (sysfs's current/max_link_speed)."""
+    match = re.match(r"\s*([\d.]+)", text or "")
+    return float(match.group(1)) if match else None
+
+
+def links_below_maximum(nodes: dict[str, dict[str, str]]) -> list[SlowLink]:
+    """Devices whose PCIe link is narrower than its maximum, or, for HCAs, slower: a GPU
+    lowers its link speed when idle (the fingerprint is taken before the benchmark), so
+    only its width is judged."""
+    grouped: dict[tuple, list[str]] = defaultdict(list)
+    for node, facts in nodes.items():
+        devices = {key.rsplit(" ", 1)[0] for key in facts if key.endswith(" pcie_max_width")}
+        for device in sorted(devices):
+            get = {f: facts.get(f"{device} pcie_{f}") for f in
+                   ("speed", "width", "max_speed", "max_width")}
+            if not all(v and v.strip() for v in get.values()):
+                continue
+            narrow = get["width"].isdigit() and get["max_width"].isdigit() and \
+                int(get["width"]) < int(get["max_width"])
+            slow = device.startswith("hca ") and (_speed(get["speed"]) or 0) < (
+                _speed(get["max_speed"]) or 0)
+            if narrow or slow:
+                trained = f"{get['speed'].replace(' PCIe', '')} x{get['width']}"
+                maximum = f"{get['max_speed'].replace(' PCIe', '')} x{get['max_width']}"
+                grouped[(device, trained, maximum)].append(node)
+    return [SlowLink(device, trained, maximum, tuple(sorted(found, key=natural_key)))
+            for (device, trained, maximum), found in grouped.items()]
+
+
+def render_slow_links(links: list[SlowLink]) -> str:
+    """The verdict's paragraph on links below their maximum ('' when there are none)."""
+    if not links:
+        return ""
+    return "PCIe links below their maximum (the nodes' fingerprints):\n" + "\n".join(
+        f"  {link.render()}" for link in links)
 
 
 def natural_key(name: str) -> tuple:

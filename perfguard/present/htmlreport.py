@@ -97,6 +97,8 @@ class Report:
     lines: list[vd.Line]
     baseline_id: int | None
     changes: list[fp.Change]
+    #: Devices whose PCIe link trained below its maximum, from this run's fingerprints.
+    slow_links: list[fp.SlowLink] = field(default_factory=list)
     curves: list[CurvePlot] = field(default_factory=list)
     curves_left_out: int = 0
     scaling: dict[str, str] = field(default_factory=dict)
@@ -180,8 +182,9 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
         vd.with_baseline(lines, vd.stored_verdict(conn, baseline_id))
     changes = fp.diff(fp.fingerprints(conn, baseline_id), fp.fingerprints(conn, run_id)) \
         if baseline_id is not None else []
-    report = Report(run, lines, baseline_id, changes, outcome=vd.outcome(conn, run_id),
-                    nodes=_nodes(conn, run_id))
+    report = Report(run, lines, baseline_id, changes,
+                    slow_links=fp.links_below_maximum(fp.fingerprints(conn, run_id)),
+                    outcome=vd.outcome(conn, run_id), nodes=_nodes(conn, run_id))
     with db.hash_joins(conn):
         _add_curves(conn, report)
     _add_scaling(conn, report)
@@ -372,6 +375,9 @@ def render_markdown(report: Report, html_name: str | None = None) -> str:
     if report.sweep_findings:
         out += ["", "**Fabric sweep**: " + "; ".join(f"{f.kind} {f.subject}"
                                                     for f in report.sweep_findings)]
+    if report.slow_links:
+        out += ["", "**PCIe links below their maximum**: "
+                + "; ".join(link.render() for link in report.slow_links)]
     if report.changes:
         out += ["", f"**Changed since run {report.baseline_id}**: "
                 + "; ".join(c.render() for c in report.changes)]
