@@ -63,6 +63,7 @@ def partition_config(system, part, **overrides) -> dict:
             "mpi_flavour": part.mpi_flavour,
             "binary_provider": dict(part.provider),
             "nodes_share_host": part.nodes_share_host,
+            "gres_gpus": part.gres_gpus,
         },
     }
     extras = overrides.pop("extras", {})

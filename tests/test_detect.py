@@ -89,8 +89,8 @@ def test_the_gpu_model_comes_from_nvidia_smi_query() -> None:
         (TOPO / "nvidia_smi_topo_m_h100_driver580.txt").read_text())]
     node = yaml.safe_load(as_topology_yaml(found, "h100", "gpu", "openmpi"))[
         "partitions"][0]["node"]
-    assert node["gpus"] == [{"index": 0, "model": "NVIDIA H100 80GB HBM3", "numa": 0,
-                             "affinity": {}}]
+    assert node["gpus"] == [{"index": 0, "model": "NVIDIA H100 80GB HBM3",
+                             "bus_id": "00000000:00:06.0", "numa": 0, "affinity": {}}]
 
 
 def test_nvidia_topo_nic_legend_names_hcas() -> None:

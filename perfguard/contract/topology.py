@@ -70,6 +70,9 @@ class Gpu:
     model: str
     numa: int
     affinity: dict[str, str] = field(default_factory=dict)
+    #: PCI bus id as nvidia-smi prints it (``00000000:17:00.0``); the jobs prove with it
+    #: that each rank used this GPU. Empty: the rank's visible index is checked instead.
+    bus_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,23 @@ class NodeTopology:
 
         return min(self.gpus, key=rank)
 
+    def gpus_for_ranks(self, count: int) -> list[Gpu]:
+        """Without an HCA to follow: local rank i gets the node's i-th GPU (round robin),
+        so two ranks of a node talk between two GPUs where it has two."""
+        return [self.gpus[rank % len(self.gpus)] for rank in range(count)] if self.gpus \
+            else []
+
+    def cores_near_gpus(self, gpus: list[Gpu]) -> list[int]:
+        """One core per rank, each on its GPU's NUMA domain where it has a free one."""
+        taken: list[int] = []
+        for gpu in gpus:
+            domains = sorted(self.numa, key=lambda d: (abs(d.id - gpu.numa), d.id))
+            free = [c for d in domains for c in d.cpus if c not in taken]
+            if not free:
+                raise PerfguardError(f"{len(gpus)} ranks: the node has {self.cores} cores")
+            taken.append(free[0])
+        return taken
+
 
 @dataclass(frozen=True)
 class Partition:
@@ -144,6 +164,9 @@ class Partition:
     #: Environment every job of the partition gets (e.g. OMPI_MCA_mpi_yield_when_idle=1
     #: where nodes share a host, or busy-polling ranks starve each other).
     env_vars: tuple[tuple[str, str], ...] = ()
+    #: GPUs are Slurm GRES (``--gres=gpu:N``, ``--gpu-bind``); false: not managed by
+    #: Slurm, each rank's GPU is chosen by ``CUDA_VISIBLE_DEVICES`` alone.
+    gres_gpus: bool = True
 
     @property
     def cpus_per_node(self) -> int:
@@ -204,7 +227,8 @@ def _node(data: dict, where: str) -> NodeTopology:
                  for i, h in enumerate(data.get("hcas") or []))
     gpus = tuple(Gpu(index=int(_require(g, "index", f"{where}.gpus[{i}]")),
                      model=str(g.get("model", "")), numa=int(g.get("numa", 0)),
-                     affinity={str(k): str(v) for k, v in (g.get("affinity") or {}).items()})
+                     affinity={str(k): str(v) for k, v in (g.get("affinity") or {}).items()},
+                     bus_id=str(g.get("bus_id", "")))
                  for i, g in enumerate(data.get("gpus") or []))
     numa_ids = {d.id for d in numa}
     for hca in hcas:
@@ -244,6 +268,7 @@ def _partition(data: dict, where: str) -> Partition:
         srun_options=tuple(data.get("srun_options") or ["--mpi=pmix"]), provider=provider,
         node=node, measurement_options=tuple(data.get("measurement_options") or []),
         nodes_share_host=bool(data.get("nodes_share_host", False)),
+        gres_gpus=bool(data.get("gres_gpus", True)),
         env_vars=tuple((str(k), str(v)) for k, v in (data.get("env_vars") or {}).items()))
 
 

@@ -64,8 +64,9 @@ KEEP_RUN_DIRS_DAYS = float(os.environ.get("PERFGUARD_KEEP_RUN_DIRS_DAYS", "30"))
 
 
 def report_path(state: Path, system: str) -> Path:
+    """A new report's path; ``system`` may name a partition (``sys:part``)."""
     stamp = datetime.now().strftime("%Y%m%dT%H%M%S%f")
-    return state / "reports" / f"{stamp}-{system}.json"
+    return state / "reports" / f"{stamp}-{system.replace(':', '-')}.json"
 
 
 def run_directory(state: Path, report: Path) -> Path:

@@ -199,6 +199,7 @@ def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str) -> 
                   **({"speed": h["speed"]} if h.get("speed") else {})}
                  for h in found.hcas if h.get("state") == "PORT_ACTIVE"],
         "gpus": [{"index": g["index"], **({"model": g["model"]} if g.get("model") else {}),
+                  **({"bus_id": g["bus_id"]} if g.get("bus_id") else {}),
                   "numa": g["numa"],
                   "affinity": {k: v for k, v in g["affinity"].items() if k in hca_names}}
                  for g in found.gpus],

@@ -12,6 +12,7 @@ from __future__ import annotations
 from reframe.core.builtins import parameter, run_after, run_before
 
 from reframe_tests.common.fingerprints import CollectsFingerprints
+from reframe_tests.common.gpus import ProvesRankGpus
 from reframe_tests.common.launch import SrunLaunch
 from reframe_tests.common.pinning import HCA_CHOICES, HcaPinning, hca_valid_systems
 from reframe_tests.common.providers import BinaryProvider
@@ -41,7 +42,7 @@ class MeasuredCheck(SrunLaunch, BinaryProvider, RecordsSamples, DatabaseReferenc
         self.job.options += self.current_partition.extras.get("measurement_options", [])
 
 
-class HcaCheck(MeasuredCheck, HcaPinning):
+class HcaCheck(MeasuredCheck, HcaPinning, ProvesRankGpus):
     """A measured check pinned to one HCA (cores, GPU and MPI knobs follow it)."""
 
     hca = parameter(HCA_CHOICES)

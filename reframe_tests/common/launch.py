@@ -131,7 +131,11 @@ class SrunLaunch(SaysWhySkipped):
         problem = job_problem(self.job.jobid, state, self.job.exitcode, steps,
                               self.steps_must_succeed)
         if problem:
-            raise SanityError(problem)
+            raise SanityError(self.explain_job_problem(problem))
+
+    def explain_job_problem(self, problem: str) -> str:
+        """A check that knows what a failed job means adds it here."""
+        return problem
 
     def compose_steps(self, srun: str) -> None:
         raise NotImplementedError(f"{type(self).__name__} sets self_launched but does not "

@@ -65,6 +65,8 @@ def flavour_env(flavour: str, hca: Hca | None, gpudirect: bool | None,
                     for k, v in table["hca"].items()})
     if device_buffers:
         env.update(table.get("device_buffers") or {})
+        if hca is None:  # no HCA whose transport carries device memory: say which one
+            env.update(table.get("device_buffers_without_hca") or {})
     if gpudirect is not None:
         env.update(table["gdr_on" if gpudirect else "gdr_off"])
     return env
@@ -86,22 +88,31 @@ class HcaPinning(rfm.RegressionTestPlugin):
     pinned_cores = variable(list, value=[])
     #: The GPU index exposed to the ranks; -1 when none.
     pinned_gpu = variable(int, value=-1)
+    #: Each local rank's GPU (index, PCI bus id), as the topology chose them.
+    rank_gpus = variable(list, value=[])
 
     def pin_to_hca(self, hca_name: str, ranks_per_node: int, gpudirect: bool | None = None,
                    device_buffers: bool = False, flavour: str | None = None) -> None:
         """``flavour`` overrides the partition's MPI flavour (UCX tools use UCX's knobs)."""
         topology = partition_topology(self.current_partition)
         flavour = flavour or self.current_partition.extras.get("mpi_flavour", "openmpi-ucx")
-        if topology is None or hca_name == AUTO_HCA:
+        if topology is None:
             self.env_vars.update(flavour_env(flavour, None, gpudirect, device_buffers))
             return
         node: NodeTopology = topology.node
+        if hca_name == AUTO_HCA:
+            if device_buffers and node.gpus and ranks_per_node <= node.cores:
+                # no HCA to follow: each rank on a GPU of its own where there are several,
+                # its core on that GPU's NUMA domain
+                gpus = node.gpus_for_ranks(ranks_per_node)
+                self.pin_cores(node.cores_near_gpus(gpus))
+                self.pin_gpus(topology, gpus)
+            self.env_vars.update(flavour_env(flavour, None, gpudirect, device_buffers))
+            return
         hca = node.hca(hca_name)
         if ranks_per_node > node.cores:
             return  # the shape check skips it: more ranks than the node has cores
-        self.pinned_cores = node.cores_near(hca, ranks_per_node)
-        self.cpu_bind = map_cpu(self.pinned_cores)
-        self.exclusive_access = True
+        self.pin_cores(node.cores_near(hca, ranks_per_node))
         nodes = -(-(self.num_tasks or 1) // ranks_per_node)
         if nodes > 1 and self.current_partition.extras.get("nodes_share_host"):
             # Virtual nodes on one host: one core map per node, or every node's rank 0
@@ -109,14 +120,26 @@ class HcaPinning(rfm.RegressionTestPlugin):
             self.node_cores = node.cores_per_node_sharing_a_host(hca, ranks_per_node, nodes)
         gpu = node.closest_gpu(hca)
         if gpu is not None and device_buffers:
-            # Allocate the node's GPUs and bind each task to the one next to the HCA:
-            # --gpu-bind sets the task's CUDA_VISIBLE_DEVICES under Slurm's GRES, the
-            # exported variable does the same where GPUs are not GRES-managed.
-            self.pinned_gpu = gpu.index
-            self.num_gpus_per_node = len(node.gpus)
-            self.srun_extra = [*self.srun_extra, f"--gpu-bind=map_gpu:{gpu.index}"]
-            self.env_vars["CUDA_VISIBLE_DEVICES"] = str(gpu.index)
+            self.pin_gpus(topology, [gpu] * ranks_per_node)
         self.env_vars.update(flavour_env(flavour, hca, gpudirect, device_buffers))
+
+    def pin_cores(self, cores: list[int]) -> None:
+        self.pinned_cores = cores
+        self.cpu_bind = map_cpu(cores)
+        self.exclusive_access = True
+
+    def pin_gpus(self, topology: Partition, gpus: list) -> None:
+        """Each local rank on its GPU: ``--gpu-bind=map_gpu`` where GPUs are Slurm GRES
+        (Slurm then sets each task's CUDA_VISIBLE_DEVICES), and CUDA_VISIBLE_DEVICES
+        listing them in local-rank order (the MPI libraries and OMB take device
+        ``local rank % visible devices``), which alone selects them where they are not."""
+        self.rank_gpus = [[gpu.index, gpu.bus_id] for gpu in gpus]
+        self.pinned_gpu = gpus[0].index
+        indices = [str(gpu.index) for gpu in gpus]
+        if topology.gres_gpus:
+            self.num_gpus_per_node = len(topology.node.gpus)
+            self.srun_extra = [*self.srun_extra, f"--gpu-bind=map_gpu:{','.join(indices)}"]
+        self.env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(dict.fromkeys(indices))
 
     def hca_rate_gbps(self, hca_name: str) -> float | None:
         topology = partition_topology(self.current_partition)

@@ -36,7 +36,6 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
 from perfguard.contract import SPACK_ENVS_DIR, state_dir
-from reframe_tests.common.skips import SaysWhySkipped
 
 SPACK_ENVS = SPACK_ENVS_DIR
 REPLAY = Path(__file__).with_name("replay.py")
@@ -148,8 +147,9 @@ class SpackStack(rfm.RunOnlyRegressionTest):
         return True
 
 
-class BinaryProvider(SaysWhySkipped):
-    """``self.provided(relpath)`` → the executable's path from the partition's providers."""
+class BinaryProvider(rfm.RegressionTestPlugin):
+    """``self.provided(relpath)`` → the executable's path from the partition's providers.
+    Used with SrunLaunch (MeasuredCheck), whose SaysWhySkipped keeps skip reasons."""
 
     spack_stack = fixture(SpackStack, scope="partition")
     #: sha256 of the Spack stack's spack.lock the check's binaries came from.

@@ -15,11 +15,15 @@ client steps — with this program where the benchmark would be::
 
 The first entry whose given fields all match (program name; the step's node and
 task counts from Slurm; arguments it must contain; ``$PERFGUARD_REPLAY_VARIANT``
-for shapes fixed at build time) is replayed: rank 0 prints its stdout and stderr
+for shapes fixed at build time; environment variables the job must set, ``env``, or
+must not set to a value, ``env_not``: what the recorded run was started with) is
+replayed: rank 0 prints its stdout and stderr
 (srun's own cpu-bind lines are left out: srun prints the real ones), every rank
 exits with its code. A list of stdouts is replayed in order, one per call in the
 same directory (the same measurement taken twice); ``hold_s`` keeps the program
-running that long after its output (a rank that hangs in MPI_Finalize).
+running that long after its output (a rank that hangs in MPI_Finalize). A recording
+of several sizes marked ``# perfguard size=N`` (``per_size``) replays the block of the
+``-s`` size asked for.
 Two-sided programs (perftest,
 ucx_perftest): the server listens on ``-p PORT`` until its client has connected;
 the client (last argument: the server's address) connects, then prints.
@@ -47,7 +51,20 @@ def matches(entry: dict, program: str, args: list[str], shape: dict[str, int]) -
     return (entry["program"] == program
             and all(entry.get(k, v) == v for k, v in shape.items())
             and all(a in args for a in entry.get("args_contain", []))
-            and entry.get("variant", "") == os.environ.get("PERFGUARD_REPLAY_VARIANT", ""))
+            and entry.get("variant", "") == os.environ.get("PERFGUARD_REPLAY_VARIANT", "")
+            and all(os.environ.get(k) == v for k, v in entry.get("env", {}).items())
+            and all(os.environ.get(k) != v for k, v in entry.get("env_not", {}).items()))
+
+
+def size_block(text: str, size: str | None) -> str:
+    """The block of a ``# perfguard size=N`` recording that ``-s size`` asks for (the job
+    script prints the marker itself)."""
+    blocks = text.split("# perfguard size=")
+    for block in blocks[1:]:
+        number, _, body = block.partition("\n")
+        if number.strip() == size:
+            return body
+    return ""
 
 
 def client_address(args: list[str]) -> str | None:
@@ -115,7 +132,9 @@ def main(argv: list[str]) -> int:
         return entry.get("exit", 0)
     link = connect(address, int(port)) if port and entry.get("pair") else None
     if os.environ.get("SLURM_PROCID", "0") == "0":
-        sys.stdout.write((catalogue_dir / next_stdout(entry, index)).read_text())
+        text = (catalogue_dir / next_stdout(entry, index)).read_text()
+        sys.stdout.write(size_block(text, option(args, "-s")) if entry.get("per_size")
+                         else text)
         sys.stdout.flush()
         if entry.get("stderr"):
             text = (catalogue_dir / entry["stderr"]).read_text()

@@ -13,7 +13,7 @@ from reframe.core.builtins import variable
 
 from reframe_tests.common.base import HcaCheck
 from reframe_tests.common.launch import HELPER_STEP
-from reframe_tests.common.pinning import map_cpu, partition_topology
+from reframe_tests.common.pinning import AUTO_HCA, map_cpu, partition_topology
 
 # Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD`
 # runs one measurement. `$srun_server` / `$srun_client` are set by the check.
@@ -111,8 +111,9 @@ class ServerClientCheck(HcaCheck):
         server = client = f"{srun} --overlap -N1 -n1"
         if self.current_partition.extras.get("nodes_share_host") and self.pinned_cores:
             node = partition_topology(self.current_partition).node
-            others = [c for c in node.cores_near(node.hca(self.hca), node.cores)
-                      if c not in self.pinned_cores]
+            order = node.cores_near(node.hca(self.hca), node.cores) if self.hca != AUTO_HCA \
+                else [c for domain in node.numa for c in domain.cpus]
+            others = [c for c in order if c not in self.pinned_cores]
             if others:
                 server = server.replace(self.cpu_bind, map_cpu(others[:1]))
         self.prerun_cmds += pair_prologue(server, client)

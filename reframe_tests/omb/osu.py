@@ -99,6 +99,9 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, HcaCheck):
             raise SanityError(
                 f"device buffers requested but the title is '{self.result.name}' without "
                 f"-CUDA: this OMB build has no CUDA support and silently used host memory")
+        errors = self.gpu_errors()
+        if errors:
+            raise SanityError("GPUs differ from the topology's choice: " + "; ".join(errors))
         self.check_result()
         for (metric, unit), values in self.result.series().items():
             # osu_barrier has no size column: its point is the number of ranks.
@@ -108,6 +111,23 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, HcaCheck):
 
     def check_result(self) -> None:
         """Check-specific sanity beyond the table (raise SanityError)."""
+
+    def explain_job_problem(self, problem: str) -> str:
+        """A crash between OMB's title and its first row with device buffers is the MPI
+        failing on GPU memory, the commonest cause on a new GPU node: say so."""
+        if not self.device_buffers:
+            return problem
+        try:
+            parser.parse(read_output(self))
+        except parser.ParseError as exc:
+            if "no result rows" in str(exc):
+                return (f"device buffers crashed the MPI: {problem}, after OMB's title and "
+                        f"before any result (an MPI that is not CUDA-aware, or Open MPI "
+                        f"without the UCX PML, treats GPU memory as host memory; see "
+                        f"device_buffers_without_hca in mpi_flavours.yaml)")
+        except (ValueError, SanityError):
+            pass
+        return problem
 
 
 @rfm.simple_test
