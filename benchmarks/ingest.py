@@ -1,7 +1,8 @@
 """Ingest throughput and verdict/time-series query latency at 20 million stored samples.
 
     sudo .venv/bin/python benchmarks/ingest.py            # uses the embedded PostgreSQL
-    sudo .venv/bin/python benchmarks/ingest.py --dsn ...  # any PostgreSQL (needs CREATEDB)
+    sudo .venv/bin/python benchmarks/ingest.py --dsn ...  # any PostgreSQL (needs CREATEDB;
+                                                          # a passfile= in the DSN is kept)
 
 1. Writes a synthetic ReFrame report: 2,000 test cases × 125 points = 250,000 samples
    (20 checks × 100 variants; 2 key figures and a 123-point curve per test case).
@@ -29,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -78,11 +80,12 @@ def synthetic_report(started: float) -> dict:
             "runs": [{"testcases": cases}]}
 
 
-def create_database(dsn_admin: str) -> str:
+def create_database(dsn_admin: str) -> tuple[str, str]:
+    """A new database: (its name, the admin DSN pointed at it, every option kept)."""
     name = f"perfguard_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn_admin, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
-    return dsn_admin.rsplit("/", 1)[0] + "/" + name
+    return name, make_conninfo(dsn_admin, dbname=name)
 
 
 def replicate(conn: psycopg.Connection, run_id: int, copies: int) -> None:
@@ -130,7 +133,7 @@ def timed(action, repeat: int) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dsn", help="admin DSN of a PostgreSQL (default: the embedded one, "
-                                      "as user postgres)")
+                                      "as its perfguard role, which may create databases)")
     parser.add_argument("--samples", type=int, default=20_000_000,
                         help="stored samples for the query timings (default 20 million)")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
@@ -143,14 +146,14 @@ def main() -> int:
         layout = ClusterLayout.load(paths.state_dir())
         if layout is None:
             sys.exit("no embedded cluster: run `perfguard cluster up` or pass --dsn")
-        admin = f"postgresql://postgres@127.0.0.1:{layout.postgres_port}/postgres"
-    dsn = create_database(admin)
+        admin = layout.dsn_for("postgres")  # its password from the cluster's passfile
+    name, dsn = create_database(admin)
     try:
         run(dsn, args.samples)
     finally:
         if not args.keep:
             with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f"DROP DATABASE {dsn.rsplit('/', 1)[1]} WITH (FORCE)")
+                conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
                 conn.execute("CHECKPOINT")  # the dropped database's WAL is recycled now
     return 0
 

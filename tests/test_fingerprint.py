@@ -117,6 +117,7 @@ def test_a_downtrained_gpu_link_is_named_in_verdict_report_and_diff(migrated_dsn
     nvidia-smi and sysfs: after a GPU link trained at x8 of x16, the run's verdict and
     report name it, and the fingerprint diff shows the change."""
     shared = TEST_STATE / "shared" / f"sysfs-{tmp_path.name}"  # every node sees it
+    shutil.rmtree(shared, ignore_errors=True)  # a test state kept from an earlier session
     shutil.copytree(H100 / "sys", shared / "healthy")
     shutil.copytree(H100 / "sys", shared / "downtrained")
     link = shared / "downtrained/bus/pci/devices/0000:00:06.0/current_link_width"
@@ -137,7 +138,8 @@ def test_a_downtrained_gpu_link_is_named_in_verdict_report_and_diff(migrated_dsn
     verdict = perfguard("verdict", run_id, "--dsn", migrated_dsn)
     assert named.group(0) in verdict.stdout
     html = tmp_path / "report.html"
-    perfguard("report", run_id, "-o", str(html), "--dsn", migrated_dsn, check=True)
+    perfguard("report", run_id, "-o", str(html), "--markdown", str(html.with_suffix(".md")),
+              "--dsn", migrated_dsn, check=True)
     assert "PCIe links below their maximum" in html.read_text()
     assert "PCIe link 32.0 GT/s x8" in html.with_suffix(".md").read_text()
     changed = perfguard("fingerprint", "diff", "links-before", "links-after", "--dsn",

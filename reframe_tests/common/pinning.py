@@ -137,8 +137,10 @@ class HcaPinning(rfm.RegressionTestPlugin):
         self.pinned_gpu = gpus[0].index
         indices = [str(gpu.index) for gpu in gpus]
         if topology.gres_gpus:
+            # Slurm reuses the map for the next tasks: one GPU for all is one entry
+            mapped = indices[:1] if len(set(indices)) == 1 else indices
             self.num_gpus_per_node = len(topology.node.gpus)
-            self.srun_extra = [*self.srun_extra, f"--gpu-bind=map_gpu:{','.join(indices)}"]
+            self.srun_extra = [*self.srun_extra, f"--gpu-bind=map_gpu:{','.join(mapped)}"]
         self.env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(dict.fromkeys(indices))
 
     def hca_rate_gbps(self, hca_name: str) -> float | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -202,11 +203,14 @@ class BinaryProvider(rfm.RegressionTestPlugin):
         """After the job, before sanity: a missing program is a skip, with the node."""
         if not self.programs_on_node_path or self.is_dry_run():
             return
-        missing = sn.evaluate(sn.extractall(rf"^{MISSING_MARK} (\S+) (\S+)$", self.stdout,
-                                            tag=(1, 2)))
+        # hooks run outside the stage directory: the job's stdout is read from there
+        stdout = Path(self.stagedir) / sn.evaluate(self.stdout)
+        text = stdout.read_text(errors="replace") if stdout.exists() else ""
+        missing = re.search(rf"^{MISSING_MARK} (\S+) (\S+)$", text, re.M)
         if missing:
-            name, host = missing[0]
-            self.skip_saying(f"{name} is not on PATH on {host} (provider 'system'): install a "
-                      f"package that provides it on the nodes, or configure a 'prefix' or "
-                      f"'spack' provider for {self.current_partition.fullname} (embedded "
-                      f"cluster: set PERFGUARD_PREFIX to an installation)")
+            name, host = missing.groups()
+            self.skip_saying(f"{name} is not on PATH on {host} (provider 'system'): install "
+                             f"a package that provides it on the nodes, or configure a "
+                             f"'prefix' or 'spack' provider for "
+                             f"{self.current_partition.fullname} (embedded cluster: set "
+                             f"PERFGUARD_PREFIX to an installation)")

@@ -33,7 +33,10 @@ class DatabaseReferences(rfm.RegressionTestPlugin):
     @run_before("performance")
     def load_database_references(self):
         """Before the performance stage: the check has chosen its perf variables by now,
-        so only figures it really reports can lack a reference."""
+        so only figures it really reports can lack a reference. A dry run measures nothing
+        and needs none."""
+        if self.is_dry_run():
+            return
         system, partition = self.current_system.name, self.current_partition.name
         params = {name: str(getattr(self, name)) for name in type(self).param_space.params}
         metrics = sorted(getattr(self, "perf_variables", {}))
