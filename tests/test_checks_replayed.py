@@ -139,6 +139,8 @@ def test_pinned_steps_spread_over_the_host_the_virtual_nodes_share(replayed) -> 
     assert inter["result"] == "pass", inter["fail_reason"]
     assert sorted(masks(inter).values()) == [[0x1], [0x2]]
     assert "pin_per_node.sh '1;0' " in (Path(inter["outputdir"]) / "rfm_job.sh").read_text()
+    # the nodes the masks are expected on are the job's allocation as the job wrote it
+    assert sorted(inter["perfguard_nodelist"]) == sorted(masks(inter))
     [barrier] = cases(testcases, "OsuCollectiveCheck", benchmark="osu_barrier")
     assert sorted(masks(barrier).values()) == [[0x1], [0x1], [0x2], [0x2]]
     [pairs] = cases(testcases, "OsuMultiPairCheck")

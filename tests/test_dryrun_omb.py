@@ -16,6 +16,8 @@ OMB = "/opt/perfguard/gcc-openmpi-ucx-cuda/libexec/osu-micro-benchmarks/mpi"
 FINGERPRINT = ("srun -J perfguard-helper -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES "
                "--ntasks-per-node=1 "
                "--cpu-bind=none bash fingerprint.sh > fingerprints.txt 2>/dev/null || true")
+#: The job's record of its allocation, the first command of every job.
+ALLOCATION = 'echo "$SLURM_JOB_NODELIST" > allocation.txt'
 #: The step that proves each rank's GPU (device-buffer variants), with the job's layout.
 RANK_GPU = ("srun -J perfguard-helper --cpu-bind=none --gpu-bind=map_gpu:{} bash rank_gpu.sh "
             "> rank_gpus.txt 2>/dev/null || true")
@@ -58,6 +60,7 @@ def test_seed000_gpudirect_through_pix_hca(seed_view: str) -> None:
         # Open MPI 4's openib refuses InfiniBand ports without it (seed 000).
         "export OMPI_MCA_btl_openib_allow_ib=1",
         "export OMPI_MCA_btl_openib_want_cuda_gdr=1",
+        ALLOCATION,
         FINGERPRINT,
         RANK_GPU.format(0),
         "srun --mpi=pmix --gpu-bind=map_gpu:0 --cpu-bind=verbose,map_cpu:0 "
@@ -89,6 +92,7 @@ def test_ndr_hca_on_second_socket_pins_cores_gpu_and_ucx_device() -> None:
         "export CUDA_VISIBLE_DEVICES=3",
         "export UCX_NET_DEVICES=mlx5_3:1",
         "export UCX_IB_GPU_DIRECT_RDMA=yes",
+        ALLOCATION,
         FINGERPRINT,
         RANK_GPU.format(3),
         "srun --mpi=pmix --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "

@@ -80,8 +80,12 @@ def test_device_buffer_and_cuda_variants_pass_from_the_h100_recordings(
                  "bash rank_gpu.sh > rank_gpus.txt"):
         assert line in script, script
     proof = (Path(dd["outputdir"]) / "rank_gpus.txt").read_text()  # kept with the output
-    assert re.findall(r"perfguard-gpu\t(\d)\t\d\tnode\d\t0\t00000000:00:06\.0", proof) \
-        == ["0", "1"], proof
+    assert sorted(re.findall(r"perfguard-gpu\t(\d)\t\d\tnode\d\t0\t00000000:00:06\.0",
+                             proof)) == ["0", "1"], proof  # the ranks write in any order
+    ucx = next(c for n, c in cases.items() if "tag_bw" in n)  # server and client, a node each
+    proof = (Path(ucx["outputdir"]) / "rank_gpus.txt").read_text()
+    assert sorted(re.findall(r"perfguard-gpu\t\d\t0\t(node\d)\t0\t00000000:00:06\.0",
+                             proof)) == sorted(ucx["job_nodelist"]), proof
     with psycopg.connect(migrated_dsn) as conn:
         figures = dict(conn.execute(
             "SELECT k.params->>'benchmark' || ' ' || (k.params->>'transfer'), k.value "

@@ -237,7 +237,8 @@ def _checked_testcase(case: dict, where: str) -> TestCase:
         raise ReportError(f"{where}: name and system must be strings")
     unique = case.get("unique_name") or name
     partition = case.get("partition") or system.split(":", 1)[-1]
-    nodelist = case.get("job_nodelist") or []
+    # the job's own record of its allocation first (ReFrame's is a poll's)
+    nodelist = case.get("perfguard_nodelist") or case.get("job_nodelist") or []
     if not isinstance(nodelist, list):
         raise ReportError(f"{where}: job_nodelist must be a list")
     exitcode = case.get("job_exitcode")

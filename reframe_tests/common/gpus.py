@@ -52,7 +52,7 @@ class ProvesRankGpus(rfm.RegressionTestPlugin):
 
     @run_before("run")
     def add_rank_gpu_step(self):
-        if not getattr(self, "rank_gpus", None) or getattr(self, "self_launched", False):
+        if not getattr(self, "rank_gpus", None):
             return
         shutil.copy(SCRIPT, Path(self.stagedir) / SCRIPT.name)
         self.keep_files = [*self.keep_files, OUTPUT]  # the proof stays with the output

@@ -11,6 +11,7 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 from reframe.core.launchers import JobLauncher
+from reframe.utility import nodelist_expand
 
 from reframe_tests.common.skips import SaysWhySkipped
 
@@ -25,6 +26,8 @@ UNSUCCESSFUL = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", 
 HELPER_STEP = "perfguard-helper"
 #: Binds each rank to its node's own core list (PerNodeSrun).
 PIN_PER_NODE = Path(__file__).with_name("pin_per_node.sh")
+#: Where a job with per-node core maps writes its allocation ($SLURM_JOB_NODELIST).
+ALLOCATION_FILE = "allocation.txt"
 
 
 class SrunLaunch(SaysWhySkipped):
@@ -40,6 +43,8 @@ class SrunLaunch(SaysWhySkipped):
     cpu_bind = variable(str, value="cores")
     #: Extra srun options a check or the pinning adds (e.g. ``--gpu-bind=map_gpu:0``).
     srun_extra = variable(list, value=[])
+    #: The job's nodes as Slurm allocated them ($SLURM_JOB_NODELIST, written by the job).
+    perfguard_nodelist = variable(list, value=[])
     #: MPI programs get the partition's ``srun_options`` (e.g. ``--mpi=pmix``).
     uses_mpi = variable(bool, value=True)
     #: The job script runs the steps itself, each with the srun prefix we hand it.
@@ -90,6 +95,19 @@ class SrunLaunch(SaysWhySkipped):
     def pinned_step(self) -> bool:
         """An explicit core map: the step must own the whole node (see apply_launch_options)."""
         return self.cpu_bind.startswith(("map_cpu", "mask_cpu"))
+
+    @run_before("run")
+    def record_the_allocation(self):
+        """The job writes its allocation as Slurm gave it: ReFrame's nodelist comes from a
+        poll and has been seen to name one node of a two-node job."""
+        self.prerun_cmds = [f'echo "$SLURM_JOB_NODELIST" > {ALLOCATION_FILE}',
+                            *self.prerun_cmds]
+
+    @run_before("sanity")
+    def read_the_allocation(self):
+        recorded = Path(self.stagedir) / ALLOCATION_FILE
+        if recorded.exists() and recorded.read_text().strip():
+            self.perfguard_nodelist = nodelist_expand(recorded.read_text().strip())
 
     @run_before("run")
     def apply_launch_options(self):
@@ -143,8 +161,10 @@ class SrunLaunch(SaysWhySkipped):
 
     def expected_node_cores(self) -> dict[str, list[int]]:
         """Host → the cores its ranks must own, where each node has its own map."""
-        hosts = sorted(self.job.nodelist or [], key=nodelist_order)
-        return dict(zip(hosts, self.node_cores)) if self.node_cores else {}
+        if not self.node_cores:
+            return {}
+        nodes = self.perfguard_nodelist or list(self.job.nodelist or [])
+        return dict(zip(sorted(nodes, key=nodelist_order), self.node_cores))
 
 
 def nodelist_order(host: str) -> tuple:

@@ -96,6 +96,9 @@ class PerftestBase(rfm.RunOnlyRegressionTest, ServerClientCheck):
         self.env_vars.pop("UCX_NET_DEVICES", None)
         self.env_vars.pop("CUDA_VISIBLE_DEVICES", None)
         self.srun_extra = [o for o in self.srun_extra if not o.startswith("--gpu-bind")]
+        # every GPU stays visible and --use_cuda names the chosen one: no per-rank choice
+        # for the rank-GPU step to prove
+        self.rank_gpus = []
 
     def programs_needed(self) -> list[str]:
         return [program_path(self.verb, self.measure)]

@@ -73,6 +73,9 @@ class UcxPerftestCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
         errors = binding_errors(read_output(self, "stderr"), 1, self.pinned_cores)
         if errors:
             raise SanityError("client binding differs from the request: " + "; ".join(errors))
+        errors = self.gpu_errors()
+        if errors:
+            raise SanityError("GPUs differ from the topology's choice: " + "; ".join(errors))
         self.record_series("latency", "us", [r.latency_us for r in results], size=sizes)
         self.record_series("latency_p50", "us", [r.latency_p50_us for r in results], size=sizes)
         self.record_series("bandwidth", "MiB/s", [r.bandwidth_mib_s for r in results],
