@@ -32,7 +32,10 @@ fi
 # Reinstall only when the package metadata changed since the last install.
 if [[ ! -f .venv/.perfguard-installed || pyproject.toml -nt .venv/.perfguard-installed ]]; then
     .venv/bin/pip install -q --upgrade pip >/dev/null
-    .venv/bin/pip install -q -e '.[test]'
+    # setuptools notes on every editable install that folders named like the package may
+    # shadow it: the checkout's data folders are mapped into it on purpose (pyproject.toml)
+    PYTHONWARNINGS="ignore:Editable installation:UserWarning" \
+        .venv/bin/pip install -q -e '.[test]'
     touch .venv/.perfguard-installed
 fi
 echo "install.sh: ready (.venv/bin/perfguard)"
