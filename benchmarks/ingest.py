@@ -1,6 +1,7 @@
 """Ingest throughput and verdict/time-series query latency at 20 million stored samples.
 
     sudo .venv/bin/python benchmarks/ingest.py            # uses the embedded PostgreSQL
+    sudo .venv/bin/python benchmarks/ingest.py --smoke    # one report, no replication
     sudo .venv/bin/python benchmarks/ingest.py --dsn ...  # any PostgreSQL (needs CREATEDB;
                                                           # a passfile= in the DSN is kept)
 
@@ -137,7 +138,12 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=20_000_000,
                         help="stored samples for the query timings (default 20 million)")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument("--smoke", action="store_true",
+                        help="one report (250,000 samples), no replication: that the script "
+                             "runs (the test suite's size)")
     args = parser.parse_args()
+    if args.smoke:
+        args.samples = CHECKS * VARIANTS * (CURVE_POINTS + 2)
     if args.dsn:
         admin = args.dsn
     else:

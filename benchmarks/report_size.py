@@ -1,7 +1,7 @@
 """How big the HTML report is, and how long it takes to write and to render, for a run of
 2,000 test cases with history.
 
-    sudo .venv/bin/python benchmarks/report_size.py [--nights 9]
+    sudo .venv/bin/python benchmarks/report_size.py [--nights 9] [--smoke]
 
 On the embedded PostgreSQL (state ``.state-report``, ports 18800+): ingests ``--nights``
 nightly runs of the ingest benchmark's synthetic report (2,000 test cases, 2 key figures
@@ -56,10 +56,16 @@ def night(report: dict, index: int, rng: random.Random, slower: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nights", type=int, default=9)
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 nights of 200 test cases: that the script runs (the test "
+                             "suite's size)")
     args = parser.parse_args()
     layout = cluster.up(STATE, nodes=2, port_base=PORT_BASE)
     rng = random.Random(1)
     base = synthetic_report(time.time())
+    if args.smoke:
+        args.nights = 2
+        base["runs"][0]["testcases"] = base["runs"][0]["testcases"][:200]
     try:
         with db.connect(layout.dsn) as conn, tempfile.TemporaryDirectory() as tmp:
             db.upgrade(conn)

@@ -1,6 +1,6 @@
 """Bounded soak: nightly-shaped runs while PostgreSQL restarts and nodes die.
 
-    sudo .venv/bin/python benchmarks/soak.py [--runs 6] [--seed 1]
+    sudo .venv/bin/python benchmarks/soak.py [--runs 6] [--seed 1] [--smoke]
 
 On its own embedded cluster (state ``.state-soak``, ports 19800+), runs ``--runs``
 times `perfguard run -t nightly` with the recorded outputs replayed (every check class,
@@ -84,7 +84,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true",
+                        help="one run: that the script runs (the test suite's size)")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 1
     layout = cluster.up(STATE, nodes=4, port_base=PORT_BASE)
     assert perfguard("db", "upgrade").returncode == 0
     rng = random.Random(args.seed)

@@ -1,6 +1,6 @@
 """What a fabric sweep costs: time per pair measurement and per round, by node count.
 
-    sudo .venv/bin/python benchmarks/sweep_cost.py [--nodes 4] [--repeat 2]
+    sudo .venv/bin/python benchmarks/sweep_cost.py [--nodes 4] [--repeat 2] [--smoke]
 
 On its own embedded cluster (state ``.state-sweep``, ports 18800+), runs the real
 `perfguard sweep --nodes node[1-k]` (ucx_perftest tag_bw 1 MiB × 1000 and tag_lat 8 B ×
@@ -56,7 +56,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 nodes once: that the script runs (the test suite's size)")
     args = parser.parse_args()
+    if args.smoke:
+        args.nodes, args.repeat = 2, 1
     layout = cluster.up(STATE, nodes=args.nodes, port_base=PORT_BASE)
     with db.connect(layout.dsn) as conn:
         db.upgrade(conn)

@@ -1,6 +1,6 @@
 """How often does a verdict cry wolf, and how soon does it catch a real drop?
 
-    .venv/bin/python benchmarks/verdict_quality.py [--trials 1000] [--seed 1]
+    .venv/bin/python benchmarks/verdict_quality.py [--trials 1000] [--seed 1] [--smoke]
 
 Series: real repeated measurements (benchmarks/data/repetitions.json: each value one
 whole benchmark run, recorded on this project's 2-core host) and synthetic IB-like
@@ -132,7 +132,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true",
+                        help="20 trials: that the script runs (the test suite's size)")
     args = parser.parse_args()
+    if args.smoke:
+        args.trials = 20
     rng = random.Random(args.seed)
     recorded = json.loads(DATA.read_text())
     series = {name: (entry["values"], entry["better"]) for name, entry in

@@ -1,0 +1,49 @@
+"""Benchmarks that cannot rot: each script runs at its smoke size (``--smoke``), as its
+docstring says, on the test cluster or its own. The figures are the scripts' business;
+here only that they run to the end and print what they promise. `soak.py --smoke` is left
+out: its one nightly-shaped run under injected faults takes about 4 minutes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def run_benchmark(name: str, *args: str) -> str:
+    result = subprocess.run([sys.executable, str(BENCHMARKS / name), "--smoke", *args],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def test_verdict_quality_runs() -> None:
+    out = run_benchmark("verdict_quality.py")
+    assert "| synthetic IB-like, CV 1 %" in out and "| perfguard |" in out
+
+
+def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
+    """With the cluster's own role and passfile (no PGPASSFILE): the DSN's options
+    survive into the benchmark's database, which is dropped afterwards."""
+    out = run_benchmark("ingest.py", "--dsn", layout.dsn_for("postgres"))
+    for promised in ("ingest: 250,000 samples in", "verdict of one run (4,000 lines)",
+                     "slowest dashboard query (median)"):
+        assert promised in out, out
+    with psycopg.connect(layout.dsn_for("postgres")) as conn:
+        left = conn.execute("SELECT datname FROM pg_database "
+                            "WHERE datname LIKE 'perfguard_bench_%'").fetchall()
+    assert left == []
+
+
+def test_report_size_runs_on_its_own_cluster() -> None:
+    out = run_benchmark("report_size.py")
+    assert "| 200 | 400 |" in out and "judge and record per night" in out, out
+
+
+def test_sweep_cost_runs_on_its_own_cluster() -> None:
+    out = run_benchmark("sweep_cost.py")
+    assert "| 2 | " in out and "projection, a round's pairs at once" in out, out
