@@ -24,6 +24,8 @@ def run_benchmark(name: str, *args: str) -> str:
 def test_verdict_quality_runs() -> None:
     out = run_benchmark("verdict_quality.py")
     assert "| synthetic IB-like, CV 1 %" in out and "| perfguard |" in out
+    out = run_benchmark("verdict_quality.py", "--seeds", "1-2")
+    assert "| worst |" in out and "| mean |" in out
 
 
 def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
