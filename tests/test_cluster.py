@@ -125,3 +125,24 @@ def test_not_root_is_explained() -> None:
         shutil.rmtree(readable, ignore_errors=True)
     assert result.returncode == 1
     assert "needs root" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_sixty_four_nodes_come_up_and_run_a_step_on_each() -> None:
+    """A centre-sized sweep needs many nodes: 64 virtual nodes on this 2-core host, each
+    slurmd on its own port after every daemon's (node 12 once took PostgreSQL's)."""
+    layout = ClusterLayout(TEST_ROOT / "sixty-four", nodes=64, port_base=PORT_BASE)
+    ports = list(layout.all_ports().values())
+    assert len(set(ports)) == len(ports) == 68
+    state = TEST_ROOT / "sixty-four"
+    shutil.rmtree(state, ignore_errors=True)
+    try:
+        up = perfguard("cluster", "up", "--nodes", "64", "--port-base", str(PORT_BASE),
+                       state=state)
+        assert up.returncode == 0, up.stdout + up.stderr
+        env = {**os.environ, "SLURM_CONF": str(state / "etc" / "slurm.conf")}
+        step = subprocess.run(["srun", "-N64", "-n64", "--cpu-bind=none", "hostname"],
+                              capture_output=True, text=True, env=env, timeout=300)
+        assert step.returncode == 0, step.stderr
+        assert sorted(set(step.stdout.split())) == sorted(f"node{i}" for i in range(1, 65))
+    finally:
+        perfguard("cluster", "down", "--purge", state=state)

@@ -22,6 +22,9 @@ CLUSTER_NAME = "perfguard"
 PARTITION = "compute"
 DEFAULT_NODES = 4
 DEFAULT_PORT_BASE = 16800
+#: slurmd of node K listens on port_base + FIRST_NODE_PORT + K - 1: after every daemon's
+#: port (PostgreSQL is +32), so 64 nodes and more never take another daemon's port.
+FIRST_NODE_PORT = 40
 DB_NAME = "perfguard"
 DB_USER = "perfguard"
 GRAFANA_USER = "perfguard_grafana"
@@ -96,7 +99,7 @@ class ClusterLayout:
 
     def node_specs(self) -> list[NodeSpec]:
         cpus = tuple(c for domain in self.numa_domains for c in domain)
-        return [NodeSpec(f"node{index + 1}", self.port_base + 21 + index, cpus)
+        return [NodeSpec(f"node{index + 1}", self.port_base + FIRST_NODE_PORT + index, cpus)
                 for index in range(self.nodes)]
 
     def topology(self) -> dict:
