@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from perfguard.cluster.layout import DEFAULT_PORT_BASE
+
 
 def _dsn_option() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
@@ -18,9 +20,10 @@ DSN = _dsn_option()
 
 def port_base_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port-base", type=int,
-                        default=int(os.environ.get("PERFGUARD_PORT_BASE", "16800")),
-                        help="first of the ports the daemons use (default $PERFGUARD_PORT_BASE "
-                             "or 16800; give each checkout its own to run side by side)")
+                        default=int(os.environ.get("PERFGUARD_PORT_BASE", DEFAULT_PORT_BASE)),
+                        help=f"first of the ports the daemons use (default $PERFGUARD_PORT_BASE "
+                             f"or {DEFAULT_PORT_BASE}; give each checkout its own to run side "
+                             f"by side)")
 
 
 def connect(args: argparse.Namespace):

@@ -69,13 +69,12 @@ def judge_stored(ctx: Context, completed: Completed, baseline: str | None = None
     with db.connect(ctx.dsn) as conn:
         lines = vd.judge_and_record(conn, completed.run_id)
         result = vd.outcome(conn, completed.run_id)
-        slow = fp.render_slow_links(fp.links_below_maximum(
-            fp.fingerprints(conn, completed.run_id)))
+        after = fp.fingerprints(conn, completed.run_id)
+        slow = fp.render_slow_links(fp.links_below_maximum(after))
         if baseline is None:
             return RunVerdict(completed, lines, _joined(vd.render(lines), slow), result)
         before_id = vd.resolve_run(conn, baseline)
         vd.with_baseline(lines, vd.verdict(conn, before_id))
-        after = fp.fingerprints(conn, completed.run_id)
         compared = sorted(nodes or after, key=fp.natural_key)
         before = fp.fingerprints_as_of(conn, before_id, compared)
         changes = fp.diff(before, {n: facts for n, facts in after.items() if n in compared})

@@ -106,8 +106,9 @@ class SrunLaunch(SaysWhySkipped):
     @run_before("sanity")
     def read_the_allocation(self):
         recorded = Path(self.stagedir) / ALLOCATION_FILE
-        if recorded.exists() and recorded.read_text().strip():
-            self.perfguard_nodelist = nodelist_expand(recorded.read_text().strip())
+        allocation = recorded.read_text().strip() if recorded.exists() else ""
+        if allocation:
+            self.perfguard_nodelist = nodelist_expand(allocation)
 
     @run_before("run")
     def apply_launch_options(self):

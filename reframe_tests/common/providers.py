@@ -35,8 +35,10 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
+from reframe.core.exceptions import SanityError
 
 from perfguard.contract import SPACK_ENVS_DIR, state_dir
+from reframe_tests.common.output import read_output
 
 SPACK_ENVS = SPACK_ENVS_DIR
 REPLAY = Path(__file__).with_name("replay.py")
@@ -203,9 +205,10 @@ class BinaryProvider(rfm.RegressionTestPlugin):
         """After the job, before sanity: a missing program is a skip, with the node."""
         if not self.programs_on_node_path or self.is_dry_run():
             return
-        # hooks run outside the stage directory: the job's stdout is read from there
-        stdout = Path(self.stagedir) / sn.evaluate(self.stdout)
-        text = stdout.read_text(errors="replace") if stdout.exists() else ""
+        try:  # from the stage directory (hooks run elsewhere)
+            text = read_output(self)
+        except SanityError:
+            return  # no output at all: the sanity stage says why
         missing = re.search(rf"^{MISSING_MARK} (\S+) (\S+)$", text, re.M)
         if missing:
             name, host = missing.groups()
