@@ -1,21 +1,27 @@
-"""Ingest throughput and verdict/time-series query latency at 20 million stored samples.
+"""Ingest, verdict, dashboards, prune and disk use as the sample table grows (to 2·10^8).
 
-    sudo .venv/bin/python benchmarks/ingest.py            # uses the embedded PostgreSQL
-    sudo .venv/bin/python benchmarks/ingest.py --smoke    # one report, no replication
-    sudo .venv/bin/python benchmarks/ingest.py --dsn ...  # any PostgreSQL (needs CREATEDB;
-                                                          # a passfile= in the DSN is kept)
+    sudo .venv/bin/python benchmarks/ingest.py                          # 2·10^7 samples
+    sudo .venv/bin/python benchmarks/ingest.py --checkpoints 2e7,1e8,2e8  # the growth curve
+    sudo .venv/bin/python benchmarks/ingest.py --smoke     # two runs, no growth (the suite's)
+    sudo .venv/bin/python benchmarks/ingest.py --dsn ...   # any PostgreSQL (needs CREATEDB;
+                                                           # a passfile= in the DSN is kept)
 
-1. Writes a synthetic ReFrame report: 2,000 test cases × 125 points = 250,000 samples
-   (20 checks × 100 variants; 2 key figures and a 123-point curve per test case).
-2. Ingests it into a new database through `perfguard.ingest` and reports samples/s.
-3. Replicates the stored run in SQL until 20 million samples span one year of runs.
-4. Times the verdict of one run and a single-metric time series over one year.
+On a new database of the embedded PostgreSQL (or ``--dsn``), dropped afterwards:
 
-5. Times every Grafana dashboard query (panels, annotation, variables), expanded as
-   Grafana does, over the last 90 days.
+1. A synthetic ReFrame report: 2,000 test cases × 125 samples = 250,000 (20 checks × 100
+   variants; 2 key figures, 5 curves of 23 message sizes and 8 scaling points each), every
+   metric declaring which way is better, as perfguard's checks do: the verdict judges
+   every key figure and every curve size against its history.
+2. The database grows run by run, two runs a day back in time from now (a nightly and an
+   upgrade check), by copying a stored run in SQL with 1 % noise, up to each checkpoint.
+3. At each checkpoint: the real ingest of a new report (samples/s with the table that
+   big), the verdict of that run (its key-figure lines, and the curve sizes apart), every
+   Grafana query over one year, the bytes on disk per 10^9 samples.
+4. After the last: the verdict of a 100,000-line run (50,000 test cases × 2 key figures,
+   33 earlier nights), and `prune` of the oldest month.
 
-Targets (2 cores): ingest ≥ 100,000 samples/s; verdict < 1 s; series and every
-dashboard query < 150 ms.
+Goals (2 cores): ingest ≥ 400,000 samples/s; the 4,000-line verdict < 1 s; the
+100,000-line verdict < 10 s; every dashboard query < 150 ms; prune of a month < 1 s.
 """
 
 from __future__ import annotations
@@ -35,44 +41,48 @@ from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from perfguard.judge import curves  # noqa: E402
+from perfguard.judge import rules as judge  # noqa: E402
 from perfguard.judge import verdict as vd  # noqa: E402
-from perfguard.present import dashboards
+from perfguard.present import dashboards  # noqa: E402
 from perfguard.site import paths  # noqa: E402
-from perfguard.store import db
+from perfguard.store import db  # noqa: E402
 from perfguard.store.ingest import RunMeta, ingest_report  # noqa: E402
 
-CHECKS, VARIANTS, CURVE_POINTS = 20, 100, 123
-SERIES_SQL = """
-SELECT r.started_at AS time, s.value
-FROM run r
-JOIN system sy ON sy.id = r.system_id
-JOIN testcase tc ON tc.run_id = r.id AND tc.check_name = %(check)s
-JOIN sample s ON s.testcase_id = tc.id AND s.point_id = 0
-JOIN metric m ON m.id = s.metric_id AND m.name = %(metric)s
-WHERE sy.name = %(system)s AND tc.params @> %(params)s
-  AND r.started_at >= now() - interval '1 year'
-ORDER BY r.started_at
-"""
+CHECKS, VARIANTS = 20, 100
+SIZES = [2 ** i for i in range(23)]
+CURVES = {"bandwidth": ("MB/s", "higher"), "bandwidth_bi": ("MB/s", "higher"),
+          "message_rate": ("msg/s", "higher"), "latency": ("us", "lower"),
+          "latency_p50": ("us", "lower")}
+SCALING = [1, 2, 4, 8, 16, 32, 64, 128]
+PER_CASE = 2 + len(CURVES) * len(SIZES) + len(SCALING)
+RUN_SPACING = timedelta(hours=12)
 
 
-def synthetic_report(started: float) -> dict:
+def synthetic_report(started: float, checks: int = CHECKS, variants: int = VARIANTS,
+                     with_curves: bool = True, name: str = "SynthCheck") -> dict:
+    """A report of ``checks × variants`` test cases, as perfguard's checks write them."""
     cases = []
-    for check in range(CHECKS):
-        for variant in range(VARIANTS):
-            curve = [{"metric": "bandwidth", "unit": "MB/s",
-                      "coords": {"size": [2 ** (i % 23) for i in range(CURVE_POINTS)],
-                                 "rep": [i // 23 for i in range(CURVE_POINTS)]},
-                      "values": [100.0 + i * 3.5 + variant for i in range(CURVE_POINTS)]}]
+    for check in range(checks):
+        for variant in range(variants):
+            samples = [{"metric": metric, "unit": unit, "coords": {"size": SIZES},
+                        "values": [100.0 + i * 3.5 + variant for i in range(len(SIZES))]}
+                       for metric, (unit, _) in CURVES.items()] if with_curves else []
+            if with_curves:
+                samples.append({"metric": "scaling", "unit": "GB/s", "coords": {"ranks": SCALING},
+                                "values": [10.0 * n for n in SCALING]})
             cases.append({
-                "name": f"SynthCheck{check}", "display_name":
-                    f"SynthCheck{check} %hca=mlx5_{variant % 4} %variant={variant}",
-                "unique_name": f"SynthCheck{check}_{variant}", "system": "bench",
+                "name": f"{name}{check}", "display_name":
+                    f"{name}{check} %hca=mlx5_{variant % 4} %variant={variant}",
+                "unique_name": f"{name}{check}_{variant}", "system": "bench",
                 "partition": "gpu", "environ": "gnu", "result": "pass", "run_index": 0,
                 "jobid": str(1000 + variant), "job_nodelist": ["n1", "n2"], "job_exitcode": 0,
                 "perfvalues": {
                     "bench:gpu:latency": [1.5 + variant / 100, 0, None, None, "us", "pass"],
                     "bench:gpu:bandwidth": [12000.0 - variant, 0, None, None, "MB/s", "pass"]},
-                "perfguard_samples": curve,
+                "perfguard_samples": samples,
+                "perfguard_better": {"scaling": "higher",
+                                     **{m: better for m, (_, better) in CURVES.items()}},
             })
     return {"session_info": {"data_version": "4.2", "uuid": str(uuid.uuid4()),
                              "time_start_unix": started, "time_end_unix": started + 3600,
@@ -89,37 +99,83 @@ def create_database(dsn_admin: str) -> tuple[str, str]:
     return name, make_conninfo(dsn_admin, dbname=name)
 
 
-def replicate(conn: psycopg.Connection, run_id: int, copies: int) -> None:
-    """Copies of the stored run, spread evenly over the past year, in SQL."""
-    for copy in range(1, copies + 1):
-        with conn.transaction():
-            new_run = conn.execute(
-                """INSERT INTO run (session_uuid, system_id, started_at, finished_at,
-                                    reframe_version, cmdline, trigger, labels)
-                   SELECT gen_random_uuid(), system_id,
-                          now() - make_interval(days => %s), NULL, reframe_version, cmdline,
-                          'nightly', '{}' FROM run WHERE id = %s RETURNING id""",
-                (int(copy * 364 / copies), run_id)).fetchone()[0]
-            conn.execute(
-                """CREATE TEMP TABLE idmap ON COMMIT DROP AS
-                   SELECT id AS old_id, nextval('testcase_id_seq') AS new_id
-                   FROM testcase WHERE run_id = %s""", (run_id,))
-            conn.execute(
-                """INSERT INTO testcase (id, run_id, check_name, unique_name, hashcode, params,
-                        partition_id, environ_id, run_index, result, slurm_jobid, nodelist,
-                        job_exitcode)
-                   SELECT m.new_id, %s, check_name, unique_name, hashcode, params, partition_id,
-                          environ_id, run_index, result, slurm_jobid, nodelist, job_exitcode
-                   FROM testcase t JOIN idmap m ON m.old_id = t.id""", (new_run,))
-            conn.execute(
-                """INSERT INTO sample (testcase_id, metric_id, point_id, value)
-                   SELECT m.new_id, metric_id, point_id, value * (0.95 + random() * 0.1)
-                   FROM sample s JOIN idmap m ON m.old_id = s.testcase_id""")
-        print(f"  replicated {copy}/{copies}", end="\r", flush=True)
+def ingest(conn: psycopg.Connection, report: dict) -> tuple[int, float, int]:
+    """(run id, seconds, samples) of the real ingest of ``report``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "synthetic.json"
+        path.write_text(json.dumps(report))
+        start = time.perf_counter()
+        result = ingest_report(conn, path, RunMeta(trigger="nightly"))
+        return result.run_id, time.perf_counter() - start, result.samples
+
+
+def copy_runs(conn: psycopg.Connection, template: int, starts: list[datetime]) -> None:
+    """Copies of run ``template`` starting at ``starts`` (one statement per table), each
+    value with 1 % noise; nights rolled up, as ingest does."""
+    with conn.transaction():
+        conn.execute("SELECT ensure_sample_month(s) FROM unnest(%s::timestamptz[]) s",
+                     (starts,))
+    with conn.transaction():
+        conn.execute(
+            """CREATE TEMP TABLE copies ON COMMIT DROP AS
+               WITH new AS (
+                   INSERT INTO run (session_uuid, system_id, started_at, reframe_version,
+                                    cmdline, trigger)
+                   SELECT gen_random_uuid(), t.system_id, s, t.reframe_version, t.cmdline,
+                          'nightly'
+                   FROM run t, unnest(%s::timestamptz[]) s WHERE t.id = %s
+                   RETURNING id, started_at)
+               SELECT new.id AS run_id, new.started_at, tc.id AS old_id,
+                      nextval('testcase_id_seq') AS new_id
+               FROM new CROSS JOIN testcase tc WHERE tc.run_id = %s""",
+            (starts, template, template))
+        conn.execute(
+            """INSERT INTO testcase (id, run_id, check_name, unique_name, hashcode, params,
+                   partition_id, environ_id, run_index, result, slurm_jobid, nodelist,
+                   job_exitcode)
+               SELECT c.new_id, c.run_id, t.check_name, t.unique_name, t.hashcode, t.params,
+                      t.partition_id, t.environ_id, t.run_index, t.result, t.slurm_jobid,
+                      t.nodelist, t.job_exitcode
+               FROM copies c JOIN testcase t ON t.id = c.old_id ORDER BY c.new_id""")
+        conn.execute(
+            """INSERT INTO sample (testcase_id, metric_id, point_id, value, started_at)
+               SELECT c.new_id, s.metric_id, s.point_id, s.value * (0.9827 + random() * 0.0346),
+                      c.started_at
+               FROM copies c JOIN sample s ON s.testcase_id = c.old_id
+               WHERE s.started_at = (SELECT started_at FROM run WHERE id = %s)
+               ORDER BY c.new_id""", (template,))
+        conn.execute("SELECT refresh_key_figure_nights(sy.name, %s::date, %s::date) FROM run r "
+                     "JOIN system sy ON sy.id = r.system_id WHERE r.id = %s",
+                     (min(starts), max(starts), template))
+
+
+def grow(conn: psycopg.Connection, template: int, per_run: int, target: int,
+         oldest: datetime) -> datetime:
+    """Add runs before ``oldest`` until the database holds ``target`` samples; returns the
+    new oldest start."""
+    stored = count_samples(conn)
+    batch = max(1, 2_000_000 // per_run)
+    began = time.perf_counter()
+    added = 0
+    while stored < target:
+        copies = min(batch, -(-(target - stored) // per_run))
+        starts = [oldest - RUN_SPACING * (i + 1) for i in range(copies)]
+        copy_runs(conn, template, starts)
+        oldest = starts[-1]
+        stored += copies * per_run
+        added += copies * per_run
+        print(f"  {stored:,} samples ({added / (time.perf_counter() - began):,.0f}/s by SQL "
+              f"copy)", end="\r", flush=True)
     print()
-    conn.execute("SELECT brin_summarize_new_values('sample_testcase_brin')")
-    conn.execute("ANALYZE")
+    conn.execute("SELECT summarize_new_samples()")
     conn.commit()
+    with psycopg.connect(conn.info.dsn, autocommit=True) as maintenance:
+        maintenance.execute("VACUUM (ANALYZE) sample, testcase, run")  # as autovacuum would
+    return oldest
+
+
+def count_samples(conn: psycopg.Connection) -> int:
+    return conn.execute("SELECT count(*) FROM sample").fetchone()[0]
 
 
 def timed(action, repeat: int) -> list[float]:
@@ -131,19 +187,116 @@ def timed(action, repeat: int) -> list[float]:
     return durations
 
 
+def ms(durations: list[float]) -> str:
+    return (f"median {statistics.median(durations) * 1000:,.0f} ms, "
+            f"max {max(durations) * 1000:,.0f} ms")
+
+
+def time_verdict(conn: psycopg.Connection, run_id: int, repeat: int = 3) -> dict[str, float]:
+    rules = judge.load_rules(vd.rules_file())
+    conn.execute("SELECT analyze_results(started_at) FROM run WHERE id = %s", (run_id,))
+    lines = vd.verdict(conn, run_id, rules)
+    whole = timed(lambda: vd.verdict(conn, run_id, rules), repeat)
+    sized = timed(lambda: curves.judge_curves(conn, run_id, rules, moved_only=True), repeat)
+    judged = sum(1 for line in lines if line.judgement is not None)
+    print(f"verdict of one run ({len(lines):,} lines, {judged:,} judged against history): "
+          f"{ms(whole)}; of which the curve sizes: {ms(sized)}")
+    return {"verdict": statistics.median(whole), "curves": statistics.median(sized),
+            "lines": len(lines)}
+
+
+def time_dashboards(conn: psycopg.Connection, newest_run: int) -> float:
+    variant = conn.execute("SELECT params::text FROM testcase WHERE check_name = 'SynthCheck7' "
+                           "AND params->>'variant' = '42' LIMIT 1").fetchone()[0]
+    variables = {"system": "bench", "partition": ["gpu"], "check": "SynthCheck7",
+                 "metric": "bandwidth", "variant": variant, "node": ["n1", "n2"],
+                 "run": str(newest_run)}
+    end = datetime.now(timezone.utc) + timedelta(hours=1)
+    worst = 0.0
+    for query in dashboards.queries():
+        sql = dashboards.expand(query.sql, variables, end - timedelta(days=365), end)
+        durations = timed(lambda sql=sql: conn.execute(sql).fetchall(), 5)
+        rows = len(conn.execute(sql).fetchall())
+        median = statistics.median(durations) * 1000
+        worst = max(worst, median)
+        print(f"  dashboard {query.panel[:56]:<56} {query.ref:<4} {rows:>6} rows  "
+              f"median {median:7.1f} ms  max {max(durations) * 1000:7.1f} ms")
+    print(f"slowest dashboard query over one year (median): {worst:.1f} ms")
+    return worst
+
+
+def bytes_on_disk(conn: psycopg.Connection) -> tuple[int, int]:
+    """(bytes of the sample partitions with their indexes, bytes of everything else)."""
+    samples = conn.execute(
+        "SELECT coalesce(sum(pg_total_relation_size(relid)), 0) "
+        "FROM pg_partition_tree('sample') WHERE isleaf").fetchone()[0]
+    everything = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    return int(samples), int(everything - samples)
+
+
+def checkpoint(conn: psycopg.Connection, report_started: float) -> dict:
+    """Ingest a new run now, judge it, time the dashboards, measure the disk."""
+    run_id, seconds, samples = ingest(conn, synthetic_report(report_started))
+    stored = count_samples(conn)
+    print(f"\n== {stored:,} samples stored")
+    print(f"ingest: {samples:,} samples in {seconds:.2f} s = {samples / seconds:,.0f} samples/s "
+          f"(parse + one transaction + COPY + the night's rollup)")
+    figures = time_verdict(conn, run_id)
+    figures["dashboards"] = time_dashboards(conn, run_id)
+    sample_bytes, other = bytes_on_disk(conn)
+    print(f"disk: samples {sample_bytes / 2 ** 30:.2f} GiB "
+          f"({sample_bytes / stored * 1e9 / 2 ** 30:.1f} GiB per 10^9 samples), everything "
+          f"else {other / 2 ** 30:.2f} GiB")
+    figures.update(stored=stored, ingest=samples / seconds,
+                   per_billion=sample_bytes / stored * 1e9)
+    return figures
+
+
+def large_run(conn: psycopg.Connection, variants: int) -> None:
+    """A run of 20 × ``variants`` test cases × 2 key figures (100,000 lines at 2,500
+    variants) with 33 earlier nights."""
+    now = time.time()
+
+    def report(started: float) -> dict:
+        return synthetic_report(started, checks=20, variants=variants, with_curves=False,
+                                name="LargeCheck")
+
+    template, _, samples = ingest(conn, report(now - 3600 - 33 * RUN_SPACING.total_seconds()))
+    started = conn.execute("SELECT started_at FROM run WHERE id = %s", (template,)).fetchone()[0]
+    copy_runs(conn, template, [started + RUN_SPACING * (i + 1) for i in range(32)])
+    conn.commit()
+    run_id, seconds, _ = ingest(conn, report(now - 1800))
+    conn.execute("ANALYZE testcase, run")
+    print(f"\n== a run of {20 * variants:,} test cases ({samples:,} key figures), 33 earlier "
+          f"nights")
+    print(f"ingest: {samples:,} samples in {seconds:.2f} s")
+    time_verdict(conn, run_id, repeat=2)
+
+
+def prune_oldest_month(conn: psycopg.Connection) -> None:
+    month, ends = conn.execute("SELECT name, ends FROM sample_month WHERE pruned_at IS NULL "
+                               "ORDER BY starts LIMIT 1").fetchone()
+    rows = conn.execute(f"SELECT count(*) FROM {month}").fetchone()[0]
+    conn.commit()
+    start = time.perf_counter()
+    dropped = [m for (m,) in conn.execute("SELECT prune_sample_months(%s)", (ends,))]
+    conn.commit()
+    print(f"\nprune of the oldest month ({', '.join(dropped)}: {rows:,} samples, its nights "
+          f"rolled up first): {(time.perf_counter() - start) * 1000:,.0f} ms")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dsn", help="admin DSN of a PostgreSQL (default: the embedded one, "
                                       "as its perfguard role, which may create databases)")
-    parser.add_argument("--samples", type=int, default=20_000_000,
-                        help="stored samples for the query timings (default 20 million)")
+    parser.add_argument("--checkpoints", default="2e7",
+                        help="sample counts to measure at, comma-separated (default 2e7)")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
     parser.add_argument("--smoke", action="store_true",
-                        help="one report (250,000 samples), no replication: that the script "
-                             "runs (the test suite's size)")
+                        help="two runs, no growth, a small large run: that the script runs "
+                             "(the test suite's size)")
     args = parser.parse_args()
-    if args.smoke:
-        args.samples = CHECKS * VARIANTS * (CURVE_POINTS + 2)
+    targets = [0] if args.smoke else [int(float(c)) for c in args.checkpoints.split(",")]
     if args.dsn:
         admin = args.dsn
     else:
@@ -155,7 +308,7 @@ def main() -> int:
         admin = layout.dsn_for("postgres")  # its password from the cluster's passfile
     name, dsn = create_database(admin)
     try:
-        run(dsn, args.samples)
+        run(dsn, targets, args.smoke)
     finally:
         if not args.keep:
             with psycopg.connect(admin, autocommit=True) as conn:
@@ -168,61 +321,30 @@ def main() -> int:
     return 0
 
 
-def run(dsn: str, target_samples: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        report_path = Path(tmp) / "synthetic.json"
-        report_path.write_text(json.dumps(synthetic_report(time.time() - 3600)))
-        per_run = CHECKS * VARIANTS * (CURVE_POINTS + 2)
-        print(f"synthetic report: {per_run:,} samples, "
-              f"{report_path.stat().st_size / 1e6:.1f} MB")
-        with db.connect(dsn) as conn:
-            db.upgrade(conn)
-            start = time.perf_counter()
-            result = ingest_report(conn, report_path, RunMeta())
-            elapsed = time.perf_counter() - start
-    print(f"ingest: {result.samples:,} samples in {elapsed:.2f} s = "
-          f"{result.samples / elapsed:,.0f} samples/s (parse + one transaction + COPY)")
+def run(dsn: str, targets: list[int], smoke: bool) -> None:
+    per_run = CHECKS * VARIANTS * PER_CASE
+    print(f"synthetic report: {CHECKS * VARIANTS:,} test cases, {per_run:,} samples")
     with db.connect(dsn) as conn:
-        copies = max(0, target_samples // per_run - 1)
-        print(f"replicating the run {copies} times to reach "
-              f"{per_run * (copies + 1):,} samples …")
-        replicate(conn, result.run_id, copies)
-        total = conn.execute("SELECT count(*) FROM sample").fetchone()[0]
-        print(f"stored samples: {total:,}")
-        newest = vd.resolve_run(conn, "latest")
-        verdict_times = timed(lambda: vd.verdict(conn, newest), 5)
-        lines = len(vd.verdict(conn, newest))
-        print(f"verdict of one run ({lines:,} lines): median "
-              f"{statistics.median(verdict_times) * 1000:.0f} ms, "
-              f"max {max(verdict_times) * 1000:.0f} ms")
-        params = psycopg.types.json.Jsonb({"variant": "42"})
-        query = {"system": "bench", "check": "SynthCheck7", "metric": "bandwidth",
-                 "params": params}
-        series_times = timed(lambda: conn.execute(SERIES_SQL, query).fetchall(), 20)
-        points = len(conn.execute(SERIES_SQL, query).fetchall())
-        print(f"time series (one system/check/metric/variant, one year, {points} points): "
-              f"median {statistics.median(series_times) * 1000:.1f} ms, "
-              f"max {max(series_times) * 1000:.1f} ms")
-        time_dashboards(conn, newest)
-
-
-def time_dashboards(conn: psycopg.Connection, newest_run: int) -> None:
-    variant = conn.execute("SELECT params::text FROM testcase WHERE check_name = 'SynthCheck7' "
-                           "AND params->>'variant' = '42' LIMIT 1").fetchone()[0]
-    variables = {"system": "bench", "partition": ["gpu"], "check": "SynthCheck7",
-                 "metric": "bandwidth", "variant": variant, "node": ["n1", "n2"],
-                 "run": str(newest_run)}
-    end = datetime.now(timezone.utc)
-    worst = 0.0
-    for query in dashboards.queries():
-        sql = dashboards.expand(query.sql, variables, end - timedelta(days=90), end)
-        durations = timed(lambda sql=sql: conn.execute(sql).fetchall(), 5)
-        rows = len(conn.execute(sql).fetchall())
-        median = statistics.median(durations) * 1000
-        worst = max(worst, median)
-        print(f"dashboard {query.panel[:58]:<58} {query.ref:<4} {rows:>6} rows  "
-              f"median {median:7.1f} ms  max {max(durations) * 1000:7.1f} ms")
-    print(f"slowest dashboard query (median): {worst:.1f} ms")
+        db.upgrade(conn)
+        now = time.time()
+        template, seconds, samples = ingest(conn, synthetic_report(now - 2 * 86400))
+        print(f"ingest into an empty database: {samples:,} samples in {seconds:.2f} s = "
+              f"{samples / seconds:,.0f} samples/s")
+        oldest = conn.execute("SELECT started_at FROM run WHERE id = %s",
+                              (template,)).fetchone()[0]
+        table = []
+        for number, target in enumerate(sorted(targets)):
+            oldest = grow(conn, template, per_run, target, oldest)
+            table.append(checkpoint(conn, now - 3600 + number * 60))
+        large_run(conn, 10 if smoke else 2500)
+        prune_oldest_month(conn)
+    print("\n| samples stored | ingest samples/s | verdict (4,000 key-figure lines) | "
+          "of which curve sizes | slowest dashboard query | GiB per 10^9 samples |")
+    print("|---|---|---|---|---|---|")
+    for row in table:
+        print(f"| {row['stored']:,} | {row['ingest']:,.0f} | {row['verdict'] * 1000:,.0f} ms | "
+              f"{row['curves'] * 1000:,.0f} ms | {row['dashboards']:.1f} ms | "
+              f"{row['per_billion'] / 2 ** 30:.1f} |")
 
 
 if __name__ == "__main__":

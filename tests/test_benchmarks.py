@@ -32,8 +32,10 @@ def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
     """With the cluster's own role and passfile (no PGPASSFILE): the DSN's options
     survive into the benchmark's database, which is dropped afterwards."""
     out = run_benchmark("ingest.py", "--dsn", layout.dsn_for("postgres"))
-    for promised in ("ingest: 250,000 samples in", "verdict of one run (4,000 lines)",
-                     "slowest dashboard query (median)"):
+    for promised in ("ingest: 250,000 samples in", "verdict of one run (4,000 lines, 4,000 "
+                     "judged against history)", "slowest dashboard query over one year",
+                     "a run of 200 test cases", "prune of the oldest month (sample_20",
+                     "| samples stored | ingest samples/s |"):
         assert promised in out, out
     with psycopg.connect(layout.dsn_for("postgres")) as conn:
         left = conn.execute("SELECT datname FROM pg_database "

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from perfguard.cli.options import DSN, connect
+from perfguard.errors import UsageError
 
 
 def _add_db(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +26,18 @@ def _add_db(sub: argparse._SubParsersAction) -> None:
     grant.add_argument("user")
     grant.add_argument("--kind", choices=["writer", "reader"], default="writer")
     grant.set_defaults(func=cmd_db_grant)
+    prune = actions.add_parser(
+        "prune", parents=[DSN], help="drop the samples of months older than --keep days",
+        description="Drops whole monthly sample partitions that ended more than KEEP days "
+                    "ago (never row by row). Runs, test cases, verdict lines and the key "
+                    "figures' nightly rollups stay, so trends stay on the dashboard. Needs "
+                    "the schema owner's DSN.")
+    prune.add_argument("--keep", type=int, required=True, metavar="DAYS",
+                       help="keep every month with samples of the last DAYS days")
+    prune.add_argument("--dry-run", action="store_true", help="only say what would be dropped")
+    prune.set_defaults(func=cmd_db_prune)
+    actions.add_parser("months", parents=[DSN], help="the monthly sample partitions: rows, "
+                       "size, pruned or not").set_defaults(func=cmd_db_months)
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
@@ -46,6 +59,35 @@ def cmd_db_grant(args: argparse.Namespace) -> int:
                            os.environ.get("PERFGUARD_GRANT_PASSWORD"))
     print(f"{'created' if created else 'updated'} role {args.user}: {args.kind} "
           f"({db.GRANT_GROUPS[args.kind]})")
+    return 0
+
+
+def cmd_db_prune(args: argparse.Namespace) -> int:
+    from perfguard.store import db
+
+    if args.keep < 0:
+        raise UsageError(f"--keep {args.keep}: days to keep cannot be negative")
+    with connect(args) as conn:
+        dropped = db.prune(conn, args.keep, dry_run=args.dry_run)
+    verb = "would drop" if args.dry_run else "dropped"
+    for month in dropped:
+        print(f"{verb} {month.name} ({month.starts:%Y-%m-%d} – {month.ends:%Y-%m-%d}, "
+              f"{month.rows:,} samples)")
+    if not dropped:
+        print(f"no month ended more than {args.keep} days ago: nothing to drop")
+    return 0
+
+
+def cmd_db_months(args: argparse.Namespace) -> int:
+    from perfguard.store import db
+
+    with connect(args) as conn:
+        months = db.sample_months(conn)
+    print(f"{'month':<16} {'from':<10}  {'to':<10}  {'samples':>13}  {'size':>9}  pruned")
+    for m in months:
+        pruned = f"{m.pruned_at:%Y-%m-%d %H:%M}" if m.pruned_at else "-"
+        print(f"{m.name:<16} {m.starts:%Y-%m-%d}  {m.ends:%Y-%m-%d}  {m.rows:>13,}  "
+              f"{m.size / 2 ** 20:>7.1f} MiB  {pruned}")
     return 0
 
 

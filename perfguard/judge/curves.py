@@ -9,37 +9,22 @@ summarised as ranges: "regressed at 64 KiB–1 MiB by 5.1–6.0 %; 8 B–4 KiB u
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 
 import psycopg
-from psycopg.rows import dict_row
 
 from perfguard.judge import history
 from perfguard.judge import rules as judge
-from perfguard.store import db
 
-# Every sized curve point of the run's checks, back in time from the run, one row per
-# series and size with its values oldest first (the run's own last): aggregated in SQL,
-# as a year of nightly runs of 2,000 test cases is millions of values.
-CURVES_SQL = """
-SELECT v.check_name, v.params::text AS params, v.partition, v.environ, v.metric, v.unit,
-       (v.point->>'size')::bigint AS size, d.better, v.system,
-       array_agg(v.value ORDER BY v.started_at, v.run_id) AS values,
-       array_agg(v.started_at ORDER BY v.started_at, v.run_id) AS times,
-       (array_agg(array_to_string(v.nodelist, ',') ORDER BY v.started_at DESC,
-                  v.run_id DESC))[1] AS last_nodes,
-       bool_or(v.run_id = cur.id) AS measured
-FROM run cur JOIN system sy ON sy.id = cur.system_id
-JOIN series_value v ON v.system = sy.name AND v.started_at <= cur.started_at
-JOIN metric_direction d ON d.check_name = v.check_name AND d.metric = v.metric
-WHERE cur.id = %(run_id)s AND v.point_id <> 0 AND v.point ? 'size'
-  AND jsonb_typeof(v.point->'size') = 'number'
-  AND v.check_name = ANY(%(checks)s)
-  AND v.run_id IN (SELECT recent_runs(%(run_id)s, %(checks)s, %(runs)s))
-GROUP BY v.check_name, v.params::text, v.partition, v.environ, v.metric, v.unit, size,
-         d.better, v.system
+# The points that are sizes of a curve: {"size": 65536}.
+SIZED_POINTS_SQL = """
+SELECT id, (coords->>'size')::bigint FROM point
+WHERE coords ? 'size' AND jsonb_typeof(coords->'size') = 'number'
+"""
+
+DIRECTIONS_SQL = """
+SELECT check_name, metric, better FROM metric_direction WHERE check_name = ANY(%s)
 """
 
 
@@ -106,37 +91,35 @@ def _percent_range(changes: list[float]) -> str:
 
 
 def judge_curves(conn: psycopg.Connection, run_id: int,
-                 rules: judge.Rules = judge.DEFAULT_RULES) -> list[Curve]:
-    """The run's sized curves, each size judged against its own history."""
-    values: dict[tuple, dict[int, list[history.Value]]] = defaultdict(dict)
-    meta: dict[tuple, tuple[str, str]] = {}
-    params_of: dict[str, tuple] = {}
-    # The run's checks as a parameter: as a subquery correlated with the run, PostgreSQL
-    # ran it once per sample (40 s for a run of 2,000 test cases).
+                 rules: judge.Rules = judge.DEFAULT_RULES,
+                 moved_only: bool = False) -> list[Curve]:
+    """The run's sized curves, each size judged against its own history. ``moved_only``:
+    only the curves where some size could be a regression or an improvement (its value
+    off its history's median by more than the rule's ``min_change``: the verdict adds a
+    line for no other curve), so that the quiet thousands are not judged size by size."""
+    sizes = dict(conn.execute(SIZED_POINTS_SQL).fetchall())
     checks = [c for (c,) in conn.execute(
         "SELECT DISTINCT check_name FROM testcase WHERE run_id = %s", (run_id,))]
-    query = {"run_id": run_id, "checks": checks, "runs": rules.runs_read()}
-    with db.hash_joins(conn):
-        rows = conn.cursor(row_factory=dict_row).execute(CURVES_SQL, query).fetchall()
-    for row in rows:
-        if not row["measured"]:
-            continue  # a size this run did not measure
-        params = params_of.setdefault(row["params"],
-                                      tuple(sorted(json.loads(row["params"]).items())))
-        key = (row["check_name"], params, row["partition"], row["environ"], row["metric"])
-        nodes = tuple(row["last_nodes"].split(",")) if row["last_nodes"] else ()
-        values[key][row["size"]] = [history.Value(t, v, row["system"], nodes)
-                                    for t, v in zip(row["times"], row["values"])]
-        meta[key] = (row["unit"], row["better"])
+    better = {(c, m): b for c, m, b in conn.execute(DIRECTIONS_SQL, (checks,))}
+    members: dict[tuple, dict[int, history.Series]] = defaultdict(dict)
+    for series in history.read(conn, run_id, checks, sorted(sizes), rules.runs_read(),
+                               rules.needs_times()).values():
+        if series.measured and (series.check, series.metric) in better:
+            key = (series.check, series.params_text, series.partition, series.environ,
+                   series.metric)
+            members[key][sizes[series.point_id]] = series
+    epochs: dict = {}
     curves = []
-    for key, sizes in values.items():
-        check, params, partition, environ, metric = key
-        unit, better = meta[key]
+    for key, by_size in members.items():
+        check, _, partition, environ, metric = key
         rule = rules.for_metric(check, metric)
-        judged = {}
-        for size in sizes:
-            series = history.values(conn, values[key][size], rule.same_fingerprint)
-            judged[size] = judge.judge_series(series, better, rule)
-        curves.append(Curve(check, dict(params), partition, environ, metric, unit, better,
-                            judged))
+        values = {size: history.values(conn, series, rule.same_fingerprint, epochs)
+                  for size, series in by_size.items()}
+        if moved_only and not any(judge.could_move(v, rule) for v in values.values()):
+            continue
+        direction = better[(check, metric)]
+        judged = {size: judge.judge_series(v, direction, rule) for size, v in values.items()}
+        first = next(iter(by_size.values()))
+        curves.append(Curve(check, first.params, partition, environ, metric, first.unit,
+                            direction, judged))
     return sorted(curves, key=lambda c: (c.check, str(sorted(c.params.items())), c.metric))

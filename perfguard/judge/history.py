@@ -1,30 +1,130 @@
-"""A series' history as the judge reads it: values oldest first, optionally only those of
-the current fingerprint epoch (since the environment of the judged nodes last changed)."""
+"""A run's series as the judge reads them: for every series the run measured (system,
+check, variant, partition, environ, metric and point), its values over the recent runs,
+oldest first, the run's own last; optionally only those of the current fingerprint epoch
+(since the environment of the judged nodes last changed).
+
+One query reads them all, aggregated per series in PostgreSQL and bounded to the months
+(sample partitions) the recent runs lie in: judging a run costs the same after a year of
+nightly runs as after a month, and Python handles one row per series, not one per value.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
 from datetime import datetime
+from typing import NamedTuple
 
 import psycopg
 
+# Every passed value of the run's checks over the recent runs, one row per series. The
+# runs' start times as constants let the planner read only the months of those runs;
+# series are grouped by integers (a variant's rank, metric, point), names joined after.
+SERIES_SQL = """
+WITH cases AS (
+    SELECT tc.id, r.id AS run_id, r.started_at,
+           dense_rank() OVER (ORDER BY tc.check_name, tc.params, tc.partition_id,
+                                       tc.environ_id) AS variant
+    FROM run r JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
+    WHERE r.id = ANY(%(runs)s) AND tc.check_name = ANY(%(checks)s)),
+grouped AS (
+    SELECT c.variant, s.metric_id, s.point_id,
+           array_agg(s.value ORDER BY c.started_at, c.run_id) AS values,
+           array_agg(c.started_at ORDER BY c.started_at, c.run_id) AS times,
+           (array_agg(c.id ORDER BY c.started_at DESC, c.run_id DESC))[1] AS newest,
+           bool_or(c.run_id = %(run_id)s) AS measured
+    FROM cases c JOIN sample s ON s.testcase_id = c.id AND s.started_at = c.started_at
+    WHERE s.started_at = ANY(%(times)s) AND s.point_id = ANY(%(points)s)
+    GROUP BY 1, 2, 3)
+SELECT tc.check_name, tc.params::text, p.name, e.name, m.name, m.unit, g.point_id, sy.name,
+       g.values, CASE WHEN %(with_times)s THEN g.times END, array_to_string(tc.nodelist, ','),
+       g.measured
+FROM grouped g
+JOIN testcase tc ON tc.id = g.newest
+JOIN run r ON r.id = tc.run_id
+JOIN system sy ON sy.id = r.system_id
+JOIN partition p ON p.id = tc.partition_id
+JOIN environ e ON e.id = tc.environ_id
+JOIN metric m ON m.id = g.metric_id
+"""
 
-@dataclass(frozen=True)
-class Value:
-    started_at: datetime
-    value: float
+RECENT_RUNS_SQL = """
+SELECT array_agg(r.id), array_agg(DISTINCT r.started_at)
+FROM run r WHERE r.id IN (SELECT recent_runs(%(run_id)s, %(checks)s, %(runs)s))
+"""
+
+
+class Series(NamedTuple):
+    check: str
+    #: The variant's parameters as PostgreSQL prints the jsonb (one text per value).
+    params_text: str
+    partition: str
+    environ: str
+    metric: str
+    unit: str
+    point_id: int
     system: str
+    values: tuple[float, ...]
+    #: When each value was measured; only read where a rule needs it (same_fingerprint).
+    times: tuple[datetime, ...] | None
+    #: The nodes of the series' newest test case (the judged run's, when it measured it).
     nodes: tuple[str, ...]
+    #: Whether the judged run measured this series (else it ends before the run).
+    measured: bool
+
+    @property
+    def params(self) -> dict:
+        return json.loads(self.params_text)
+
+    @property
+    def key(self) -> tuple:
+        return (self.check, self.params_text, self.partition, self.environ, self.metric,
+                self.point_id)
 
 
-def values(conn: psycopg.Connection, series: list[Value], same_fingerprint: bool) -> list[float]:
+def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
+         runs: int, with_times: bool) -> dict[tuple, Series]:
+    """The series of ``checks`` at ``points`` over the newest ``runs`` runs of the judged
+    run's system up to it, by ``Series.key`` (check, params as jsonb text, partition,
+    environ, metric, point id)."""
+    if not checks or not points:
+        return {}
+    ids, times = conn.execute(RECENT_RUNS_SQL, {
+        "run_id": run_id, "checks": checks, "runs": runs}).fetchone()
+    if not ids:
+        return {}
+    found = {}
+    with conn.transaction():
+        # Through judged_testcase the planner guesses 440 test cases for 132,000 and
+        # probes every month once per test case; hash joins read each month once.
+        conn.execute("SET LOCAL enable_nestloop = off")
+        conn.execute("SET LOCAL work_mem = '256MB'")  # the grouping sorts in memory
+        rows = conn.execute(SERIES_SQL, {
+            "run_id": run_id, "runs": ids, "checks": checks, "points": points,
+            "times": times, "with_times": with_times}).fetchall()
+    for (check, params, partition, environ, metric, unit, point_id, system, values_,
+         times_, nodes, measured) in rows:
+        series = Series(check, params, partition, environ, metric, unit, point_id, system,
+                        tuple(values_), tuple(times_) if times_ else None,
+                        tuple(nodes.split(",")) if nodes else (), measured)
+        found[series.key] = series
+    return found
+
+
+def values(conn: psycopg.Connection, series: Series | None, same_fingerprint: bool,
+           epochs: dict | None = None) -> list[float]:
     """The values of ``series`` (oldest first, the judged run's last); with
     ``same_fingerprint`` only those since the last fingerprint change of the judged run's
     nodes (Conbench's reset at a distribution change: after an upgrade the new level is
     learnt afresh, and the run is inconclusive until enough of it is known)."""
-    if not same_fingerprint or not series:
-        return [v.value for v in series]
-    mine = series[-1]
-    (start,) = conn.execute("SELECT fingerprint_epoch(%s, %s, %s)",
-                            (mine.system, list(mine.nodes), mine.started_at)).fetchone()
-    return [v.value for v in series if start is None or v.started_at >= start]
+    if series is None:
+        return []
+    if not same_fingerprint or not series.values:
+        return list(series.values)
+    assert series.times is not None, "read(..., with_times=True) for same_fingerprint rules"
+    asked = (series.system, series.nodes, series.times[-1])
+    epochs = {} if epochs is None else epochs  # series of one run share their nodes' epoch
+    if asked not in epochs:
+        epochs[asked] = conn.execute("SELECT fingerprint_epoch(%s, %s, %s)",
+                                     (asked[0], list(asked[1]), asked[2])).fetchone()[0]
+    start = epochs[asked]
+    return [v for v, t in zip(series.values, series.times) if start is None or t >= start]

@@ -10,18 +10,20 @@ The rule (defaults measured by ``benchmarks/verdict_quality.py``, see docs/verdi
   night is *beyond* when it is worse (or better) than the centre by more than ``k`` noise
   and by more than ``min_change`` of the centre.
 - **Decision**: ``regression`` (``improvement``) when at least ``needed`` of the recent
-  nights are beyond on the same side, the judged one among them, and agree with it
-  within ``agree`` noise (a shifted level, not a spike next to an unlucky night), so a
-  single spike never alarms; one such night alone is ``inconclusive`` ("confirm on the
-  next run"), as is a
-  history shorter than ``min_history`` or noise so large that a change of
-  ``max_detectable`` would go unseen. Otherwise ``pass``.
+  nights are beyond on the same side, the judged one among them, agreeing with it within
+  ``agree`` noise (a shifted level, not a spike next to an unlucky night), and the recent
+  nights that agree with it lie on average beyond ``level`` noise (two nights just past
+  ``k`` are chance; a level is not), so a single spike never alarms. A judged night beyond
+  without that is ``inconclusive`` ("confirm on the next run"), as is a history shorter
+  than ``min_history`` or noise so large that a change of ``max_detectable`` would go
+  unseen. Otherwise ``pass``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,12 +39,15 @@ OUTLIER = 3.5
 class Rule:
     window: int = 30
     min_history: int = 8
-    k: float = 1.8
+    k: float = 1.3
     min_change: float = 0.01
     confirm: int = 3
     needed: int = 2
     #: Nights that confirm each other differ by less than this many noise.
     agree: float = 4.0
+    #: The recent nights that agree with the judged one lie on average beyond this many
+    #: noise (k marks a night; level confirms a shift).
+    level: float = 1.8
     #: Noise above which a 25 % change would not be told from noise: inconclusive.
     max_detectable: float = 0.25
     #: Floor of the noise, relative to the centre (a flat history is not noise-free).
@@ -66,6 +71,10 @@ class Rules:
         nights, twice over (runs of a system need not all have every check)."""
         rules = [DEFAULT_RULE, *(rule for _, _, rule in self.entries)]
         return 2 * max(rule.window + rule.confirm for rule in rules)
+
+    def needs_times(self) -> bool:
+        """Whether a rule judges by fingerprint epoch (needs when each value was measured)."""
+        return any(rule.same_fingerprint for _, _, rule in self.entries)
 
     def for_metric(self, check: str, metric: str) -> Rule:
         return next((rule for check_glob, metric_glob, rule in self.entries
@@ -134,6 +143,13 @@ class Judgement:
         return self.centre - half, self.centre + half
 
 
+def _stdev(values: list[float]) -> float:
+    """The sample standard deviation in floats (statistics.stdev computes it exactly with
+    fractions: 40 times slower, and a verdict takes tens of thousands of them)."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
 def baseline(history: list[float]) -> tuple[float, float]:
     """(median, noise) of a history. The noise is the standard deviation of the values
     within ``OUTLIER`` MAD-sigmas of the median: outliers (a bad night, a spike) are left
@@ -142,7 +158,7 @@ def baseline(history: list[float]) -> tuple[float, float]:
     centre = statistics.median(history)
     mad_sigma = MAD_TO_SIGMA * statistics.median(abs(v - centre) for v in history)
     kept = [v for v in history if abs(v - centre) <= OUTLIER * mad_sigma]
-    return centre, statistics.stdev(kept) if len(kept) >= 3 else mad_sigma
+    return centre, _stdev(kept) if len(kept) >= 3 else mad_sigma
 
 
 def _side(value: float, centre: float, noise: float, better: str, rule: Rule) -> int:
@@ -176,7 +192,7 @@ def judge(history: list[float], recent: list[float], better: str,
     centre, noise = baseline(history)
     noise = max(noise, rule.min_noise * abs(centre))
     change = (value - centre) / abs(centre) if centre else None
-    if centre and rule.k * noise / abs(centre) > rule.max_detectable:
+    if centre and max(rule.k, rule.level) * noise / abs(centre) > rule.max_detectable:
         return Judgement(INCONCLUSIVE, centre, noise, change, (),
                          f"noise ±{noise / abs(centre):.1%} too large to tell a change", rule)
     recent = recent[-rule.confirm:]
@@ -188,14 +204,30 @@ def judge(history: list[float], recent: list[float], better: str,
         return Judgement(PASS, centre, noise, change, (), "within noise", rule)
     what = "worse" if mine < 0 else "better"
     size = f"{change:+.1%} vs the median of {len(history)} runs" if change is not None else ""
-    if len(beyond) >= rule.needed:
+    level = _level(recent, value, centre, noise, better, rule)
+    if len(beyond) >= rule.needed and level * mine > rule.level:
         state = REGRESSION if mine < 0 else IMPROVEMENT
         return Judgement(state, centre, noise, change, beyond,
                          f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
-                         f"more than {rule.k:g}σ", rule)
+                         f"more than {rule.k:g}σ, {abs(level):.1f}σ on average", rule)
+    if len(beyond) >= rule.needed:
+        return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
+                         f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
+                         f"more than {rule.k:g}σ, but only {abs(level):.1f}σ on average "
+                         f"({rule.level:g}σ make a shift): confirm on the next", rule)
     return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
                      f"{size}; {what} by more than {rule.k:g}σ on this run only: confirm "
                      f"on the next", rule)
+
+
+def _level(recent: list[float], value: float, centre: float, noise: float, better: str,
+           rule: Rule) -> float:
+    """Where the recent nights that agree with the judged value lie on average, in noise
+    from the centre, signed as ``_side`` signs (< 0 worse); a spike that does not agree is
+    left out, as it is of the nights beyond."""
+    agreeing = [v for v in recent if abs(v - value) <= rule.agree * noise]
+    shift = (statistics.fmean(agreeing) - centre) / noise
+    return shift if better == "higher" else -shift
 
 
 def split(series: list[float] | tuple[float, ...],
@@ -203,6 +235,18 @@ def split(series: list[float] | tuple[float, ...],
     """A series up to the judged run (oldest first) → (earlier runs, the recent runs)."""
     recent = list(series[-rule.confirm:])
     return list(series[:len(series) - len(recent)]), recent
+
+
+def could_move(series: list[float] | tuple[float, ...], rule: Rule = DEFAULT_RULE) -> bool:
+    """Whether ``judge_series`` could find the last value a regression or an improvement:
+    only when its history is long enough and the value is off the history's median by more
+    than ``min_change`` (``_side`` is 0 otherwise), whatever the noise."""
+    earlier, recent = split(series, rule)
+    earlier = earlier[-rule.window:]
+    if not recent or len(earlier) < rule.min_history:
+        return False
+    centre = statistics.median(earlier)
+    return centre != 0 and abs(recent[-1] - centre) / abs(centre) > rule.min_change
 
 
 def judge_series(series: list[float] | tuple[float, ...], better: str,

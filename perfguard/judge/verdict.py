@@ -11,7 +11,6 @@ visible, never a silent pass.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,16 +37,18 @@ FAILING = (FAIL, REGRESSION, TEST_FAILED)
 # Key figures come from the key_verdict view; curve points where a point threshold
 # names them. Both choose the threshold with matching_threshold().
 VERDICT_SQL = """
-SELECT k.testcase_id, k.check_name, k.params, k.partition, k.environ,
+SELECT k.testcase_id, k.check_name, k.params, k.params::text AS params_text, k.partition,
+       k.environ,
        k.testcase_state, k.fail_reason, k.metric, k.unit, k.value,
-       '{}'::jsonb AS point, k.threshold_id, k.reference, k.lower_limit, k.upper_limit,
-       k.status, k.started_at, d.better
+       '{}'::jsonb AS point, 0 AS point_id, k.threshold_id, k.reference, k.lower_limit,
+       k.upper_limit, k.status, k.started_at, d.better
 FROM key_verdict k
 LEFT JOIN metric_direction d ON d.check_name = k.check_name AND d.metric = k.metric
 WHERE k.run_id = %(run_id)s
 UNION ALL
-SELECT tc.id, tc.check_name, tc.params, p.name, e.name, tc.state, tc.fail_reason,
-       m.name, m.unit, s.value, pt.coords, th.id, th.reference, th.lower_limit,
+SELECT tc.id, tc.check_name, tc.params, tc.params::text, p.name, e.name, tc.state,
+       tc.fail_reason,
+       m.name, m.unit, s.value, pt.coords, pt.id, th.id, th.reference, th.lower_limit,
        th.upper_limit, threshold_status(s.value, th.id, th.lower_limit, th.upper_limit),
        r.started_at, d.better
 FROM run r
@@ -60,33 +61,23 @@ JOIN LATERAL (SELECT DISTINCT t.metric, t.point FROM threshold t
                 AND t.point IS NOT NULL) named ON true
 JOIN metric m ON m.name = named.metric
 JOIN point pt ON pt.coords = named.point
-JOIN sample s ON s.testcase_id = tc.id AND s.metric_id = m.id AND s.point_id = pt.id
+JOIN sample s ON s.testcase_id = tc.id AND s.started_at = r.started_at
+             AND s.metric_id = m.id AND s.point_id = pt.id
 JOIN LATERAL matching_threshold(sy.name, tc.check_name, m.name, pt.coords, p.name, e.name,
                                 tc.params, r.started_at) th ON true
 LEFT JOIN metric_direction d ON d.check_name = tc.check_name AND d.metric = m.name
 WHERE r.id = %(run_id)s
-ORDER BY 2, 3, 4, 5, 8
-"""
-
-# The judged run's series, back in time: every earlier value of the same system, check,
-# variant, partition, environ, metric and point, and the run's own.
-HISTORY_SQL = """
-SELECT v.check_name, v.params, v.partition, v.environ, v.metric, v.point, v.value,
-       v.started_at, v.system, v.nodelist
-FROM run cur JOIN system sy ON sy.id = cur.system_id
-JOIN series_value v ON v.system = sy.name AND v.started_at <= cur.started_at
-WHERE cur.id = %(run_id)s AND v.check_name = ANY(%(checks)s) AND v.point_id = ANY(%(points)s)
-  AND v.run_id IN (SELECT recent_runs(%(run_id)s, %(checks)s, %(runs)s))
-ORDER BY v.started_at, v.run_id
+ORDER BY 2, 4, 5, 6, 9
 """
 
 TESTCASES_WITHOUT_SAMPLES = """
 SELECT tc.id AS testcase_id, tc.check_name, tc.params, p.name AS partition,
        e.name AS environ, tc.state AS testcase_state, tc.fail_reason
 FROM judged_testcase tc JOIN partition p ON p.id = tc.partition_id
-JOIN environ e ON e.id = tc.environ_id
+JOIN environ e ON e.id = tc.environ_id JOIN run r ON r.id = tc.run_id
 WHERE tc.run_id = %(run_id)s
-  AND NOT EXISTS (SELECT 1 FROM sample s WHERE s.testcase_id = tc.id AND s.point_id = 0)
+  AND NOT EXISTS (SELECT 1 FROM sample s WHERE s.testcase_id = tc.id
+                  AND s.started_at = r.started_at AND s.point_id = 0)
 ORDER BY tc.check_name, tc.params::text
 """
 
@@ -155,11 +146,11 @@ def verdict(conn: psycopg.Connection, run_id: int,
     rules = judge.load_rules(rules_file()) if rules is None else rules
     cursor = conn.cursor(row_factory=dict_row)
     rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
-    series = _history(conn, run_id, rows, rules.runs_read())
+    series = _history(conn, run_id, rows, rules)
     lines = []
     for row in rows:
         rule = rules.for_metric(row["check_name"], row["metric"])
-        values = history.values(conn, series.get(_series_key(row), []), rule.same_fingerprint)
+        values = history.values(conn, series.get(_series_key(row)), rule.same_fingerprint)
         lines.append(_line(row, values, rule))
     lines += _curve_lines(conn, run_id, rules)
     for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
@@ -174,7 +165,7 @@ def _curve_lines(conn: psycopg.Connection, run_id: int, rules: judge.Rules) -> l
     noise adds nothing to its key figure's line)."""
     return [Line(c.check, c.params, c.partition, c.environ, f"{c.metric} curve", None, c.unit,
                  {}, None, None, None, c.state, c.summary(), better=c.better)
-            for c in curves.judge_curves(conn, run_id, rules)
+            for c in curves.judge_curves(conn, run_id, rules, moved_only=True)
             if c.state in (REGRESSION, IMPROVEMENT)]
 
 
@@ -182,10 +173,10 @@ KEY_POINTS_SQL = """
 SELECT tc.check_name, tc.params, p.name AS partition, e.name AS environ, m.name AS metric,
        (array_agg(pt.coords ORDER BY pt.id))[1] AS coords
 FROM testcase tc JOIN partition p ON p.id = tc.partition_id
-JOIN environ e ON e.id = tc.environ_id
-JOIN sample k ON k.testcase_id = tc.id AND k.point_id = 0
-JOIN sample s ON s.testcase_id = tc.id AND s.metric_id = k.metric_id AND s.point_id <> 0
-             AND s.value = k.value
+JOIN environ e ON e.id = tc.environ_id JOIN run r ON r.id = tc.run_id
+JOIN sample k ON k.testcase_id = tc.id AND k.started_at = r.started_at AND k.point_id = 0
+JOIN sample s ON s.testcase_id = tc.id AND s.started_at = r.started_at
+             AND s.metric_id = k.metric_id AND s.point_id <> 0 AND s.value = k.value
 JOIN metric m ON m.id = k.metric_id JOIN point pt ON pt.id = s.point_id
 WHERE tc.run_id = %(run_id)s
 GROUP BY 1, 2, 3, 4, 5
@@ -222,8 +213,9 @@ def _size(value: Any) -> str:
 
 
 def _series_key(row: dict) -> tuple:
-    return (row["check_name"], _frozen(row["params"]), row["partition"], row["environ"],
-            row["metric"], _frozen(row["point"]))
+    """A row's ``history.Series.key``."""
+    return (row["check_name"], row["params_text"], row["partition"], row["environ"],
+            row["metric"], row["point_id"])
 
 
 def _frozen(mapping: dict) -> tuple:
@@ -231,20 +223,11 @@ def _frozen(mapping: dict) -> tuple:
 
 
 def _history(conn: psycopg.Connection, run_id: int, rows: list[dict],
-             runs: int) -> dict[tuple, list[history.Value]]:
-    """Series key → values up to and including this run, oldest first."""
-    if not rows:
-        return {}
-    points = [0] + [pid for (pid,) in conn.execute(
-        "SELECT id FROM point WHERE coords = ANY(%s::jsonb[])",
-        ([Jsonb(r["point"]) for r in rows if r["point"]],))]
-    series: dict[tuple, list] = defaultdict(list)
-    for row in conn.cursor(row_factory=dict_row).execute(HISTORY_SQL, {
-            "run_id": run_id, "checks": sorted({r["check_name"] for r in rows}),
-            "points": points, "runs": runs}):
-        series[_series_key(row)].append(history.Value(
-            row["started_at"], row["value"], row["system"], tuple(row["nodelist"])))
-    return series
+             rules: judge.Rules) -> dict[tuple, history.Series]:
+    """Series key → the series up to and including this run, for every row's series."""
+    points = sorted({r["point_id"] for r in rows})
+    return history.read(conn, run_id, sorted({r["check_name"] for r in rows}), points,
+                        rules.runs_read(), rules.needs_times())
 
 
 def _line(row: dict, values: list[float], rule: judge.Rule) -> Line:
@@ -282,10 +265,13 @@ VALUES (%(run_id)s, %(check)s, %(params)s, %(partition)s, %(environ)s, %(metric)
 """
 
 RECORDED_SQL = """
-SELECT check_name, params, partition, environ, metric, point, value, unit, status, centre,
-       noise, detail, reference, lower_limit, upper_limit, better
-FROM verdict_line WHERE run_id = %(run_id)s
-ORDER BY check_name, params::text, partition, environ, metric, point::text
+SELECT v.check_name, v.params, v.params::text AS params_text, v.partition, v.environ,
+       v.metric, v.point,
+       coalesce(pt.id, -1) AS point_id, v.value, v.unit, v.status, v.centre, v.noise,
+       v.detail, v.reference, v.lower_limit, v.upper_limit, v.better
+FROM verdict_line v LEFT JOIN point pt ON pt.coords = v.point
+WHERE v.run_id = %(run_id)s
+ORDER BY v.check_name, v.params::text, v.partition, v.environ, v.metric, v.point::text
 """
 
 
@@ -313,14 +299,15 @@ def recorded(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = 
     rows = conn.cursor(row_factory=dict_row).execute(RECORDED_SQL, {"run_id": run_id}
                                                       ).fetchall()
     figures = [r for r in rows if r["metric"] != "-" and not r["metric"].endswith(" curve")]
-    series = _history(conn, run_id, figures, rules.runs_read())
+    series = _history(conn, run_id, figures, rules)
     lines = []
     for row in rows:
         rule = rules.for_metric(row["check_name"], row["metric"])
         judgement = judge.Judgement(row["status"], row["centre"], row["noise"], None, (),
                                     row["detail"], rule) \
             if row["centre"] is not None or row["detail"].startswith(judge.NOT_YET) else None
-        values = [v.value for v in series.get(_series_key(row), [])]
+        found = series.get(_series_key(row))
+        values = found.values if found else ()
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
                           row["metric"], row["value"], row["unit"], row["point"],
                           row["reference"], row["lower_limit"], row["upper_limit"],
@@ -333,7 +320,8 @@ def judge_and_record(conn: psycopg.Connection, run_id: int) -> list[Line]:
     """The verdict of a stored run, recorded for the dashboards (after ingest, by
     `perfguard run`, `ingest`, `nightly`, `upgrade-check` and `verdict`). Statistics
     first: a first large run judged with the planner's empty-table guesses took minutes."""
-    conn.execute("SELECT analyze_results()")  # as the owner: a writer may not (0010)
+    conn.execute("SELECT analyze_results(started_at) FROM run WHERE id = %s",  # as the
+                 (run_id,))  # owner: a writer may not (0010, 0011)
     lines = verdict(conn, run_id)
     record(conn, run_id, lines)
     return lines
@@ -477,7 +465,8 @@ def explain(line: Line) -> str:
                    f"(MAD × {judge.MAD_TO_SIGMA}; CV {j.cv:.2%})")
         out.append(f"  rule: a run is beyond when {rule.k:g}σ ({plain(rule.k * j.noise)}) and "
                    f"{rule.min_change:.0%} from the median; {rule.needed} of the last "
-                   f"{rule.confirm} runs beyond, this one included, decide")
+                   f"{rule.confirm} runs beyond, this one included, and on average "
+                   f"{rule.level:g}σ ({plain(rule.level * j.noise)}) off, decide")
         marks = ["beyond" if i in j.beyond else "within" for i in range(len(recent))]
         out.append("  last runs: " + ", ".join(f"{plain(v)} ({m})"
                                                for v, m in zip(recent, marks)))

@@ -73,6 +73,10 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta,
     report = load(path)
     report.path = (kept_at or path).resolve()
     try:
+        # Its month's partition first, in a transaction of its own: creating one locks
+        # the whole sample table, which must not wait for (or hold up) a long ingest.
+        with conn.transaction():
+            conn.execute("SELECT ensure_sample_month(%s)", (report.started,))
         with conn.transaction(), no_cyclic_gc():
             system = system_id(conn, _report_system(report))
             run_id = _insert_run(conn, system, report, meta)
@@ -84,6 +88,9 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta,
             samples = _copy_testcases(conn, system, run_id, report)
             _insert_fingerprints(conn, system, run_id, report)
             _record_directions(conn, report)
+            conn.execute("SELECT refresh_key_figure_nights(name, night, night) FROM system, "
+                         "(SELECT (%s::timestamptz AT TIME ZONE 'UTC')::date AS night) n "
+                         "WHERE id = %s", (report.started, system))
             conn.execute("UPDATE run SET missed_thresholds = (SELECT count(*) FROM key_verdict "
                          "WHERE run_id = %(id)s AND status = 'fail') WHERE id = %(id)s",
                          {"id": run_id})
@@ -192,8 +199,9 @@ def _copy_testcases(conn: psycopg.Connection, system: int, run_id: int, report: 
     count = 0
     with conn.cursor().copy(
             "COPY sample (testcase_id, metric_id, point_id, value, ref_value, ref_lower,"
-            " ref_upper) FROM STDIN") as copy:
-        for chunk, rows in _sample_lines(ids, report.testcases, metrics, points):
+            " ref_upper, started_at) FROM STDIN") as copy:
+        for chunk, rows in _sample_lines(ids, report.testcases, metrics, points,
+                                         report.started.isoformat()):
             copy.write(chunk)
             count += rows
     return count
@@ -205,17 +213,18 @@ def _copy_value(value: float | None) -> str:
 
 def _sample_lines(ids: list[int], testcases: list[TestCase],
                   metrics: dict[tuple[str, str], int], points: dict[tuple, int],
-                  chunk_rows: int = 20000):
+                  started: str, chunk_rows: int = 20000):
     """COPY text rows built directly (adapting 250,000 rows one by one is the bottleneck),
-    streamed in chunks so the server parses one chunk while we build the next."""
+    streamed in chunks so the server parses one chunk while we build the next. Every
+    sample carries its run's start, the key of its month's partition."""
     lines: list[str] = []
-    no_reference = "\t\\N\t\\N\t\\N\n"
+    no_reference = f"\t\\N\t\\N\t\\N\t{started}\n"
     point_ids: dict[tuple, list[int]] = {}  # by series signature
     for tc_id, tc in zip(ids, testcases):
         for s in tc.key_samples:
             lines.append(f"{tc_id}\t{metrics[(s.metric, s.unit)]}\t0\t{s.value!r}\t"
                          f"{_copy_value(s.reference)}\t{_copy_value(s.lower)}\t"
-                         f"{_copy_value(s.upper)}\n")
+                         f"{_copy_value(s.upper)}\t{started}\n")
         for series in tc.series:
             signature = series.signature()
             if signature not in point_ids:

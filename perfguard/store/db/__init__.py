@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psycopg
@@ -73,13 +74,16 @@ def applied(conn: psycopg.Connection) -> dict[int, str]:
     return dict(conn.execute("SELECT version, checksum FROM schema_migration").fetchall())
 
 
-def upgrade(conn: psycopg.Connection) -> list[Migration]:
-    """Apply every pending migration, each in its own transaction; refuse edited ones."""
+def upgrade(conn: psycopg.Connection, up_to: int | None = None) -> list[Migration]:
+    """Apply every pending migration (up to version ``up_to``: an older schema, to test a
+    migration on data stored before it), each in its own transaction; refuse edited ones."""
     conn.execute(_LEDGER)
     done = applied(conn)
     conn.commit()
     newly = []
     for migration in migrations():
+        if up_to is not None and migration.version > up_to:
+            break
         if migration.version in done:
             if done[migration.version] != migration.checksum:
                 raise PerfguardError(
@@ -136,3 +140,46 @@ def grant(conn: psycopg.Connection, user: str, kind: str, password: str | None) 
     conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(GRANT_GROUPS[kind]), role))
     conn.commit()
     return not exists
+
+
+@dataclass(frozen=True)
+class SampleMonth:
+    """One monthly partition of the sample table (migration 0011)."""
+    name: str
+    starts: datetime
+    ends: datetime
+    pruned_at: datetime | None
+    #: Estimated rows (the planner's count) and bytes with indexes; 0 once pruned.
+    rows: int
+    size: int
+
+
+MONTHS_SQL = """
+SELECT m.name, m.starts, m.ends, m.pruned_at,
+       coalesce(greatest(c.reltuples, 0), 0)::bigint AS rows,
+       coalesce(pg_total_relation_size(c.oid), 0) AS size
+FROM sample_month m LEFT JOIN pg_class c ON c.oid = to_regclass(m.name) AND m.pruned_at IS NULL
+ORDER BY m.starts
+"""
+
+
+def sample_months(conn: psycopg.Connection) -> list[SampleMonth]:
+    return [SampleMonth(*row) for row in conn.execute(MONTHS_SQL).fetchall()]
+
+
+def prune(conn: psycopg.Connection, keep_days: int, dry_run: bool = False,
+          now: datetime | None = None) -> list[SampleMonth]:
+    """Drop the sample months that ended ``keep_days`` or more days ago (the database's
+    prune_sample_months: whole partitions, the nights rolled up first); returns them."""
+    cutoff = (now or datetime.now(timezone.utc)) - timedelta(days=keep_days)
+    doomed = [m for m in sample_months(conn) if m.pruned_at is None and m.ends <= cutoff]
+    if dry_run or not doomed:
+        conn.rollback()
+        return doomed
+    try:
+        with conn.transaction():
+            conn.execute("SELECT prune_sample_months(%s)", (cutoff,)).fetchall()
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise PerfguardError("pruning drops tables: run `perfguard db prune` with the schema "
+                             "owner's DSN (the writer role may not)") from exc
+    return doomed

@@ -1,0 +1,134 @@
+"""Samples by month (migration 0011): the move of stored samples, the month an ingest
+creates, the nightly rollups of key figures, and `perfguard db prune`, on the real
+PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from perfguard.present import dashboards
+from perfguard.store import db
+from perfguard.store.ingest import RunMeta, ingest_paths
+from tests.conftest import perfguard
+
+SEPTEMBER, OCTOBER = datetime(2025, 9, 15, 2, tzinfo=timezone.utc), \
+    datetime(2025, 10, 15, 2, tzinfo=timezone.utc)
+
+
+def report_at(demo_report: Path, started: datetime, folder: Path) -> Path:
+    """The real demo report as a new session that started at ``started``."""
+    raw = json.loads(demo_report.read_text())
+    raw["session_info"]["uuid"] = str(uuid.uuid4())
+    shift = started.timestamp() - raw["session_info"]["time_start_unix"]
+    for key in ("time_start_unix", "time_end_unix"):
+        raw["session_info"][key] += shift
+    path = folder / f"report-{started:%Y%m%d}.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+def store_0010_run(conn, started: datetime, values: list[float]) -> None:
+    """A run with one key figure per value, written as the 0010 schema stored them."""
+    system = conn.execute("INSERT INTO system (name) VALUES ('old') ON CONFLICT (name) DO "
+                          "UPDATE SET name = 'old' RETURNING id").fetchone()[0]
+    part = conn.execute("INSERT INTO partition (system_id, name) VALUES (%s, 'p') ON CONFLICT "
+                        "(system_id, name) DO UPDATE SET name = 'p' RETURNING id",
+                        (system,)).fetchone()[0]
+    env = conn.execute("INSERT INTO environ (name) VALUES ('e') ON CONFLICT (name) DO UPDATE "
+                       "SET name = 'e' RETURNING id").fetchone()[0]
+    metric = conn.execute("INSERT INTO metric (name, unit) VALUES ('bw', 'MB/s') ON CONFLICT "
+                          "(name, unit) DO UPDATE SET unit = 'MB/s' RETURNING id").fetchone()[0]
+    run = conn.execute("INSERT INTO run (session_uuid, system_id, started_at) VALUES "
+                       "(gen_random_uuid(), %s, %s) RETURNING id", (system, started)).fetchone()[0]
+    for index, value in enumerate(values):
+        case = conn.execute(
+            "INSERT INTO testcase (run_id, check_name, unique_name, params, partition_id, "
+            "environ_id, result) VALUES (%s, 'OldCheck', %s, %s, %s, %s, 'pass') RETURNING id",
+            (run, f"OldCheck_{index}", json.dumps({"v": str(index)}), part, env)).fetchone()[0]
+        conn.execute("INSERT INTO sample (testcase_id, metric_id, point_id, value) VALUES "
+                     "(%s, %s, 0, %s), (%s, %s, 0, %s)",
+                     (case, metric, value, case, metric, value + 2))
+    conn.commit()
+
+
+def test_migration_moves_every_sample_into_its_month_and_rolls_up_the_nights(
+        fresh_dsn: str) -> None:
+    with db.connect(fresh_dsn) as conn:
+        db.upgrade(conn, up_to=10)
+        store_0010_run(conn, SEPTEMBER, [100.0, 200.0])
+        store_0010_run(conn, OCTOBER, [110.0])
+        [applied] = db.upgrade(conn)
+        assert applied.version == 11
+        by_month = dict(conn.execute(
+            "SELECT tableoid::regclass::text, count(*) FROM sample GROUP BY 1").fetchall())
+        assert by_month == {"sample_2025_09": 4, "sample_2025_10": 2}
+        nights = conn.execute(
+            "SELECT night, params->>'v', median, min, max, count FROM key_figure_night "
+            "ORDER BY 1, 2").fetchall()
+    assert [(str(n), v, med, lo, hi, c) for n, v, med, lo, hi, c in nights] == [
+        ("2025-09-15", "0", 101.0, 100.0, 102.0, 2), ("2025-09-15", "1", 201.0, 200.0, 202.0, 2),
+        ("2025-10-15", "0", 111.0, 110.0, 112.0, 2)]
+
+
+def test_ingest_creates_its_month_and_prune_drops_whole_months_only(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    reports = [report_at(demo_report, at, tmp_path) for at in (SEPTEMBER, OCTOBER)]
+    results = ingest_paths(tmp_path, migrated_dsn, reports, RunMeta("nightly"))
+    assert all(r.stored for r in results)
+    with db.connect(migrated_dsn) as conn:
+        months = {m.name: m for m in db.sample_months(conn)}
+        assert {"sample_2025_09", "sample_2025_10"} <= set(months)
+        september_samples = conn.execute("SELECT count(*) FROM sample_2025_09").fetchone()[0]
+        october_samples = conn.execute("SELECT count(*) FROM sample_2025_10").fetchone()[0]
+        nights = conn.execute("SELECT count(*) FROM key_figure_night "
+                              "WHERE night = '2025-09-15'").fetchone()[0]
+        key_figures = conn.execute(
+            "SELECT count(*) FROM key_verdict WHERE started_at = %s AND testcase_state = 'pass'",
+            (SEPTEMBER,)).fetchone()[0]
+    assert september_samples > 0 and october_samples == september_samples
+    assert nights == key_figures > 0
+    # 40 days before 2025-11-20 is 2025-10-11: September ended before it, October did not.
+    with db.connect(migrated_dsn) as conn:
+        dropped = db.prune(conn, 40, now=datetime(2025, 11, 20, tzinfo=timezone.utc))
+        assert [m.name for m in dropped] == ["sample_2025_09"]
+        left = {m.name: m.pruned_at for m in db.sample_months(conn)}
+        assert left["sample_2025_09"] is not None and left["sample_2025_10"] is None
+        assert conn.execute("SELECT to_regclass('sample_2025_09')").fetchone()[0] is None
+        kept = conn.execute(
+            "SELECT (SELECT count(*) FROM run), (SELECT count(*) FROM testcase), "
+            "(SELECT count(*) FROM key_figure_night WHERE night = '2025-09-15'), "
+            "(SELECT count(*) FROM sample)").fetchone()
+    assert kept[0] == 2 and kept[1] > 0 and kept[2] == nights
+    assert kept[3] == october_samples
+    # The trend panel still draws the pruned night, from the rollup.
+    with db.connect(migrated_dsn) as conn:
+        [query] = [q for q in dashboards.queries()
+                   if q.panel.startswith("$check $metric over time") and q.ref == "A"]
+        system, partition, check, metric = conn.execute(
+            "SELECT system, partition, check_name, metric FROM key_figure_night "
+            "WHERE night = '2025-09-15' LIMIT 1").fetchone()
+        sql = dashboards.expand(query.sql, {"system": system, "partition": [partition],
+                                            "check": check, "metric": metric},
+                                datetime(2025, 9, 1, tzinfo=timezone.utc),
+                                datetime(2025, 10, 1, tzinfo=timezone.utc))
+        assert conn.execute(sql).fetchall(), "the pruned night vanished from the trend panel"
+
+
+def test_prune_command_says_what_it_drops(migrated_dsn: str, demo_report: Path,
+                                          tmp_path: Path) -> None:
+    ingest_paths(tmp_path, migrated_dsn, [report_at(demo_report, SEPTEMBER, tmp_path)],
+                 RunMeta())
+    dry = perfguard("db", "prune", "--keep", "30", "--dry-run", "--dsn", migrated_dsn)
+    assert dry.returncode == 0 and "would drop sample_2025_09" in dry.stdout, dry.stderr
+    done = perfguard("db", "prune", "--keep", "30", "--dsn", migrated_dsn)
+    assert done.returncode == 0 and "dropped sample_2025_09" in done.stdout, done.stderr
+    listed = perfguard("db", "months", "--dsn", migrated_dsn)
+    [row] = [line for line in listed.stdout.splitlines() if line.startswith("sample_2025_09")]
+    assert row.split()[-2:][0].startswith("20"), row  # a pruned date, not "-"
+    again = perfguard("db", "prune", "--keep", "30", "--dsn", migrated_dsn)
+    assert "nothing to drop" in again.stdout
+    negative = perfguard("db", "prune", "--keep", "-1", "--dsn", migrated_dsn)
+    assert negative.returncode != 0 and "cannot be negative" in negative.stderr
