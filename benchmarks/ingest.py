@@ -117,7 +117,7 @@ def copy_runs(conn: psycopg.Connection, template: int, starts: list[datetime]) -
                      (starts,))
     with conn.transaction():
         conn.execute(
-            """CREATE TEMP TABLE copies ON COMMIT DROP AS
+            """CREATE TEMP TABLE copies AS
                WITH new AS (
                    INSERT INTO run (session_uuid, system_id, started_at, reframe_version,
                                     cmdline, trigger)
@@ -147,6 +147,7 @@ def copy_runs(conn: psycopg.Connection, template: int, starts: list[datetime]) -
         conn.execute("SELECT refresh_key_figure_nights(sy.name, %s::date, %s::date) FROM run r "
                      "JOIN system sy ON sy.id = r.system_id WHERE r.id = %s",
                      (min(starts), max(starts), template))
+        conn.execute("DROP TABLE copies")  # the block may be a savepoint: no commit drops it
 
 
 def grow(conn: psycopg.Connection, template: int, per_run: int, target: int,

@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import psycopg
 
+from perfguard.store import db
+
 # Every passed value of the run's checks over the recent runs, one row per series. The
 # runs' start times as constants let the planner read only the months of those runs;
 # series are grouped by integers (a variant's rank, metric, point), names joined after.
@@ -93,11 +95,9 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
     if not ids:
         return {}
     found = {}
-    with conn.transaction():
-        # Through judged_testcase the planner guesses 440 test cases for 132,000 and
-        # probes every month once per test case; hash joins read each month once.
-        conn.execute("SET LOCAL enable_nestloop = off")
-        conn.execute("SET LOCAL work_mem = '256MB'")  # the grouping sorts in memory
+    # Through judged_testcase the planner guesses 440 test cases for 132,000 and probes
+    # every month once per test case; hash joins read each month once.
+    with db.hash_joins(conn):
         rows = conn.execute(SERIES_SQL, {
             "run_id": run_id, "runs": ids, "checks": checks, "points": points,
             "times": times, "with_times": with_times}).fetchall()

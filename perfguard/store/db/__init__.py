@@ -18,8 +18,13 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
 def connect(dsn: str) -> psycopg.Connection:
+    """A session without JIT: perfguard's queries are lookups and groupings of seconds at
+    most, which JIT compiling made slower by up to 1.4 s each (benchmarks/ingest.py)."""
     try:
-        return psycopg.connect(dsn, connect_timeout=5)
+        conn = psycopg.connect(dsn, connect_timeout=5)
+        conn.execute("SET jit = off")
+        conn.commit()
+        return conn
     except psycopg.OperationalError as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise PerfguardError(f"database {redact(dsn)} is unreachable: "
@@ -112,13 +117,19 @@ def hash_joins(conn: psycopg.Connection) -> Iterator[None]:
     """Plan a query over every curve point of a run's history with hash joins. Through
     the views (judged_testcase's state, jsonb point tests) PostgreSQL's row estimates
     are off by 10^5 and it picks nested loops: the curves of a run of 2,000 test cases
-    took 84 s, with this 8 s. Not for lookups of a few rows, which it slows down."""
-    conn.execute("SET enable_nestloop = off")
+    took 84 s, with this 8 s. Not for lookups of a few rows, which it slows down. Also
+    sorts in memory, and without JIT: the disabled nested loops' cost estimates make
+    PostgreSQL compile every such query (1.4 s of a 2 s verdict query at 3·10^6
+    samples). Reset afterwards, also inside a caller's transaction."""
+    settings = {"enable_nestloop": "off", "work_mem": "256MB", "jit": "off"}
+    for name, value in settings.items():
+        conn.execute(f"SET {name} = '{value}'")
     try:
         yield
     finally:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.INERROR:
-            conn.execute("RESET enable_nestloop")
+            for name in settings:
+                conn.execute(f"RESET {name}")
 
 
 #: What `perfguard db grant` gives: the group role of each kind of user.
