@@ -282,8 +282,8 @@ def prune_oldest_month(conn: psycopg.Connection) -> None:
     start = time.perf_counter()
     dropped = [m for (m,) in conn.execute("SELECT prune_sample_months(%s)", (ends,))]
     conn.commit()
-    print(f"\nprune of the oldest month ({', '.join(dropped)}: {rows:,} samples, its nights "
-          f"rolled up first): {(time.perf_counter() - start) * 1000:,.0f} ms")
+    print(f"\nprune of the oldest month ({', '.join(dropped)}: {rows:,} samples, their key figures "
+          f"kept as rollups): {(time.perf_counter() - start) * 1000:,.0f} ms")
 
 
 def main() -> int:
