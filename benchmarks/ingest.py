@@ -15,8 +15,8 @@ On a new database of the embedded PostgreSQL (or ``--dsn``), dropped afterwards:
 2. The database grows run by run, two runs a day back in time from now (a nightly and an
    upgrade check), by copying a stored run in SQL with 1 % noise, up to each checkpoint.
 3. At each checkpoint: the real ingest of a new report (samples/s with the table that
-   big), the verdict of that run (its key-figure lines, and the curve sizes apart), every
-   Grafana query over one year, the bytes on disk per 10^9 samples.
+   big), the verdict of that run (its key-figure lines alone, then with every curve
+   size), every Grafana query over one year, the bytes on disk per 10^9 samples.
 4. After the last: the verdict of a 100,000-line run (50,000 test cases × 2 key figures,
    33 earlier nights), and `prune` of the oldest month.
 
@@ -41,7 +41,6 @@ from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfguard.judge import curves  # noqa: E402
 from perfguard.judge import rules as judge  # noqa: E402
 from perfguard.judge import verdict as vd  # noqa: E402
 from perfguard.present import dashboards  # noqa: E402
@@ -197,12 +196,12 @@ def time_verdict(conn: psycopg.Connection, run_id: int, repeat: int = 3) -> dict
     rules = judge.load_rules(vd.rules_file())
     conn.execute("SELECT analyze_results(started_at) FROM run WHERE id = %s", (run_id,))
     lines = vd.verdict(conn, run_id, rules)
+    keys = timed(lambda: vd.verdict(conn, run_id, rules, with_curves=False), repeat)
     whole = timed(lambda: vd.verdict(conn, run_id, rules), repeat)
-    sized = timed(lambda: curves.judge_curves(conn, run_id, rules, moved_only=True), repeat)
     judged = sum(1 for line in lines if line.judgement is not None)
     print(f"verdict of one run ({len(lines):,} lines, {judged:,} judged against history): "
-          f"{ms(whole)}; of which the curve sizes: {ms(sized)}")
-    return {"verdict": statistics.median(whole), "curves": statistics.median(sized),
+          f"{ms(whole)}; without the curves' sizes: {ms(keys)}")
+    return {"verdict": statistics.median(keys), "curves": statistics.median(whole),
             "lines": len(lines)}
 
 
@@ -339,8 +338,8 @@ def run(dsn: str, targets: list[int], smoke: bool) -> None:
             table.append(checkpoint(conn, now - 3600 + number * 60))
         large_run(conn, 10 if smoke else 2500)
         prune_oldest_month(conn)
-    print("\n| samples stored | ingest samples/s | verdict (4,000 key-figure lines) | "
-          "of which curve sizes | slowest dashboard query | GiB per 10^9 samples |")
+    print("\n| samples stored | ingest samples/s | verdict, key-figure lines (4,000) | "
+          "verdict with the curves' sizes | slowest dashboard query | GiB per 10^9 samples |")
     print("|---|---|---|---|---|---|")
     for row in table:
         print(f"| {row['stored']:,} | {row['ingest']:,.0f} | {row['verdict'] * 1000:,.0f} ms | "

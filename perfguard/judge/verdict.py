@@ -141,8 +141,10 @@ def rules_file() -> Path:
     return site_file("verdict_rules.yaml")
 
 
-def verdict(conn: psycopg.Connection, run_id: int,
-            rules: judge.Rules | None = None) -> list[Line]:
+def verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = None,
+            with_curves: bool = True) -> list[Line]:
+    """Every line of the run's verdict; ``with_curves=False`` leaves out the whole-curve
+    lines (their sizes' history is most of a large run's cost: benchmarks/ingest.py)."""
     rules = judge.load_rules(rules_file()) if rules is None else rules
     cursor = conn.cursor(row_factory=dict_row)
     rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
@@ -152,7 +154,8 @@ def verdict(conn: psycopg.Connection, run_id: int,
         rule = rules.for_metric(row["check_name"], row["metric"])
         values = history.values(conn, series.get(_series_key(row)), rule.same_fingerprint)
         lines.append(_line(row, values, rule))
-    lines += _curve_lines(conn, run_id, rules)
+    if with_curves:
+        lines += _curve_lines(conn, run_id, rules)
     for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
                           "-", None, "", {}, None, None, None, row["testcase_state"],
@@ -338,6 +341,7 @@ def record(conn: psycopg.Connection, run_id: int, lines: list[Line]) -> None:
         conn.execute("DELETE FROM verdict_line WHERE run_id = %s", (run_id,))
         with conn.cursor() as cursor:
             cursor.executemany(RECORD_SQL, [_recorded(run_id, line) for line in lines])
+        conn.execute("SELECT summarize_run(%s)", (run_id,))  # what run_outcome reads (0013)
 
 
 def _recorded(run_id: int, line: Line) -> dict[str, Any]:
