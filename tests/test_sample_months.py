@@ -60,8 +60,8 @@ def test_migration_moves_every_sample_into_its_month_and_rolls_up_the_nights(
         db.upgrade(conn, up_to=10)
         store_0010_run(conn, SEPTEMBER, [100.0, 200.0])
         store_0010_run(conn, OCTOBER, [110.0])
-        [applied] = db.upgrade(conn)
-        assert applied.version == 11
+        applied = db.upgrade(conn)
+        assert applied[0].version == 11
         by_month = dict(conn.execute(
             "SELECT tableoid::regclass::text, count(*) FROM sample GROUP BY 1").fetchall())
         assert by_month == {"sample_2025_09": 4, "sample_2025_10": 2}
