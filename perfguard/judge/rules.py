@@ -137,9 +137,18 @@ class Judgement:
     @property
     def band(self) -> tuple[float, float] | None:
         """The values a run may take and still be within noise (``_side`` is 0 inside)."""
+        return self._band(self.rule.k)
+
+    @property
+    def shift_band(self) -> tuple[float, float] | None:
+        """The values a level may take and still be no shift (``level`` noise): what a
+        single measurement, with no later nights to confirm it, is held to (the sweep)."""
+        return self._band(self.rule.level)
+
+    def _band(self, noises: float) -> tuple[float, float] | None:
         if self.centre is None or self.noise is None:
             return None
-        half = max(self.rule.k * self.noise, self.rule.min_change * abs(self.centre))
+        half = max(noises * self.noise, self.rule.min_change * abs(self.centre))
         return self.centre - half, self.centre + half
 
 

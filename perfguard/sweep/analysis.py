@@ -435,7 +435,7 @@ ORDER BY p.started_at, p.run_id
 def history_limits(conn: psycopg.Connection, run_id: int,
                    rules: judge.Rules = judge.DEFAULT_RULES) -> dict[tuple, Limit]:
     """Each pair's own band from earlier sweeps (the verdicts' judge and rule: median ±
-    max(k σ, min change)), for pairs with history enough: a pair that drifted is caught
+    max(level σ, min change)), for pairs with history enough: a pair that drifted is caught
     even while it is still within the best-pair rule."""
     series: dict[tuple, list[float]] = defaultdict(list)
     for hca, memory, server, client, metric, value in conn.execute(
@@ -447,9 +447,9 @@ def history_limits(conn: psycopg.Connection, run_id: int,
         metric = key[2]
         rule = rules.for_metric("FabricSweepCheck", metric)
         verdict = judge.judge(values, values[-1:], BETTER[metric], rule)
-        if verdict.band is None:
+        if verdict.shift_band is None:
             continue
-        low, high = verdict.band
+        low, high = verdict.shift_band  # one sweep, no later one to confirm it
         higher = BETTER[metric] == "higher"
         out[key] = Limit(low if higher else high, BETTER[metric],
                          f"{'below' if higher else 'above'} this pair's history: median "
