@@ -114,8 +114,7 @@ def judge_curves(conn: psycopg.Connection, run_id: int,
         "SELECT DISTINCT check_name FROM testcase WHERE run_id = %s", (run_id,))]
     better = {(c, m): b for c, m, b in conn.execute(DIRECTIONS_SQL, (checks,))}
     members: dict[tuple, dict[int, history.Series]] = defaultdict(dict)
-    for series in history.read(conn, run_id, checks, sorted(sizes), rules.runs_read(),
-                               rules.needs_times()).values():
+    for series in history.read(conn, run_id, checks, sorted(sizes), rules).values():
         if series.measured and (series.check, series.metric) in better:
             key = (series.check, series.params_text, series.partition, series.environ,
                    series.metric)

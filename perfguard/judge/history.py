@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import psycopg
 
+from perfguard.judge.rules import Rules
 from perfguard.store import db
 
 # Every passed value of the run's checks over the recent runs, one row per series. The
@@ -85,14 +86,15 @@ class Series(NamedTuple):
 
 
 def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
-         runs: int, with_times: bool) -> dict[tuple, Series]:
-    """The series of ``checks`` at ``points`` over the newest ``runs`` runs of the judged
-    run's system up to it, by ``Series.key`` (check, params as jsonb text, partition,
-    environ, metric, point id)."""
+         rules: Rules) -> dict[tuple, Series]:
+    """The series of ``checks`` at ``points`` over the recent runs of the judged run's
+    system up to it (as many as ``rules`` read; with the times of the values where a rule
+    needs them), by ``Series.key`` (check, params as jsonb text, partition, environ,
+    metric, point id)."""
     if not checks or not points:
         return {}
     ids, times = conn.execute(RECENT_RUNS_SQL, {
-        "run_id": run_id, "checks": checks, "runs": runs}).fetchone()
+        "run_id": run_id, "checks": checks, "runs": rules.runs_read()}).fetchone()
     if not ids:
         return {}
     found = {}
@@ -101,7 +103,7 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
     with db.hash_joins(conn):
         rows = conn.execute(SERIES_SQL, {
             "run_id": run_id, "runs": ids, "checks": checks, "points": points,
-            "times": times, "with_times": with_times}).fetchall()
+            "times": times, "with_times": rules.needs_times()}).fetchall()
     for (check, params, partition, environ, metric, unit, point_id, system, values_,
          times_, nodes, measured) in rows:
         series = Series(check, params, partition, environ, metric, unit, point_id, system,

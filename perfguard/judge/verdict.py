@@ -149,10 +149,12 @@ def verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = N
     cursor = conn.cursor(row_factory=dict_row)
     rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
     series = _history(conn, run_id, rows, rules)
+    epochs: dict = {}  # the run's lines share their nodes' fingerprint epoch
     lines = []
     for row in rows:
         rule = rules.for_metric(row["check_name"], row["metric"])
-        values = history.values(conn, series.get(_series_key(row)), rule.same_fingerprint)
+        values = history.values(conn, series.get(_series_key(row)), rule.same_fingerprint,
+                                epochs)
         lines.append(_line(row, values, rule))
     if with_curves:
         lines += _curve_lines(conn, run_id, rules)
@@ -229,8 +231,7 @@ def _history(conn: psycopg.Connection, run_id: int, rows: list[dict],
              rules: judge.Rules) -> dict[tuple, history.Series]:
     """Series key → the series up to and including this run, for every row's series."""
     points = sorted({r["point_id"] for r in rows})
-    return history.read(conn, run_id, sorted({r["check_name"] for r in rows}), points,
-                        rules.runs_read(), rules.needs_times())
+    return history.read(conn, run_id, sorted({r["check_name"] for r in rows}), points, rules)
 
 
 def _line(row: dict, values: list[float], rule: judge.Rule) -> Line:
