@@ -1,14 +1,20 @@
-"""What a fabric sweep costs: time per pair measurement and per round, by node count.
+"""What a fabric sweep costs by node count, what slurmctld spends on it, and that it
+blames a throttled node and nobody else at that size.
 
-    sudo .venv/bin/python benchmarks/sweep_cost.py [--nodes 4] [--repeat 2] [--smoke]
+    sudo .venv/bin/python benchmarks/sweep_cost.py [--nodes 16,32,64] [--repeat 1]
+        [--throttle node37] [--smoke]
 
-On its own embedded cluster (state ``.state-sweep``, ports 18800+), runs the real
-`perfguard sweep --nodes node[1-k]` (ucx_perftest tag_bw 1 MiB × 1000 and tag_lat 8 B ×
-10000 per pair, every pair as its own server/client job steps) for k = 2 … --nodes and
-reads the FabricSweepCheck job's run time from the ReFrame report. The embedded cluster
-runs one pair at a time (its virtual nodes share the host's cores), so the time per
-pair measurement is what one round takes on a fabric where a round's pairs run at once.
-Prints a table and the projection for 16, 128 and 512 nodes (docs/sweep.md).
+On its own embedded cluster (state ``.state-sweep``, ports 18800+, as many virtual nodes
+as the largest count), runs the real `perfguard sweep --nodes node[1-k]` for each k
+(ucx_perftest tag_bw 1 MiB × 1000 and tag_lat 8 B × 10000 per pair; a round is one
+server step and one client step) and reads from the ReFrame report and Slurm: the sweep
+job's run time, its job steps (sacct), and the CPU seconds slurmctld and all slurmd
+spent meanwhile (/proc). The embedded cluster runs one pair at a time (its virtual nodes
+share the host's cores), so the time per pair measurement is what one round takes on a
+fabric where a round's pairs run at once. With --throttle, one more sweep at the largest
+count runs with that node's slurmd limited to a fifth of a core (a CPU cgroup quota) and
+prints whom it blamed; every clean sweep prints whom it blamed too (nobody, we hope).
+Prints a table and the projection for 128 and 512 nodes (docs/sweep.md).
 """
 
 from __future__ import annotations
@@ -21,11 +27,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from perfguard import cluster  # noqa: E402
+from perfguard.cluster.faults import throttled  # noqa: E402
+from perfguard.cluster.layout import ClusterLayout  # noqa: E402
+from perfguard.cluster.procs import read_pid  # noqa: E402
 from perfguard.site.context import Context  # noqa: E402
 from perfguard.store import db  # noqa: E402
 from perfguard.sweep.analysis import cost  # noqa: E402
@@ -34,13 +44,42 @@ STATE = ROOT / ".state-sweep"
 PORT_BASE = 18800
 
 
-def sweep_once(nodes: int) -> tuple[float, float]:
-    """(wall seconds of `perfguard sweep`, seconds the sweep job ran)."""
+class Sweep(NamedTuple):
+    wall_s: float
+    job_s: float
+    steps: int
+    slurmctld_cpu_s: float
+    slurmd_cpu_s: float
+    blamed: list[str]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes have used so far."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / 100  # USER_HZ
+
+
+def daemon_pids(layout: ClusterLayout) -> tuple[list[int], list[int]]:
+    ctld = read_pid(layout.pid_file("slurmctld"))
+    slurmd = [read_pid(layout.pid_file(f"slurmd-{n.name}")) for n in layout.node_specs()]
+    return [ctld] if ctld else [], [p for p in slurmd if p]
+
+
+def sweep_once(layout: ClusterLayout, nodes: int) -> Sweep:
+    ctld, slurmd = daemon_pids(layout)
+    before = cpu_seconds(ctld), cpu_seconds(slurmd)
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", "perfguard.cli", "--state-dir", str(STATE),
                              "sweep", "--nodes", f"node[1-{nodes}]"], capture_output=True,
                             text=True, cwd=ROOT)
     wall = time.monotonic() - started
+    after = cpu_seconds(ctld), cpu_seconds(slurmd)
     found = re.search(r"perfguard sweep on local: run (\d+)", result.stdout)
     if found is None:
         raise SystemExit(f"sweep of {nodes} nodes failed:\n{result.stdout}\n{result.stderr}")
@@ -49,41 +88,66 @@ def sweep_once(nodes: int) -> tuple[float, float]:
                                 (int(found[1]),)).fetchone()
     [case] = [c for c in json.loads(Path(report).read_text())["runs"][0]["testcases"]
               if c["name"].startswith("FabricSweepCheck")]
-    return wall, case["time_run"]
+    blamed = [line for line in result.stdout.splitlines() if line.startswith("blamed")]
+    return Sweep(wall, case["time_run"], job_steps(layout, case["jobid"]),
+                 after[0] - before[0], after[1] - before[1], blamed)
+
+
+def job_steps(layout: ClusterLayout, job_id: str) -> int:
+    """Job steps the sweep job started (sacct; batch and extern steps left out)."""
+    listing = subprocess.run(["sacct", "-n", "-P", "-j", str(job_id), "-o", "jobid"],
+                             capture_output=True, text=True, env=layout.client_env()).stdout
+    return sum(1 for step in listing.split() if re.fullmatch(r"\d+\.\d+", step))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--nodes", default="4",
+                        help="node counts to sweep, comma-separated (default 4)")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--throttle", help="a node to throttle in one more sweep at the "
+                                           "largest count; it must be the one blamed")
     parser.add_argument("--smoke", action="store_true",
                         help="2 nodes once: that the script runs (the test suite's size)")
     args = parser.parse_args()
-    if args.smoke:
-        args.nodes, args.repeat = 2, 1
-    layout = cluster.up(STATE, nodes=args.nodes, port_base=PORT_BASE)
+    counts = [2] if args.smoke else sorted(int(n) for n in args.nodes.split(","))
+    repeat = 1 if args.smoke else args.repeat
+    layout = cluster.up(STATE, nodes=max(counts), port_base=PORT_BASE)
     with db.connect(layout.dsn) as conn:
         db.upgrade(conn)
-    rows, per_pair = [], []
+    rows, per_pair, throttled_sweep = [], [], None
     try:
-        for nodes in range(2, args.nodes + 1):
-            runs = [sweep_once(nodes) for _ in range(args.repeat)]
+        for nodes in counts:
+            runs = [sweep_once(layout, nodes) for _ in range(repeat)]
             measurements = nodes + nodes * (nodes - 1) // 2  # loopbacks + pairs
-            job = statistics.median(r[1] for r in runs)
+            job = statistics.median(r.job_s for r in runs)
             per_pair.append(job / measurements)
             rows.append((nodes, cost(nodes, 0)[0], measurements,
-                         statistics.median(r[0] for r in runs), job, job / measurements))
+                         statistics.median(r.wall_s for r in runs), job, job / measurements,
+                         runs[0].steps, runs[0].slurmctld_cpu_s,
+                         100 * runs[0].slurmctld_cpu_s / runs[0].wall_s,
+                         runs[0].slurmd_cpu_s, "; ".join(runs[0].blamed) or "nobody"))
+        if args.throttle:
+            with throttled(layout, [args.throttle], 0.2):
+                throttled_sweep = sweep_once(layout, max(counts))
     finally:
         cluster.down(STATE)
         cluster.purge(STATE)  # its state and /var/lib/perfguard data
     print("| nodes | rounds (incl. loopback) | pair measurements | `perfguard sweep` wall s "
-          "| sweep job s | s per pair measurement |")
-    print("|---|---|---|---|---|---|")
+          "| sweep job s | s per pair measurement | job steps | slurmctld CPU s "
+          "| slurmctld % of wall | all slurmd CPU s | blamed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        print("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f} |".format(*row))
+        print("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f} | {} | {:.1f} | {:.1f} | {:.1f} "
+              "| {} |".format(*row))
+    if throttled_sweep:
+        print(f"\n{max(counts)} nodes, {args.throttle} throttled to 20 % of a core: "
+              f"sweep job {throttled_sweep.job_s:.0f} s, wall {throttled_sweep.wall_s:.0f} s")
+        for line in throttled_sweep.blamed or ["blamed: nobody"]:
+            print(f"  {line[:300]}")
     round_s = statistics.median(per_pair)
     print(f"\nprojection, a round's pairs at once ({round_s:.2f} s per round):")
-    for nodes in (16, 128, 512):
+    for nodes in (128, 512):
         rounds, seconds = cost(nodes, round_s)
         print(f"  {nodes} nodes: {rounds} rounds, {seconds / 60:.1f} min")
 

@@ -349,7 +349,7 @@ def test_a_node_lost_mid_run_is_named_in_the_verdict(layout: ClusterLayout,
             time.sleep(1)
         victim = nodes[-1]  # not the batch host: its srun lives to report the loss
         time.sleep(3)
-        for pid in cluster.services._node_pids(layout, victim):
+        for pid in cluster.services.node_pids(layout, victim):
             os.kill(pid, signal.SIGKILL)
         out, err = run.communicate(timeout=300)
     finally:

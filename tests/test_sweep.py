@@ -15,14 +15,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from perfguard.cluster import services
+from perfguard.cluster import faults
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.contract.rounds import circle_rounds
-from perfguard.errors import UsageError
+from perfguard.errors import PerfguardError, UsageError
 from perfguard.sweep import analysis as sw
 from tests.conftest import TEST_STATE, perfguard
-
-CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
 
 
 @pytest.mark.parametrize("count", range(2, 10))
@@ -107,26 +105,15 @@ def test_bad_sweep_criteria_are_named(tmp_path: Path, text: str, message: str) -
 
 # --- on the embedded cluster -------------------------------------------------------------
 @contextmanager
-def throttled(layout: ClusterLayout, node: str, share: float):
-    """The node's slurmd (and so every job step it starts) limited to ``share`` of one
-    core by a CPU cgroup quota; removed however the test ends."""
-    if not (CPU_CGROUP / "cpu.cfs_quota_us").exists() and \
-            not (CPU_CGROUP / "cgroup.procs").exists():
-        pytest.skip("no cgroup v1 cpu controller on this host: cannot throttle a node")
-    group = CPU_CGROUP / f"perfguard-test-slow-{node}"
-    group.mkdir(exist_ok=True)
+def throttled(layout: ClusterLayout, nodes: list[str], share: float):
+    """The nodes' slurmd (and every step they start) limited to ``share`` of one core."""
     try:
-        (group / "cpu.cfs_quota_us").write_text(str(int(share * 100000)))
-        for pid in services._node_pids(layout, node):
-            (group / "cgroup.procs").write_text(str(pid))
-        yield
-    finally:
-        for pid in (group / "cgroup.procs").read_text().split():
-            try:
-                (CPU_CGROUP / "cgroup.procs").write_text(pid)
-            except OSError:
-                pass  # gone meanwhile
-        group.rmdir()
+        with faults.throttled(layout, nodes, share):
+            yield
+    except PerfguardError as error:
+        if "no cgroup v1 cpu controller" not in str(error):
+            raise
+        pytest.skip(str(error))
 
 
 def slurm(layout: ClusterLayout, *argv: str) -> str:
@@ -147,15 +134,9 @@ def job_script_rounds(dsn: str, run_id: int) -> list[list[tuple[str, str]]]:
             .fetchone()
     [case] = [c for c in json.loads(Path(report).read_text())["runs"][0]["testcases"]
               if c["name"].startswith("FabricSweepCheck")]
-    rounds: list[list[tuple[str, str]]] = []
-    for line in (Path(case["outputdir"]) / "rfm_job.sh").read_text().splitlines():
-        if line.strip().startswith('echo "# perfguard round'):
-            rounds.append([])
-        found = re.match(r'\s+sweep_measure "\$\{pg_nodes\[(\d+)\]\}" "\$\{pg_nodes\[(\d+)\]\}"',
-                         line)
-        if found:
-            rounds[-1].append(found.groups())
-    return rounds
+    script = (Path(case["outputdir"]) / "rfm_job.sh").read_text()
+    return [re.findall(r'"\d+:\$\{pg_nodes\[(\d+)\]\}:\$\{pg_nodes\[(\d+)\]\}"', line)
+            for line in script.splitlines() if line.strip().startswith("sweep_round ")]
 
 
 @contextmanager
@@ -195,7 +176,7 @@ def test_a_clean_sweep_blames_nobody(layout: ClusterLayout, migrated_dsn: str) -
 def test_a_throttled_node_is_blamed_drained_and_resumed(layout: ClusterLayout,
                                                         migrated_dsn: str) -> None:
     try:
-        with throttled(layout, "node3", 0.2):
+        with throttled(layout, ["node3"], 0.2):
             result = perfguard("sweep", "--drain", "--dsn", migrated_dsn, state=TEST_STATE)
         assert result.returncode == 1, result.stdout + result.stderr
         blamed = [line for line in result.stdout.splitlines() if line.startswith("blamed")]
@@ -233,28 +214,24 @@ def test_dry_run_pins_each_pair_to_its_hca_cores_and_gpu() -> None:
                      "#SBATCH --gres=gpu:4", "export CUDA_VISIBLE_DEVICES=3",
                      "export UCX_NET_DEVICES=mlx5_3:1",
                      "srun_server='srun --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
-                     "--overlap -N1 -n1'",
+                     "--overlap'",
                      "srun_client='srun --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
-                     "--overlap -N1 -n1'",
+                     "--overlap'",
                      "srun_loopback_server='srun --gpu-bind=map_gpu:3 "
-                     "--cpu-bind=verbose,map_cpu:49 --overlap -N1 -n1'",
-                     f"sweep_command='{ucx} -m cuda,cuda -p $pg_port'",
-                     "sweep_tests='tag_bw:1048576:1000 tag_lat:8:10000'"]:
+                     "--cpu-bind=verbose,map_cpu:49 --overlap'",
+                     f"export PG_SWEEP_COMMAND='{ucx} -m cuda,cuda'",
+                     "export PG_SWEEP_TESTS='tag_bw:1048576:1000 tag_lat:8:10000'"]:
         assert expected in lines, expected
+    # a round is one server step and one client step over its nodes, whatever its size
+    for step in ("$srun_role", "$srun_client"):
+        assert any(line.strip().startswith(f'{step} -N "$count" -n "$count" -w ')
+                   for line in lines), step
     schedule = lines[lines.index("sweep_schedule() {") + 1:lines.index("sweep_schedule")]
-    assert schedule[:6] == [
-        '    echo "# perfguard round 0"',
-        *(f'    sweep_measure "${{pg_nodes[{i}]}}" "${{pg_nodes[{i}]}}" {i} '
-          f'>sweep.0.0.{i}.out 2>sweep.0.0.{i}.err &' for i in range(4)),
-        "    wait"]
-    assert schedule[6] == "    cat sweep.0.*.out; cat sweep.0.*.err >&2"
-    assert schedule[7:11] == [
-        '    echo "# perfguard round 1"',
-        '    sweep_measure "${pg_nodes[0]}" "${pg_nodes[3]}" 0 >sweep.1.0.0.out '
-        '2>sweep.1.0.0.err &',
-        '    sweep_measure "${pg_nodes[1]}" "${pg_nodes[2]}" 1 >sweep.1.0.1.out '
-        '2>sweep.1.0.1.err &',
-        "    wait"]
+    assert schedule[:2] == [
+        "    sweep_round 0 " + " ".join(f'"0:${{pg_nodes[{i}]}}:${{pg_nodes[{i}]}}"'
+                                        for i in range(4)),
+        '    sweep_round 1 "0:${pg_nodes[0]}:${pg_nodes[3]}" "0:${pg_nodes[1]}:${pg_nodes[2]}"']
+    assert len(schedule) == 5 and schedule[-1] == "}"
     assert lines[-1] == "sweep_schedule"
 
 
@@ -269,7 +246,10 @@ def test_dry_run_on_the_fdr_seed_follows_each_hca() -> None:
     cuda = scripts["FabricSweepCheck %hca=mlx4_1 %memory=cuda"]
     assert "export UCX_NET_DEVICES=mlx4_1:1" in cuda and "export CUDA_VISIBLE_DEVICES=0" in cuda
     assert "#SBATCH --ntasks=2" in cuda  # the partition's two nodes: one pair, one round
-    assert sum(line.strip().startswith('sweep_measure "') for line in cuda) == 3
+    rounds = [line for line in cuda if line.strip().startswith("sweep_round ")]
+    assert rounds == ['    sweep_round 0 "0:${pg_nodes[0]}:${pg_nodes[0]}" '
+                      '"0:${pg_nodes[1]}:${pg_nodes[1]}"',
+                      '    sweep_round 1 "0:${pg_nodes[0]}:${pg_nodes[1]}"']
 
 
 def test_a_pair_that_drifted_from_its_own_history_is_a_link(

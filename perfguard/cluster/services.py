@@ -162,7 +162,7 @@ def start_nodes(layout: ClusterLayout) -> None:
     """Start every node whose slurmd is not running (all at first, a dead one when
     healing), then wait until every node is back in service."""
     for node in layout.node_specs():
-        if _node_pids(layout, node.name):
+        if node_pids(layout, node.name):
             continue
         _clear_dead_node(layout, node.name)
         tmp = layout.node_tmp(node.name)
@@ -210,7 +210,7 @@ def dead_nodes(layout: ClusterLayout) -> list[str]:
             if not pid_alive(read_pid(layout.pid_file(f"slurmd-{n.name}")))]
 
 
-def _node_pids(layout: ClusterLayout, node: str) -> list[int]:
+def node_pids(layout: ClusterLayout, node: str) -> list[int]:
     """The node's slurmd plus everything running in its namespace (slurmstepd, job tasks)."""
     pid = read_pid(layout.pid_file(f"slurmd-{node}"))
     if not pid_alive(pid):
@@ -258,11 +258,11 @@ def _all_nodes_idle(layout: ClusterLayout) -> bool:
 
 
 def nodes_running(layout: ClusterLayout) -> bool:
-    return all(_node_pids(layout, n.name) for n in layout.node_specs())
+    return all(node_pids(layout, n.name) for n in layout.node_specs())
 
 
 def nodes_pids(layout: ClusterLayout) -> list[int]:
-    return [p for n in layout.node_specs() for p in _node_pids(layout, n.name)]
+    return [p for n in layout.node_specs() for p in node_pids(layout, n.name)]
 
 
 # --- PostgreSQL -------------------------------------------------------------

@@ -99,16 +99,21 @@ class ServerClientCheck(HcaCheck):
     first_port = variable(int, value=0)
 
     def pair_steps(self, srun: str) -> None:
-        """Define the roles and `run_pair`; one task per step on its node.
+        """Define the roles and `run_pair`; one task per step on its node."""
+        if self.first_port:
+            self.env_vars["PG_FIRST_PORT"] = str(self.first_port)
+        server, client = self.pair_sruns(srun)
+        self.prerun_cmds += pair_prologue(f"{server} -N1 -n1", f"{client} -N1 -n1")
+
+    def pair_sruns(self, srun: str) -> tuple[str, str]:
+        """The server's and the client's srun, without node or task counts.
 
         ``--overlap``: server and client steps share a node's cores in a loopback run (a
         pinned step owns all of them). Where virtual nodes share the host's cores (the
         embedded cluster), the server takes another core than the client, or the two
         busy-polling sides would take turns on one core.
         """
-        if self.first_port:
-            self.env_vars["PG_FIRST_PORT"] = str(self.first_port)
-        server = client = f"{srun} --overlap -N1 -n1"
+        server = client = f"{srun} --overlap"
         if self.current_partition.extras.get("nodes_share_host") and self.pinned_cores:
             node = partition_topology(self.current_partition).node
             order = node.cores_near(node.hca(self.hca), node.cores) if self.hca != AUTO_HCA \
@@ -116,4 +121,4 @@ class ServerClientCheck(HcaCheck):
             others = [c for c in order if c not in self.pinned_cores]
             if others:
                 server = server.replace(self.cpu_bind, map_cpu(others[:1]))
-        self.prerun_cmds += pair_prologue(server, client)
+        return server, client

@@ -10,12 +10,16 @@ reason to stop. `perfguard sweep` runs this check, retests failing pairs (``pair
 and blames the node, HCA or link.
 """
 
+import shutil
+from pathlib import Path
+
 import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import (
     parameter,
     performance_function,
     run_after,
+    run_before,
     sanity_function,
     variable,
 )
@@ -29,22 +33,38 @@ from reframe_tests.common.server_client import ServerClientCheck
 from reframe_tests.common.ucx_tool import UcxPerftestTool
 from reframe_tests.sweep import parser
 
-# Bash for the job script: one pair's bandwidth and latency (loopback when the server is
-# the client), each block headed by its marker; run_pair comes from server_client.
-MEASURE_FUNCTION = r"""
-sweep_measure() {  # SERVER CLIENT SLOT
-    local srun_server=$srun_server
-    if [ "$1" = "$2" ]; then srun_server=$srun_loopback_server; fi
-    pg_server_node=$1; pg_client_node=$2
-    pg_server_addr=$(scontrol show node "$1" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
-    pg_port=$((${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 1000 * 12))} + $3 * 4))
-    local spec test size iterations cmd
-    for spec in $sweep_tests; do
-        IFS=: read -r test size iterations <<< "$spec"
-        cmd="$sweep_command -t $test -s $size -n $iterations"
-        echo "# perfguard sweep server=$1 client=$2 test=$test size=$size"
-        run_pair "$cmd" "$cmd \$pg_server_addr" || echo "# perfguard sweep failed rc=$?"
+#: Runs on every node of a round's steps: its node's part in the round's pairs.
+AGENT = Path(__file__).with_name("sweep_agent.sh")
+
+# Bash for the job script: every node's address once (not an RPC per pair), and a round
+# as one server step and one client step over the round's nodes (sweep_agent.sh).
+ROUND_FUNCTIONS = r"""
+pg_nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
+declare -A pg_addr
+while read -r pg_name pg_at; do pg_addr[$pg_name]=$pg_at; done < <(
+    scontrol -o show node "$SLURM_JOB_NODELIST" |
+    sed -n 's/^NodeName=\([^ ]*\) .*NodeAddr=\([^ ]*\) .*/\1 \2/p')
+export PG_FIRST_PORT=${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 1000 * 12))}
+sweep_round() {  # NUMBER SLOT:SERVER:CLIENT...
+    local round=sweep.$1 pair slot server client index=0 servers=() clients=()
+    shift
+    : > "$round"
+    for pair in "$@"; do
+        IFS=: read -r slot server client <<< "$pair"
+        echo "$slot $index $server $client ${pg_addr[$server]}" >> "$round"
+        : > "$round.$index.port"; : > "$round.$index.done"
+        servers+=("$server"); clients+=("$client"); index=$((index + 1))
     done
+    local srun_role=$srun_server count=${#servers[@]}
+    if [ "${servers[0]}" = "${clients[0]}" ]; then srun_role=$srun_loopback_server; fi
+    echo "# perfguard ${round/sweep./round }"
+    $srun_role -N "$count" -n "$count" -w "$(IFS=,; echo "${servers[*]}")" \
+        bash sweep_agent.sh server "$round" >>server.out 2>>server.err &
+    local server_step=$!
+    $srun_client -N "$count" -n "$count" -w "$(IFS=,; echo "${clients[*]}")" \
+        bash sweep_agent.sh client "$round" 2>"$round.err"
+    wait "$server_step"
+    cat "$round".*.out; cat "$round.err" "$round".*.err >&2
 }
 """.strip("\n")
 
@@ -100,39 +120,39 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
         return [loopback] + [[(node[a], node[b]) for a, b in pairs]
                              for pairs in circle_rounds(self.num_tasks)]
 
-    def loopback_server(self) -> str:
+    def loopback_server(self, server: str) -> str:
         """In loopback the server shares the client's node: it takes the next core near
-        the HCA (where virtual nodes share the host's cores, pair_steps chose one)."""
+        the HCA (where virtual nodes share the host's cores, pair_sruns chose one)."""
         topology = partition_topology(self.current_partition)
-        server = next(line for line in self.prerun_cmds if line.startswith("srun_server="))
         if topology is None or not self.pinned_cores or \
                 self.current_partition.extras.get("nodes_share_host"):
-            return server.removeprefix("srun_server=")
+            return server
         node = topology.node
         spare = [c for c in node.cores_near(node.hca(self.hca), 2) if c not in self.pinned_cores]
-        return server.removeprefix("srun_server=").replace(self.cpu_bind, map_cpu(spare[:1])) \
-            if spare else server.removeprefix("srun_server=")
+        return server.replace(self.cpu_bind, map_cpu(spare[:1])) if spare else server
 
     def compose_steps(self, srun: str) -> None:
-        self.pair_steps(srun)
+        if self.first_port:
+            self.env_vars["PG_FIRST_PORT"] = str(self.first_port)
+        server, client = self.pair_sruns(srun)
         self.prerun_cmds += [
-            f"srun_loopback_server={self.loopback_server()}",
-            # $pg_port stays literal here: run_pair's eval expands it per measurement
-            f"sweep_command='{self.ucx_perftest} -m {self.memory},{self.memory} -p $pg_port'",
-            f"sweep_tests='tag_bw:{self.bandwidth_size}:{self.iterations} "
+            f"srun_server='{server}'", f"srun_client='{client}'",
+            f"srun_loopback_server='{self.loopback_server(server)}'",
+            f"export PG_SWEEP_COMMAND='{self.ucx_perftest} -m {self.memory},{self.memory}'",
+            f"export PG_SWEEP_TESTS='tag_bw:{self.bandwidth_size}:{self.iterations} "
             f"tag_lat:{self.latency_size}:{self.iterations * 10}'",
-            *MEASURE_FUNCTION.splitlines(), "sweep_schedule() {"]
+            *ROUND_FUNCTIONS.splitlines(), "sweep_schedule() {"]
         for number, pairs in enumerate(self.schedule()):
-            self.prerun_cmds.append(f'    echo "# perfguard round {number}"')
-            for group, slot in enumerate(in_slots(pairs, self.at_once)):
-                for index, (server, client) in enumerate(slot):
-                    out = f"sweep.{number}.{group}.{index}"
-                    self.prerun_cmds.append(f'    sweep_measure "{server}" "{client}" {index}'
-                                            f' >{out}.out 2>{out}.err &')
-                self.prerun_cmds.append("    wait")
-            self.prerun_cmds.append(f"    cat sweep.{number}.*.out; cat sweep.{number}.*.err >&2")
+            slots = in_slots(pairs, self.at_once)
+            self.prerun_cmds.append(f"    sweep_round {number} " + " ".join(
+                f'"{slot}:{server}:{client}"'
+                for slot, chosen in enumerate(slots) for server, client in chosen))
         self.prerun_cmds.append("}")
         self.executable = "sweep_schedule"
+
+    @run_before("run")
+    def ship_the_agent(self):
+        shutil.copy(AGENT, Path(self.stagedir) / AGENT.name)
 
     @sanity_function
     def measured_every_pair(self):

@@ -1,0 +1,109 @@
+#!/bin/bash
+# sweep_agent.sh ROLE TABLE: one task of a sweep round's server step (ROLE server) or
+# client step (ROLE client); every node of the round runs one.
+#
+# One step per role and round, not four per measurement: a 64-node sweep is 2,080 pairs,
+# and Slurm's MaxStepCount (40,000 by default) and slurmctld's step RPCs bound how many
+# steps one job may start. TABLE, written by the job script in the job's (shared) working
+# directory, holds a line per pair, "SLOT INDEX SERVER CLIENT SERVER_ADDR"; a task plays
+# its part in the pair its node is in. Pairs of slot S start once every pair of slot S-1
+# has ended, which is how `at_once` caps concurrency inside one step.
+#
+# Rendezvous through two files per pair that the job script created empty before the
+# steps started (so that NFS close-to-open consistency shows every appended line):
+#   TABLE.INDEX.port  server -> client: "TEST PORT" once the server listens, "TEST failed"
+#   TABLE.INDEX.done  client -> server: "TEST done" after each test, "end" after the last
+# The client's output (one "# perfguard sweep ..." block per test) goes to TABLE.INDEX.out.
+#
+# Environment: PG_SWEEP_COMMAND (ucx_perftest and its memory options), PG_SWEEP_TESTS
+# ("TEST:SIZE:ITERATIONS ..."), PG_FIRST_PORT, PG_READY_TIMEOUT (s a server has to listen),
+# PG_PAIR_TIMEOUT (s a pair may take).
+set -u
+role=$1 table=$2
+me=${SLURMD_NODENAME:-$(hostname -s)}
+ready_timeout=${PG_READY_TIMEOUT:-60}
+pair_timeout=${PG_PAIR_TIMEOUT:-600}
+
+line_in() {  # FILE WORD: the first line of FILE whose first word is WORD
+    grep -m1 "^$2\( \|$\)" "$1" 2>/dev/null
+}
+
+wait_line() {  # FILE WORD SECONDS: wait for it and print it; fail after SECONDS
+    local deadline=$((SECONDS + $3))
+    until line_in "$1" "$2"; do
+        [ "$SECONDS" -ge "$deadline" ] && return 1
+        sleep 0.05
+    done
+}
+
+listening() {
+    ss -Hltn "sport = :$1" | grep -q .
+}
+
+wait_for_slot() {  # SLOT: every pair of the slot before it has ended
+    local index
+    for index in $(awk -v slot="$(($1 - 1))" '$1 == slot { print $2 }' "$table"); do
+        wait_line "$table.$index.done" end "$pair_timeout" >/dev/null || return 1
+    done
+}
+
+serve() {  # SLOT INDEX: a server per test, each announced once it listens
+    local port=$((PG_FIRST_PORT + $2 * 4)) spec test size iterations pid started
+    wait_for_slot "$1"
+    for spec in $PG_SWEEP_TESTS; do
+        IFS=: read -r test size iterations <<< "$spec"
+        while listening "$port"; do port=$((port + 1)); done
+        $PG_SWEEP_COMMAND -t "$test" -s "$size" -n "$iterations" -p "$port" </dev/null &
+        pid=$! started=$SECONDS
+        until listening "$port"; do
+            if ! kill -0 "$pid" 2>/dev/null || [ $((SECONDS - started)) -ge "$ready_timeout" ]; then
+                echo "perfguard: server on $me did not listen on port $port" >&2
+                break
+            fi
+            sleep 0.05
+        done
+        if listening "$port"; then
+            echo "$test $port" >> "$table.$2.port"
+            # the client's end (or its own) ends the server; it serves one connection
+            while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - started)) -lt "$pair_timeout" ] \
+                    && ! line_in "$table.$2.done" "$test" >/dev/null; do sleep 0.05; done
+            for _ in 1 2 3 4 5 6 7 8 9 10; do  # a server ends by itself once served
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+            done
+        else
+            echo "$test failed" >> "$table.$2.port"
+        fi
+        kill "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        port=$((port + 1))
+    done
+}
+
+measure() {  # INDEX SERVER CLIENT ADDR: each test's block, a failure marker if it failed
+    local spec test size iterations port rc
+    for spec in $PG_SWEEP_TESTS; do
+        IFS=: read -r test size iterations <<< "$spec"
+        echo "# perfguard sweep server=$2 client=$3 test=$test size=$size"
+        port=$(wait_line "$table.$1.port" "$test" "$pair_timeout") || port="$test timeout"
+        port=${port#* }
+        case $port in
+            failed) echo "# perfguard sweep failed rc=1" ;;
+            timeout) echo "# perfguard sweep failed rc=124"
+                     echo "perfguard: no server for $2-$3 $test in ${pair_timeout}s" >&2 ;;
+            *) $PG_SWEEP_COMMAND -t "$test" -s "$size" -n "$iterations" -p "$port" "$4" </dev/null
+               rc=$?
+               [ $rc -ne 0 ] && echo "# perfguard sweep failed rc=$rc" ;;
+        esac
+        echo "$test done" >> "$table.$1.done"
+    done
+    echo end >> "$table.$1.done"
+}
+
+while read -r slot index server client addr <&3; do
+    if [ "$role" = server ] && [ "$server" = "$me" ]; then
+        serve "$slot" "$index" >> "$table.$index.server" 2>&1
+    elif [ "$role" = client ] && [ "$client" = "$me" ]; then
+        measure "$index" "$server" "$client" "$addr" > "$table.$index.out" 2> "$table.$index.err"
+    fi
+done 3< "$table"
