@@ -14,7 +14,8 @@ share the host's cores), so the time per pair measurement is what one round take
 fabric where a round's pairs run at once. With --throttle, one more sweep at the largest
 count runs with that node's slurmd limited to a fifth of a core (a CPU cgroup quota) and
 prints whom it blamed; every clean sweep prints whom it blamed too (nobody, we hope).
-Prints a table and the projection for 128 and 512 nodes (docs/sweep.md).
+Prints a table and the projection for 128, 512 and 2,048 nodes, every pair and
+following leaf switches of 16 and 32 nodes (docs/sweep.md).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from perfguard.cluster.layout import ClusterLayout  # noqa: E402
 from perfguard.cluster.procs import read_pid  # noqa: E402
 from perfguard.site.context import Context  # noqa: E402
 from perfguard.store import db  # noqa: E402
-from perfguard.sweep.analysis import cost  # noqa: E402
+from perfguard.sweep.analysis import cost, leaf_cost  # noqa: E402
 
 STATE = ROOT / ".state-sweep"
 PORT_BASE = 18800
@@ -147,9 +148,13 @@ def main() -> None:
             print(f"  {line[:300]}")
     round_s = statistics.median(per_pair)
     print(f"\nprojection, a round's pairs at once ({round_s:.2f} s per round):")
-    for nodes in (128, 512):
+    for nodes in (128, 512, 2048):
         rounds, seconds = cost(nodes, round_s)
-        print(f"  {nodes} nodes: {rounds} rounds, {seconds / 60:.1f} min")
+        print(f"  {nodes} nodes, every pair: {rounds} rounds, {seconds / 60:.1f} min")
+        for per_leaf in (16, 32):
+            rounds, seconds = leaf_cost([per_leaf] * (nodes // per_leaf), round_s)
+            print(f"  {nodes} nodes, {nodes // per_leaf} leaves of {per_leaf}: {rounds} "
+                  f"rounds, {seconds / 60:.1f} min")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ def _add_cluster(sub: argparse._SubParsersAction) -> None:
     start = actions.add_parser("up", help="start every component (idempotent); waits until "
                                           "nodes are idle and PostgreSQL accepts connections")
     start.add_argument("--nodes", type=int, default=4, help="virtual compute nodes (default 4)")
+    start.add_argument("--leaves", type=int, default=0,
+                       help="leaf switches in Slurm's tree topology (topology.conf), the "
+                            "nodes dealt out in order (default 0: none)")
     port_base_option(start)
     start.set_defaults(func=cmd_cluster_up)
     stop = actions.add_parser("down", help="stop every process the cluster started")
@@ -34,8 +37,10 @@ def _add_cluster(sub: argparse._SubParsersAction) -> None:
 def cmd_cluster_up(args: argparse.Namespace) -> int:
     from perfguard import cluster
 
-    layout = cluster.up(args.state_dir, args.nodes, args.port_base)
-    print(f"embedded cluster up: {layout.nodes} nodes, state in {layout.state}")
+    layout = cluster.up(args.state_dir, args.nodes, args.port_base, args.leaves)
+    print(f"embedded cluster up: {layout.nodes} nodes"
+          + (f" on {layout.leaves} leaf switches" if layout.leaves else "")
+          + f", state in {layout.state}")
     print(f"  export SLURM_CONF={layout.slurm_conf}")
     print(f"  PostgreSQL DSN: {layout.dsn}")
     print(f"  role passwords (perfguard, Grafana's read-only role): {layout.pgpass}, "

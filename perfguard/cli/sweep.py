@@ -12,13 +12,19 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
         "sweep", parents=[DSN],
         help="find the slow node, HCA or link: every node pair once, under Slurm",
         description="Runs FabricSweepCheck in one allocation: each node's HCA in loopback, "
-                    "then every node pair once in rounds of disjoint pairs (circle method); "
-                    "retests failing pairs with half as many at once; blames nodes, HCAs "
-                    "and links with their evidence (site_config/sweep.yaml sets the "
-                    "criteria). Exit 1 when anything is blamed.")
+                    "then every node pair once in rounds of disjoint pairs (circle method) "
+                    "or, where the leaf switches are known, every pair within each leaf "
+                    "(all leaves at once) and one pair per leaf pair across the spine; "
+                    "retests failing pairs one at a time; blames nodes, HCAs, links and "
+                    "leaves with their evidence (site_config/sweep.yaml sets the criteria). "
+                    "Exit 1 when anything is blamed.")
     swp.add_argument("--system", default="local", help="ReFrame system (default: local)")
     swp.add_argument("--nodes", help="Slurm hostlist of the nodes to sweep (default: the "
                                      "partition's, as many as it has)")
+    swp.add_argument("--topology", default="slurm", metavar="SOURCE",
+                     help="leaf switches: 'slurm' (default: Slurm's tree topology, "
+                          "`scontrol show topology`, where it has one), a topology.conf or "
+                          "ibnetdiscover output file, or 'none' (every node pair)")
     swp.add_argument("--drain", action="store_true",
                      help="DRAIN blamed nodes, the reason beginning 'perfguard:' (only after "
                           "a retest confirmed them)")
@@ -35,7 +41,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"resumed: {', '.join(resumed)}" if resumed else
               "no node is drained by perfguard")
         return 0
-    outcome = workflow.fabric_sweep(args.ctx, args.system, args.nodes, args.drain)
+    outcome = workflow.fabric_sweep(args.ctx, args.system, args.nodes, args.drain,
+                                    args.topology)
     print(outcome.text)
     return 1 if outcome.findings else 0
 

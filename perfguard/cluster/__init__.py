@@ -27,19 +27,22 @@ def current_layout(state: Path) -> ClusterLayout:
     return layout
 
 
-def up(state: Path, nodes: int, port_base: int) -> ClusterLayout:
+def up(state: Path, nodes: int, port_base: int, leaves: int = 0) -> ClusterLayout:
     """Start whatever is not running: everything at first, exactly the dead daemons
     (one node's slurmd, a stopped PostgreSQL) later; a second call is a no-op."""
+    if not 0 <= leaves <= nodes:
+        raise PerfguardError(f"--leaves {leaves}: a leaf switch needs a node (0 to {nodes})")
     require_root()
     require_binaries()
     _require_visible_from_nodes(state)
     layout = ClusterLayout.load(state) or ClusterLayout(state, nodes=nodes, port_base=port_base)
-    if any(s.running(layout) for s in SERVICES) and (layout.nodes, layout.port_base) != (
-            nodes, port_base):
+    if any(s.running(layout) for s in SERVICES) and (
+            layout.nodes, layout.port_base, layout.leaves) != (nodes, port_base, leaves):
         raise PerfguardError(
-            f"a cluster with {layout.nodes} nodes on port base {layout.port_base} is running "
-            f"under {state}; run `perfguard cluster down` before changing its shape")
-    layout = ClusterLayout(state, nodes=nodes, port_base=port_base)
+            f"a cluster with {layout.nodes} nodes on port base {layout.port_base} "
+            f"({layout.leaves or 'no'} leaf switches) is running under {state}; run "
+            f"`perfguard cluster down` before changing its shape")
+    layout = ClusterLayout(state, nodes=nodes, port_base=port_base, leaves=leaves)
     _check_ports(layout)
     layout.save()
     for service in SERVICES:

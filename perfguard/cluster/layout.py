@@ -54,6 +54,9 @@ class ClusterLayout:
         default_factory=lambda: tuple(sorted(os.sched_getaffinity(0))))
     #: Sockets (= NUMA domains) per virtual node; the host's CPUs are split among them.
     sockets: int = 2
+    #: Leaf switches in Slurm's tree topology (topology.conf), the nodes dealt out in
+    #: order; 0: no topology (Slurm's flat default).
+    leaves: int = 0
 
     # --- ports -------------------------------------------------------------
     @property
@@ -141,6 +144,18 @@ class ClusterLayout:
     @property
     def node_range(self) -> str:
         return f"node[1-{self.nodes}]" if self.nodes > 1 else "node1"
+
+    def leaf_nodes(self) -> dict[str, list[str]]:
+        """Leaf switch → its nodes: ``leaves`` consecutive blocks, as even as they go."""
+        names = [n.name for n in self.node_specs()]
+        count = max(1, min(self.leaves, len(names)))
+        size, extra = divmod(len(names), count)
+        out, start = {}, 0
+        for leaf in range(count):
+            end = start + size + (leaf < extra)
+            out[f"leaf{leaf + 1}"] = names[start:end]
+            start = end
+        return out
 
     # --- files -------------------------------------------------------------
     @property
@@ -276,7 +291,8 @@ class ClusterLayout:
             return cls(state=Path(data["state"]), nodes=int(data["nodes"]),
                        port_base=int(data["port_base"]),
                        host_cpus=tuple(int(c) for c in data["host_cpus"]),
-                       sockets=int(data.get("sockets", 2)))
+                       sockets=int(data.get("sockets", 2)),
+                       leaves=int(data.get("leaves", 0)))
         except (ValueError, KeyError, TypeError) as exc:
             raise PerfguardError(f"{record}: unreadable cluster record ({exc}); "
                                  f"remove it after stopping any daemons by hand") from exc

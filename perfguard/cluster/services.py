@@ -16,7 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfguard.cluster.configs import SLURMDBD_DB, SLURMDBD_DB_USER, slurm_conf, slurmdbd_conf
+from perfguard.cluster.configs import (
+    SLURMDBD_DB,
+    SLURMDBD_DB_USER,
+    slurm_conf,
+    slurmdbd_conf,
+    topology_conf,
+)
 from perfguard.cluster.layout import (
     CLUSTER_NAME,
     DB_NAME,
@@ -125,6 +131,11 @@ def _ensure_slurm_db_user(layout: ClusterLayout) -> None:
 def write_slurm_configs(layout: ClusterLayout) -> None:
     layout.etc.mkdir(parents=True, exist_ok=True)
     layout.slurm_conf.write_text(slurm_conf(layout))
+    topology = layout.etc / "topology.conf"
+    if layout.leaves:
+        topology.write_text(topology_conf(layout))
+    else:
+        topology.unlink(missing_ok=True)
     dbd_conf = layout.etc / "slurmdbd.conf"
     password = _mariadb_password_file(layout).read_text().strip()
     dbd_conf.write_text(slurmdbd_conf(layout, password))

@@ -4,10 +4,11 @@ check finds the site's files. Nothing here needs the database driver or the embe
 cluster (tests/test_adoption.py holds the checks to that)."""
 
 from perfguard.contract.references import References, run_references
-from perfguard.contract.rounds import circle_rounds, disjoint_rounds, in_slots
+from perfguard.contract.rounds import circle_rounds, disjoint_rounds, in_slots, leaf_rounds
 from perfguard.contract.topology import Hca, NodeTopology, Partition, all_hca_names, load_system
 from perfguard.site.paths import SPACK_ENVS_DIR, site_file, state_dir, topology_files
 
 __all__ = ["SPACK_ENVS_DIR", "Hca", "NodeTopology", "Partition", "References",
-           "all_hca_names", "circle_rounds", "disjoint_rounds", "in_slots", "load_system",
+           "all_hca_names", "circle_rounds", "disjoint_rounds", "in_slots", "leaf_rounds",
+           "load_system",
            "run_references", "site_file", "state_dir", "topology_files"]

@@ -35,3 +35,18 @@ def disjoint_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]
         else:
             rounds.append([pair])
     return rounds
+
+
+def leaf_rounds(groups: list[list[str]]) -> list[list[tuple[str, str]]]:
+    """Rounds that follow the switches: first every leaf's own circle rounds side by side
+    (all leaves at once), then across the spine one pair per pair of leaves, the leaves
+    meeting by the circle method and each leaf sending another of its nodes to each
+    partner leaf (so one slow node does not make its leaf's uplinks look slow)."""
+    groups = [g for g in groups if g]
+    within = [circle_rounds(len(g)) for g in groups]
+    rounds = [[(g[a], g[b]) for g, own in zip(groups, within) if r < len(own)
+               for a, b in own[r]] for r in range(max(map(len, within), default=0))]
+    for r, leaf_pairs in enumerate(circle_rounds(len(groups))):
+        rounds.append([(groups[a][r % len(groups[a])], groups[b][r % len(groups[b])])
+                       for a, b in leaf_pairs])
+    return [r for r in rounds if r]

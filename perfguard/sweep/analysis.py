@@ -27,8 +27,9 @@ from pathlib import Path
 
 import psycopg
 
+from perfguard.contract.rounds import leaf_rounds
 from perfguard.judge import rules as judge
-from perfguard.judge.fingerprint import natural_key
+from perfguard.judge.fingerprint import compact_nodes, natural_key
 
 #: What each metric's better direction is (the sweep check declares the same).
 BETTER = {"bandwidth": "higher", "latency": "lower"}
@@ -133,7 +134,7 @@ def failing(measurements: Iterable[Measurement],
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # node, hca or link
+    kind: str  # node, hca, link or leaf
     subject: str
     hca: str
     evidence: str
@@ -141,8 +142,8 @@ class Finding:
     @property
     def node(self) -> str | None:
         """The node to take out of service: a bad node, or the node of a bad HCA (a link
-        is a cable or switch port: no node is to blame)."""
-        return None if self.kind == "link" else self.subject.split()[0]
+        is a cable or switch port, a leaf a switch: no node is to blame)."""
+        return None if self.kind in ("link", "leaf") else self.subject.split()[0]
 
 
 @dataclass
@@ -213,8 +214,9 @@ def _describe(m: Measurement, limit: Limit | None, node: str | None = None) -> s
         (f" (limit {limit.value:.4g}: {limit.why})" if limit else "")
 
 
-def blame(sweep: Sweep) -> list[Finding]:
-    """Nodes, HCAs and links to blame, from the pairs still failing after retests."""
+def blame(sweep: Sweep, leaf_of: dict[str, str] | None = None) -> list[Finding]:
+    """Nodes, HCAs and links to blame, from the pairs still failing after retests; where
+    the switches are known (node → leaf), whole leaves too (see by_leaf)."""
     bad = sweep.failing()
     partners: dict[tuple[str, str], set[str]] = defaultdict(set)  # (hca, node) → partners
     hcas_of: dict[str, set[str]] = defaultdict(set)
@@ -256,27 +258,99 @@ def blame(sweep: Sweep) -> list[Finding]:
         findings.append(Finding("link", f"{a}–{b}", hca,
                                 f"{text}; both nodes pass with their other partners"
                                 + _tries(tries)))
-    return findings
+    return by_leaf(findings, sweep, leaf_of) if leaf_of else findings
+
+
+def by_leaf(findings: list[Finding], sweep: Sweep, leaf_of: dict[str, str]) -> list[Finding]:
+    """A leaf switch instead of its nodes or links, per HCA:
+
+    - every pair within the leaf failing (a leaf of three nodes or more): the leaf, its
+      evidence saying whether its nodes fail in loopback too (then the nodes themselves:
+      one change to a whole leaf's nodes) or only through the switch;
+    - its links across the spine failing with at least two other leaves and more than
+      half of those it was paired with, one leaf at a time like nodes (the leaves it
+      failed with are not blamed for it): the leaf's uplinks.
+    """
+    within: dict[tuple[str, str], list[Measurement]] = defaultdict(list)  # (hca, leaf)
+    across: dict[tuple[str, str], set[str]] = defaultdict(set)  # (hca, leaf) → leaves
+    for m in sweep.measurements:
+        a, b = leaf_of.get(m.server), leaf_of.get(m.client)
+        if a and a == b and not m.loopback:
+            within[(m.hca, a)].append(m)
+        elif a and b and a != b:
+            across[(m.hca, a)].add(b)
+            across[(m.hca, b)].add(a)
+    failing = set(sweep.failing())
+    loopback_fails = {(m.hca, m.server) for m in failing if m.loopback}
+    out = list(findings)
+    for (hca, leaf), pairs in sorted(within.items()):
+        names = {n for m in pairs for n in m.pair}
+        if len(names) < 3 or not failing.issuperset(pairs):
+            continue
+        inside = [f for f in out if hca in f.hca.split(",") and set(
+            f.subject.split()[0].split("–")) <= names and f.kind != "leaf"]
+        out = [f for f in out if f not in inside]
+        where = "in loopback too: the nodes themselves (one change to the whole leaf's " \
+            "nodes?)" if all((hca, n) in loopback_fails for n in names) else \
+            "while they pass in loopback: the switch"
+        worst = min((m for m in pairs if m.value is not None), key=lambda m: (
+            m.value if BETTER[m.metric] == "higher" else -m.value), default=pairs[0])
+        out.append(Finding("leaf", leaf, hca,
+                           f"every pair behind it fails ({compact_nodes(names)}), {where}; "
+                           f"worst {_describe(worst, sweep.limit(worst))}"
+                           + _tries(sweep.attempts.get(_key(worst), 1))))
+    return _uplinks(out, leaf_of, across)
+
+
+def _uplinks(findings: list[Finding], leaf_of: dict[str, str],
+             across: dict[tuple[str, str], set[str]]) -> list[Finding]:
+    """Links across the spine grouped by leaf: the leaf whose uplinks fail (by_leaf)."""
+    crossing: dict[tuple[str, str], dict[str, list[Finding]]] = defaultdict(
+        lambda: defaultdict(list))  # (hca, leaf) → other leaf → link findings
+    for f in findings:
+        if f.kind != "link":
+            continue
+        a, b = (leaf_of.get(n) for n in f.subject.split("–"))
+        if a and b and a != b:
+            crossing[(f.hca, a)][b].append(f)
+            crossing[(f.hca, b)][a].append(f)
+    out = list(findings)
+    for hca in sorted({h for h, _ in crossing}):
+        leaves = [leaf for h, leaf in sorted(crossing) if h == hca]
+        for leaf in worst_first(leaves, lambda leaf, h=hca: set(crossing[(h, leaf)]),
+                                lambda leaf, h=hca: across[(h, leaf)], []):
+            links = [f for fs in crossing[(hca, leaf)].values() for f in fs if f in out]
+            out = [f for f in out if f not in links]
+            out.append(Finding("leaf", leaf, hca,
+                               f"its links across the spine fail with "
+                               f"{len(crossing[(hca, leaf)])} of {len(across[(hca, leaf)])} "
+                               f"leaves while its own pairs pass: "
+                               + "; ".join(f"{f.subject}: {f.evidence}" for f in links[:3])
+                               + (f"; {len(links) - 3} more" if len(links) > 3 else "")))
+    return out
 
 
 def _bad_nodes(hca: str, failed_with: dict, partners: dict) -> list[str]:
-    """Nodes of one HCA to blame: those failing in loopback, then, one at a time, the node
-    failing with the most partners not already blamed, while that is at least two and
-    more than half of them (so the partners of a bad node are not blamed for it)."""
-    nodes = {node for h, node in failed_with if h == hca}
-    bad = [n for n in sorted(nodes) if n in failed_with[(hca, n)]]
-    while True:
-        def failing_partners(node: str) -> set[str]:
-            return set(failed_with[(hca, node)]) - set(bad) - {node}
+    """Nodes of one HCA to blame: those failing in loopback, then worst_first."""
+    nodes = sorted({node for h, node in failed_with if h == hca}, key=natural_key)
+    return worst_first(nodes, lambda n: set(failed_with[(hca, n)]),
+                       lambda n: partners[(hca, n)],
+                       [n for n in nodes if n in failed_with[(hca, n)]])
 
-        candidates = [n for n in sorted(nodes, key=natural_key) if n not in bad]
-        if not candidates:
-            return bad
-        worst = max(candidates, key=lambda n: len(failing_partners(n)))
-        count = len(failing_partners(worst))
-        if count < 2 or count <= len(partners[(hca, worst)] - set(bad)) / 2:
-            return bad
+
+def worst_first(candidates: list[str], failed_with, paired_with,
+                bad: list[str]) -> list[str]:
+    """Beyond ``bad``, one at a time, the candidate failing with the most partners not
+    already blamed, while that is at least two and more than half of the partners it
+    has left (so the partners of a bad node, or leaf, are not blamed for it)."""
+    bad = list(bad)
+    while rest := [c for c in candidates if c not in bad]:
+        count = {c: len(failed_with(c) - set(bad) - {c}) for c in rest}
+        worst = max(rest, key=count.__getitem__)
+        if count[worst] < 2 or count[worst] <= len(paired_with(worst) - set(bad)) / 2:
+            break
         bad.append(worst)
+    return bad
 
 
 def _evidence(sweep: Sweep, node: str, ms: list[Measurement], partners: set[str]) -> str:
@@ -298,6 +372,15 @@ def cost(nodes: int, seconds_per_round: float) -> tuple[int, float]:
     """(rounds, seconds) of a full sweep: N−1 rounds (N odd: N), plus the loopback round."""
     rounds = nodes - 1 if nodes % 2 == 0 else nodes
     return rounds + 1, (rounds + 1) * seconds_per_round
+
+
+def leaf_cost(leaf_sizes: list[int], seconds_per_round: float) -> tuple[int, float]:
+    """(rounds, seconds) of a sweep that follows the switches: the loopback round, the
+    largest leaf's circle rounds (all leaves at once), the leaves' rounds across the
+    spine; counted from the schedule itself."""
+    groups = [[f"{leaf}.{i}" for i in range(size)] for leaf, size in enumerate(leaf_sizes)]
+    rounds = len(leaf_rounds(groups)) + 1
+    return rounds, rounds * seconds_per_round
 
 
 def host_load() -> str:
@@ -369,18 +452,20 @@ def store_findings(conn: psycopg.Connection, run_id: int, findings: list[Finding
 
 
 def render(run_id: int, system: str, sweep: Sweep, findings: list[Finding],
-           drained: list[str]) -> str:
-    """What `perfguard sweep` prints: a bandwidth and a latency matrix per HCA, what
-    fails, who is blamed and why, and what was drained."""
+           drained: list[str], shape: str = "every pair") -> str:
+    """What `perfguard sweep` prints: a bandwidth and a latency matrix per HCA (beyond
+    MATRIX_NODES nodes, its best, median and worst pairs), what fails, who is blamed and
+    why, and what was drained."""
     nodes = sorted({n for m in sweep.measurements for n in (m.server, m.client)},
                    key=natural_key)
     hcas = sorted({m.hca for m in sweep.measurements})
     retested = len({(hca, pair) for (hca, pair, _), n in sweep.attempts.items() if n > 1})
-    out = [f"perfguard sweep on {system}: run {run_id}, {len(nodes)} nodes, "
+    out = [f"perfguard sweep on {system}: run {run_id}, {len(nodes)} nodes, {shape}, "
            f"HCA {', '.join(hcas)}; {retested} failing pair(s) retested"]
     for hca in hcas:
         for metric in BETTER:
-            out += ["", *_matrix(sweep, hca, metric, nodes)]
+            out += ["", *(_matrix(sweep, hca, metric, nodes) if len(nodes) <= MATRIX_NODES
+                          else _spread(sweep, hca, metric))]
     out.append("")
     if not findings:
         out.append("blamed: nobody (every pair within the limits"
@@ -391,6 +476,33 @@ def render(run_id: int, system: str, sweep: Sweep, findings: list[Finding],
         out.append(f"drained: {', '.join(drained)} (reason starts '{DRAIN_MARK}'; "
                    f"`perfguard sweep --resume` resumes them)")
     return "\n".join(out)
+
+
+#: Up to this many nodes `perfguard sweep` prints the node × node matrix.
+MATRIX_NODES = 16
+
+
+def _spread(sweep: Sweep, hca: str, metric: str) -> list[str]:
+    """One line per kind (loopback, pairs): how many, best, median, worst, how many fail."""
+    rows = []
+    for loopback in (True, False):
+        ms = sorted((m for m in sweep.measurements if m.hca == hca and m.metric == metric
+                     and m.loopback == loopback and m.value is not None),
+                    key=lambda m: m.value, reverse=BETTER[metric] == "higher")
+        if not ms:
+            continue
+        kind = "loopbacks" if loopback else "pairs"
+        bad = sum(1 for m in sweep.failing() if m.hca == hca and m.metric == metric
+                  and m.loopback == loopback)
+        rows.append(f"{metric} on {hca}, {len(ms)} {kind}: best {_where(ms[0])}, median "
+                    f"{ms[len(ms) // 2].value:.4g}, worst {_where(ms[-1])}; {bad} below "
+                    f"the limit")
+    return rows
+
+
+def _where(m: Measurement) -> str:
+    who = m.server if m.loopback else f"{m.server}–{m.client}"
+    return f"{m.value:.4g} {m.unit} ({who})".replace("  ", " ")
 
 
 #: A drain reason perfguard sets begins with this; `sweep --resume` touches no other.

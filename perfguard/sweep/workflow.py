@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
+from perfguard.contract import switches
+from perfguard.contract.switches import leaf_of
 from perfguard.errors import PerfguardError
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
@@ -28,12 +31,19 @@ class SweepOutcome:
 
 
 def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
-                 drain: bool = False) -> SweepOutcome:
-    """Sweep, retest the failing pairs with half as many at once, blame, store, drain."""
+                 drain: bool = False, topology: str = "slurm") -> SweepOutcome:
+    """Sweep, retest the failing pairs one at a time, blame, store, drain. Where the leaf
+    switches are known (``topology``: see switch_leaves), the sweep pairs nodes within
+    each leaf and one pair per leaf pair, and may blame a leaf."""
     criteria = sw.load_criteria(paths.site_file("sweep.yaml"), system)
+    kept = excluded_nodes(ctx, nodes)[0] if nodes else None
+    leaves = switch_leaves(ctx, topology, kept)
     setvars: tuple[str, ...] = ()
-    if nodes:
-        kept, _ = excluded_nodes(ctx, nodes)
+    if leaves:
+        setvars = ("FabricSweepCheck.switch_groups=" + ",".join(
+            f"{node}:{index}" for index, members in enumerate(leaves.values())
+            for node in members),)
+    elif kept:
         setvars = (f"FabricSweepCheck.nodes={','.join(sorted(kept, key=fp.natural_key))}",)
     first = _sweep_run(ctx, system, setvars, ("sweep",))
     with db.connect(ctx.dsn) as conn:
@@ -61,12 +71,31 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
         with db.connect(ctx.dsn) as conn:
             state_of = state_of.retested(sw.measurements(conn, again), criteria, rates)
     findings = [sw.Finding(f.kind, f.subject, f.hca, f"{f.evidence}; {load}" if load
-                           else f.evidence) for f in sw.blame(state_of)]
+                           else f.evidence) for f in sw.blame(state_of, leaf_of(leaves))]
     drained = _drain(ctx, first, findings) if drain else []
     with db.connect(ctx.dsn) as conn:
         sw.store_findings(conn, first, findings, set(drained))
+    shape = f"{len(leaves)} leaf switches ({topology})" if leaves else "every pair"
     return SweepOutcome(first, findings, drained,
-                        sw.render(first, system, state_of, findings, drained))
+                        sw.render(first, system, state_of, findings, drained, shape))
+
+
+def switch_leaves(ctx: Context, source: str, kept: set[str] | None) -> dict[str, list[str]]:
+    """Leaf → the nodes to sweep on it: from Slurm's own tree (``slurm``: {} where it has
+    none), from a topology.conf or ibnetdiscover file, or none (``none``: every pair)."""
+    if source == "none":
+        return {}
+    leaves = switches.from_slurm(ctx.slurm_env()) if source == "slurm" else \
+        switches.load(Path(source))
+    if kept is None:
+        return leaves
+    outside = kept - set(leaf_of(leaves))
+    if outside:
+        raise PerfguardError(f"--nodes names nodes on no leaf switch of {source}: "
+                             f"{fp.compact_nodes(outside)} (`--topology none` sweeps every "
+                             f"pair)")
+    chosen = {leaf: [n for n in members if n in kept] for leaf, members in leaves.items()}
+    return {leaf: members for leaf, members in chosen.items() if members}
 
 
 def _sweep_run(ctx: Context, system: str, setvars: tuple[str, ...],

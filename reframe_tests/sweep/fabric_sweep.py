@@ -1,8 +1,10 @@
 """Fabric sweep: every node's HCA in loopback, then every node pair once, in one job.
 
 One Slurm allocation of the nodes to test; the rounds of disjoint pairs come from the
-circle method (perfguard.sweep), the pairs of a round run at once (``at_once`` caps
-that; where virtual nodes share the host's CPUs, one at a time). Each pair is a
+circle method (perfguard.contract.rounds), the pairs of a round run at once (``at_once``
+caps that; where virtual nodes share the host's CPUs, one at a time). Where the leaf
+switches are known (``switch_groups``), the rounds pair nodes within every leaf at once,
+then one pair per leaf pair across the spine. Each pair is a
 ucx_perftest server/client (bandwidth at 1 MiB, latency at 8 B) pinned to the HCA, its
 NUMA cores and, for device memory, its GPU, as the UCX check is. A measurement that
 fails is recorded as failed and the sweep goes on: a dead link is a finding, not a
@@ -25,7 +27,7 @@ from reframe.core.builtins import (
 )
 from reframe.core.exceptions import SanityError
 
-from perfguard.contract import circle_rounds, disjoint_rounds, in_slots
+from perfguard.contract import circle_rounds, disjoint_rounds, in_slots, leaf_rounds
 from reframe_tests.common.binding import binding_errors
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.pinning import map_cpu, partition_topology
@@ -84,6 +86,9 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
     nodes = variable(typ.List[str], value=[])
     #: Pairs to measure instead of a full sweep ("node1:node3"): a retest.
     pairs = variable(typ.List[str], value=[])
+    #: Each node's leaf switch ("node1:0"): pairs within every leaf, then one pair per
+    #: leaf pair across the spine, instead of every pair.
+    switch_groups = variable(typ.List[str], value=[])
     #: Pairs measured at once; 0: a whole round (1 where virtual nodes share CPUs).
     at_once = variable(int, value=0)
     bandwidth_size = variable(int, value=1048576)
@@ -97,7 +102,8 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
 
     @run_after("setup")
     def size_the_allocation(self):
-        nodes = list(self.nodes) or sorted({n for p in self.retest_pairs for n in p})
+        nodes = list(self.nodes) or sorted({n for p in self.retest_pairs for n in p}) or \
+            [n for nodes in self.leaves_in_order().values() for n in nodes]
         self.num_tasks = len(nodes) or self.current_partition.extras.get("num_nodes", 2)
         if nodes:
             self.job.options += [f"--nodelist={','.join(nodes)}"]
@@ -110,11 +116,23 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
         self.perf_variables = {"worst_bandwidth": self.worst_bandwidth(),
                                "worst_latency": self.worst_latency()}
 
+    def leaves_in_order(self) -> dict[str, list[str]]:
+        """Leaf → its nodes, as ``switch_groups`` lists them."""
+        leaves: dict[str, list[str]] = {}
+        for entry in self.switch_groups:
+            node, _, leaf = entry.partition(":")
+            leaves.setdefault(leaf, []).append(node)
+        return leaves
+
     def schedule(self) -> list[list[tuple[str, str]]]:
-        """Rounds of (server, client): loopback first, then the circle method's rounds;
-        for a retest, its pairs in as few disjoint rounds as possible."""
+        """Rounds of (server, client): loopback first, then the circle method's rounds
+        (within each leaf and across the spine where the switches are known); for a
+        retest, its pairs in as few disjoint rounds as possible."""
         if self.pairs:
             return disjoint_rounds(self.retest_pairs)
+        if self.switch_groups:
+            leaves = list(self.leaves_in_order().values())
+            return [[(n, n) for nodes in leaves for n in nodes]] + leaf_rounds(leaves)
         node = [f"${{pg_nodes[{i}]}}" for i in range(self.num_tasks)]
         loopback = [(n, n) for n in node]
         return [loopback] + [[(node[a], node[b]) for a, b in pairs]
