@@ -87,7 +87,7 @@ def switch_leaves(ctx: Context, source: str, kept: set[str] | None) -> dict[str,
         return {}
     leaves = switches.from_slurm(ctx.slurm_env()) if source == "slurm" else \
         switches.load(Path(source))
-    if kept is None:
+    if kept is None or not leaves:
         return leaves
     outside = kept - set(leaf_of(leaves))
     if outside:

@@ -24,15 +24,27 @@ me=${SLURMD_NODENAME:-$(hostname -s)}
 ready_timeout=${PG_READY_TIMEOUT:-60}
 pair_timeout=${PG_PAIR_TIMEOUT:-600}
 
-line_in() {  # FILE WORD: the first line of FILE whose first word is WORD
-    grep -m1 "^$2\( \|$\)" "$1" 2>/dev/null
+# Waiting costs no process: `read` is a shell builtin, and so is this pause (a read with a
+# timeout on a pipe nobody writes). Up to 128 tasks wait at once on a 64-node sweep; a
+# `grep` and a `sleep` per poll would be thousands of processes a second.
+exec {pause_fd}<> <(:)
+pause() {
+    read -r -t "$1" -u "$pause_fd" _ || true
 }
 
-wait_line() {  # FILE WORD SECONDS: wait for it and print it; fail after SECONDS
+line_in() {  # FILE WORD: print the first line of FILE whose first word is WORD
+    local line
+    while IFS= read -r line; do
+        case $line in "$2" | "$2 "*) echo "$line"; return 0 ;; esac
+    done < "$1"
+    return 1
+}
+
+wait_line() {  # FILE WORD SECONDS [POLL]: wait for it and print it; fail after SECONDS
     local deadline=$((SECONDS + $3))
     until line_in "$1" "$2"; do
         [ "$SECONDS" -ge "$deadline" ] && return 1
-        sleep 0.05
+        pause "${4:-0.02}"
     done
 }
 
@@ -43,7 +55,7 @@ listening() {
 wait_for_slot() {  # SLOT: every pair of the slot before it has ended
     local index
     for index in $(awk -v slot="$(($1 - 1))" '$1 == slot { print $2 }' "$table"); do
-        wait_line "$table.$index.done" end "$pair_timeout" >/dev/null || return 1
+        wait_line "$table.$index.done" end "$pair_timeout" 0.1 >/dev/null || return 1
     done
 }
 
@@ -60,16 +72,16 @@ serve() {  # SLOT INDEX: a server per test, each announced once it listens
                 echo "perfguard: server on $me did not listen on port $port" >&2
                 break
             fi
-            sleep 0.05
+            pause 0.02
         done
         if listening "$port"; then
             echo "$test $port" >> "$table.$2.port"
             # the client's end (or its own) ends the server; it serves one connection
             while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - started)) -lt "$pair_timeout" ] \
-                    && ! line_in "$table.$2.done" "$test" >/dev/null; do sleep 0.05; done
+                    && ! line_in "$table.$2.done" "$test" >/dev/null; do pause 0.02; done
             for _ in 1 2 3 4 5 6 7 8 9 10; do  # a server ends by itself once served
                 kill -0 "$pid" 2>/dev/null || break
-                sleep 0.1
+                pause 0.1
             done
         else
             echo "$test failed" >> "$table.$2.port"
