@@ -8,7 +8,8 @@ real Slurm jobs, real ReFrame, real ingest) while a fault thread, at random mome
 either stops PostgreSQL or SIGKILLs every process of one virtual node, then heals the
 cluster with `perfguard cluster up`. Afterwards `perfguard ingest --spool` stores
 what waited. Reports: runs attempted / stored at once / spooled then stored /
-rejected / lost (must be 0), and the time each heal took.
+rejected / lost (must be 0), and the time each heal took. ``--smoke`` (the test
+suite's size): one run of the MPI sanity check, PostgreSQL killed in its first seconds.
 """
 
 from __future__ import annotations
@@ -55,15 +56,18 @@ def kill_postgres(layout: ClusterLayout) -> str:
 
 def kill_node(layout: ClusterLayout, rng: random.Random) -> str:
     node = rng.choice(layout.node_specs()).name
-    for pid in services._node_pids(layout, node):
+    for pid in services.node_pids(layout, node):
         os.kill(pid, signal.SIGKILL)
     return f"{node} killed"
 
 
 def inject_faults(layout: ClusterLayout, rng: random.Random, stop: threading.Event,
-                  heals: list[tuple[str, float]]) -> None:
-    while not stop.wait(rng.uniform(8, 30)):
-        fault = (kill_postgres(layout) if rng.random() < 0.5 else kill_node(layout, rng))
+                  heals: list[tuple[str, float]], smoke: bool = False) -> None:
+    """Faults at random moments until stopped; at the smoke size one PostgreSQL kill
+    within the first seconds (so the run's report goes through the spool)."""
+    while not stop.wait(rng.uniform(1, 3) if smoke else rng.uniform(8, 30)):
+        fault = (kill_postgres(layout) if smoke or rng.random() < 0.5
+                 else kill_node(layout, rng))
         time.sleep(rng.uniform(1, 6))  # down for a while, as in life
         started = time.monotonic()
         healed = perfguard("cluster", "up", "--nodes", str(layout.nodes), "--port-base",
@@ -71,6 +75,8 @@ def inject_faults(layout: ClusterLayout, rng: random.Random, stop: threading.Eve
         heals.append((fault, time.monotonic() - started if healed.returncode == 0
                       else float("inf")))
         print(f"  fault: {fault}; healed in {heals[-1][1]:.1f} s", flush=True)
+        if smoke:
+            return
 
 
 def sessions_in(report: Path) -> str | None:
@@ -85,23 +91,26 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--smoke", action="store_true",
-                        help="one run: that the script runs (the test suite's size)")
+                        help="one run of the MPI sanity check and one PostgreSQL kill: that "
+                             "the script runs (the test suite's size)")
     args = parser.parse_args()
+    checks = ("-t", "nightly")
     if args.smoke:
-        args.runs = 1
+        args.runs, checks = 1, ("-n", "MpiHelloCheck")
     layout = cluster.up(STATE, nodes=4, port_base=PORT_BASE)
     assert perfguard("db", "upgrade").returncode == 0
     rng = random.Random(args.seed)
     heals: list[tuple[str, float]] = []
     stop = threading.Event()
-    faults = threading.Thread(target=inject_faults, args=(layout, rng, stop, heals))
+    faults = threading.Thread(target=inject_faults, args=(layout, rng, stop, heals,
+                                                          args.smoke))
     before = set((STATE / "reports").glob("*.json")) if (STATE / "reports").exists() else set()
     faults.start()
     outcomes = []
     try:
         for index in range(args.runs):
             started = time.monotonic()
-            result = perfguard("run", "-t", "nightly", "--trigger", "nightly",
+            result = perfguard("run", *checks, "--trigger", "nightly",
                                "-S", "UcxPerftestCheck.iterations=2000")
             stored = "perfguard verdict for run" in result.stdout
             outcomes.append(stored)

@@ -1,7 +1,6 @@
 """Benchmarks that cannot rot: each script runs at its smoke size (``--smoke``), as its
 docstring says, on the test cluster or its own. The figures are the scripts' business;
-here only that they run to the end and print what they promise. `soak.py --smoke` is left
-out: its one nightly-shaped run under injected faults takes about 4 minutes."""
+here only that they run to the end and print what they promise."""
 
 from __future__ import annotations
 
@@ -51,3 +50,9 @@ def test_report_size_runs_on_its_own_cluster() -> None:
 def test_sweep_cost_runs_on_its_own_cluster() -> None:
     out = run_benchmark("sweep_cost.py")
     assert "| 2 | " in out and "projection, a round's pairs at once" in out, out
+
+
+def test_soak_runs_on_its_own_cluster() -> None:
+    out = run_benchmark("soak.py")
+    assert "runs attempted 1;" in out and "lost 0" in out, out
+    assert "fault: PostgreSQL killed; healed in" in out, out
