@@ -137,6 +137,14 @@ def dry_run_scripts(system: str, *names: str, setvars: tuple[str, ...] = (),
                     fixtures: bool = False) -> dict[str, list]:
     """Generate job scripts with `reframe --dry-run` for a system this machine is not;
     display name → the script's lines (fixtures such as SpackStack only if asked)."""
+    return {name: (stage / "rfm_job.sh").read_text().splitlines() for name, stage in
+            dry_run_stages(system, *names, setvars=setvars, fixtures=fixtures).items()}
+
+
+def dry_run_stages(system: str, *names: str, setvars: tuple[str, ...] = (),
+                   fixtures: bool = False) -> dict[str, Path]:
+    """`reframe --dry-run` for a system this machine is not: display name → the stage
+    directory holding the job script and whatever else the check wrote for the job."""
     from perfguard.store.report import load as load_report
 
     outcome = run_reframe(TEST_CONTEXT, RunRequest(system=system, names=names,
@@ -144,13 +152,8 @@ def dry_run_scripts(system: str, *names: str, setvars: tuple[str, ...] = (),
     assert outcome.returncode == 0, f"dry run failed, see {outcome.report}"
     raw = json.loads(outcome.report.read_text())
     load_report(outcome.report)  # the dry-run report is a valid report too
-    scripts = {}
-    for case in raw["runs"][0]["testcases"]:
-        if case.get("fixture") and not fixtures:
-            continue
-        script = Path(case["stagedir"]) / "rfm_job.sh"
-        scripts[case["display_name"]] = script.read_text().splitlines()
-    return scripts
+    return {case["display_name"]: Path(case["stagedir"])
+            for case in raw["runs"][0]["testcases"] if fixtures or not case.get("fixture")}
 
 
 def verdict_rows(stdout: str) -> list[dict]:

@@ -121,6 +121,21 @@ def test_one_slow_node_or_one_slow_cross_link_is_not_a_leaf() -> None:
     assert [(f.kind, f.subject) for f in judged(ms)] == [("link", "n11–n41")]
 
 
+def test_dry_run_of_a_leaf_sweep_names_its_nodes_and_rounds() -> None:
+    """ndr4x4, two leaves of two: the four loopbacks, the two leaves' pairs at once, then
+    the one pair across the spine; the allocation is exactly the leaves' nodes."""
+    from tests.conftest import dry_run_stages
+
+    groups = "FabricSweepCheck.switch_groups=gpu01:0,gpu02:0,gpu03:1,gpu04:1"
+    [stage] = dry_run_stages("ndr4x4", "FabricSweepCheck%hca=mlx5_0%memory=host",
+                             setvars=(groups,)).values()
+    assert "#SBATCH --nodelist=gpu01,gpu02,gpu03,gpu04" in \
+        (stage / "rfm_job.sh").read_text().splitlines()
+    assert (stage / "sweep.schedule").read_text().splitlines() == [
+        "0 0:gpu01:gpu01 0:gpu02:gpu02 0:gpu03:gpu03 0:gpu04:gpu04",
+        "1 0:gpu01:gpu02 0:gpu03:gpu04", "2 0:gpu01:gpu03"]
+
+
 def test_the_embedded_leaves_deal_the_nodes_out_in_order(tmp_path: Path) -> None:
     layout = ClusterLayout(tmp_path, nodes=10, leaves=4)
     assert [len(nodes) for nodes in layout.leaf_nodes().values()] == [3, 3, 2, 2]

@@ -134,9 +134,8 @@ def job_script_rounds(dsn: str, run_id: int) -> list[list[tuple[str, str]]]:
             .fetchone()
     [case] = [c for c in json.loads(Path(report).read_text())["runs"][0]["testcases"]
               if c["name"].startswith("FabricSweepCheck")]
-    script = (Path(case["outputdir"]) / "rfm_job.sh").read_text()
-    return [re.findall(r'"\d+:\$\{pg_nodes\[(\d+)\]\}:\$\{pg_nodes\[(\d+)\]\}"', line)
-            for line in script.splitlines() if line.strip().startswith("sweep_round ")]
+    schedule = (Path(case["outputdir"]) / "sweep.schedule").read_text()
+    return [re.findall(r"\d+:@(\d+):@(\d+)", line) for line in schedule.splitlines()]
 
 
 @contextmanager
@@ -206,9 +205,10 @@ def test_dry_run_pins_each_pair_to_its_hca_cores_and_gpu() -> None:
     """ndr4x4, HCA mlx5_3 (socket 1, PIX to GPU 3), device memory: every step of every
     pair on core 48 and GPU 3 through mlx5_3; in loopback the server takes core 49; the
     loopback round runs all four nodes at once, then three rounds of two pairs."""
-    from tests.conftest import dry_run_scripts
+    from tests.conftest import dry_run_stages
 
-    [lines] = dry_run_scripts("ndr4x4", "FabricSweepCheck%hca=mlx5_3%memory=cuda").values()
+    [stage] = dry_run_stages("ndr4x4", "FabricSweepCheck%hca=mlx5_3%memory=cuda").values()
+    lines = (stage / "rfm_job.sh").read_text().splitlines()
     ucx = "/opt/perfguard/gcc-openmpi-ucx-cuda/bin/ucx_perftest"
     for expected in ["#SBATCH --ntasks=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --exclusive",
                      "#SBATCH --gres=gpu:4", "export CUDA_VISIBLE_DEVICES=3",
@@ -226,30 +226,28 @@ def test_dry_run_pins_each_pair_to_its_hca_cores_and_gpu() -> None:
     for step in ("$srun_role", "$srun_client"):
         assert any(line.strip().startswith(f'{step} -N "$count" -n "$count" -w ')
                    for line in lines), step
-    schedule = lines[lines.index("sweep_schedule() {") + 1:lines.index("sweep_schedule")]
-    assert schedule[:2] == [
-        "    sweep_round 0 " + " ".join(f'"0:${{pg_nodes[{i}]}}:${{pg_nodes[{i}]}}"'
-                                        for i in range(4)),
-        '    sweep_round 1 "0:${pg_nodes[0]}:${pg_nodes[3]}" "0:${pg_nodes[1]}:${pg_nodes[2]}"']
-    assert len(schedule) == 5 and schedule[-1] == "}"
     assert lines[-1] == "sweep_schedule"
+    # the rounds, beside the script (a 512-node schedule would not fit in one): the
+    # loopback round on all four nodes at once, then three rounds of two pairs
+    assert (stage / "sweep.schedule").read_text().splitlines() == [
+        "0 0:@0:@0 0:@1:@1 0:@2:@2 0:@3:@3", "1 0:@0:@3 0:@1:@2", "2 0:@0:@2 0:@1:@3",
+        "3 0:@0:@1 0:@2:@3"]
 
 
 def test_dry_run_on_the_fdr_seed_follows_each_hca() -> None:
     """seedfdr: one V100, mlx4_0 (PIX) and mlx4_1 (PHB), both on socket 0: one variant per
     HCA, device memory on the one GPU, UCX pinned to the variant's HCA."""
-    from tests.conftest import dry_run_scripts
+    from tests.conftest import dry_run_stages
 
-    scripts = dry_run_scripts("seedfdr", "FabricSweepCheck")
-    assert set(scripts) == {f"FabricSweepCheck %hca={h} %memory={m}"
-                            for h in ("mlx4_0", "mlx4_1") for m in ("host", "cuda")}
-    cuda = scripts["FabricSweepCheck %hca=mlx4_1 %memory=cuda"]
+    stages = dry_run_stages("seedfdr", "FabricSweepCheck")
+    assert set(stages) == {f"FabricSweepCheck %hca={h} %memory={m}"
+                           for h in ("mlx4_0", "mlx4_1") for m in ("host", "cuda")}
+    stage = stages["FabricSweepCheck %hca=mlx4_1 %memory=cuda"]
+    cuda = (stage / "rfm_job.sh").read_text().splitlines()
     assert "export UCX_NET_DEVICES=mlx4_1:1" in cuda and "export CUDA_VISIBLE_DEVICES=0" in cuda
     assert "#SBATCH --ntasks=2" in cuda  # the partition's two nodes: one pair, one round
-    rounds = [line for line in cuda if line.strip().startswith("sweep_round ")]
-    assert rounds == ['    sweep_round 0 "0:${pg_nodes[0]}:${pg_nodes[0]}" '
-                      '"0:${pg_nodes[1]}:${pg_nodes[1]}"',
-                      '    sweep_round 1 "0:${pg_nodes[0]}:${pg_nodes[1]}"']
+    assert (stage / "sweep.schedule").read_text().splitlines() == [
+        "0 0:@0:@0 0:@1:@1", "1 0:@0:@1"]
 
 
 def test_a_pair_that_drifted_from_its_own_history_is_a_link(

@@ -37,6 +37,8 @@ from reframe_tests.sweep import parser
 
 #: Runs on every node of a round's steps: its node's part in the round's pairs.
 AGENT = Path(__file__).with_name("sweep_agent.sh")
+#: The rounds, one per line, in the stage directory (kept with the output).
+SCHEDULE = "sweep.schedule"
 
 # Bash for the job script: every node's address once (not an RPC per pair), and a round
 # as one server step and one client step over the round's nodes (sweep_agent.sh).
@@ -47,12 +49,18 @@ while read -r pg_name pg_at; do pg_addr[$pg_name]=$pg_at; done < <(
     scontrol -o show node "$SLURM_JOB_NODELIST" |
     sed -n 's/^NodeName=\([^ ]*\) .*NodeAddr=\([^ ]*\) .*/\1 \2/p')
 export PG_FIRST_PORT=${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 1000 * 12))}
-sweep_round() {  # NUMBER SLOT:SERVER:CLIENT...
+sweep_schedule() {  # every round of sweep.schedule: NUMBER SLOT:SERVER:CLIENT...
+    local number pairs
+    while read -r -u 3 number pairs; do sweep_round "$number" $pairs; done 3< sweep.schedule
+}
+sweep_round() {  # NUMBER SLOT:SERVER:CLIENT... (@I: the I-th node of the allocation)
     local round=sweep.$1 pair slot server client index=0 servers=() clients=()
     shift
     : > "$round"
     for pair in "$@"; do
         IFS=: read -r slot server client <<< "$pair"
+        if [ "${server:0:1}" = @ ]; then server=${pg_nodes[${server:1}]}; fi
+        if [ "${client:0:1}" = @ ]; then client=${pg_nodes[${client:1}]}; fi
         echo "$slot $index $server $client ${pg_addr[$server]}" >> "$round"
         : > "$round.$index.port"; : > "$round.$index.done"
         servers+=("$server"); clients+=("$client"); index=$((index + 1))
@@ -146,7 +154,7 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
         if self.switch_groups:
             leaves = list(self.leaves_in_order().values())
             return [[(n, n) for nodes in leaves for n in nodes]] + leaf_rounds(leaves)
-        node = [f"${{pg_nodes[{i}]}}" for i in range(self.num_tasks)]
+        node = [f"@{i}" for i in range(self.num_tasks)]  # the i-th node Slurm allocated
         loopback = [(n, n) for n in node]
         return [loopback] + [[(node[a], node[b]) for a, b in pairs]
                              for pairs in circle_rounds(self.num_tasks)]
@@ -172,13 +180,17 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
             f"export PG_SWEEP_COMMAND='{self.ucx_perftest} -m {self.memory},{self.memory}'",
             f"export PG_SWEEP_TESTS='tag_bw:{self.bandwidth_size}:{self.iterations} "
             f"tag_lat:{self.latency_size}:{self.iterations * 10}'",
-            *ROUND_FUNCTIONS.splitlines(), "sweep_schedule() {"]
+            *ROUND_FUNCTIONS.splitlines()]
+        # The schedule is a file beside the job script, not in it: a 512-node sweep is
+        # 131,000 pairs, more than Slurm's largest batch script (4 MB by default).
+        lines = []
         for number, pairs in enumerate(self.schedule()):
             slots = in_slots(pairs, self.at_once)
-            self.prerun_cmds.append(f"    sweep_round {number} " + " ".join(
-                f'"{slot}:{server}:{client}"'
+            lines.append(f"{number} " + " ".join(
+                f"{slot}:{server}:{client}"
                 for slot, chosen in enumerate(slots) for server, client in chosen))
-        self.prerun_cmds.append("}")
+        (Path(self.stagedir) / SCHEDULE).write_text("\n".join(lines) + "\n")
+        self.keep_files = [*self.keep_files, SCHEDULE]
         self.executable = "sweep_schedule"
 
     @run_before("run")
