@@ -4,6 +4,7 @@ its nodes or links, and on an embedded cluster of four leaves, a slowed leaf fou
 
 from __future__ import annotations
 
+import json
 import re
 from itertools import combinations
 from pathlib import Path
@@ -164,7 +165,7 @@ def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf(leaf_cluster) -> None:
     """Slurm's own topology drives the rounds: three within every leaf at once, three
     across the spine. Clean, nobody is blamed; with leaf2's three nodes throttled to a
     fifth of a core, leaf2 is blamed (once, not as three nodes), after a retest."""
-    clean = perfguard("sweep", state=LEAF_STATE)
+    clean = perfguard("sweep", "-S", "FabricSweepCheck.time_limit=20m", state=LEAF_STATE)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "12 nodes, 4 leaf switches (slurm)" in clean.stdout
     assert "blamed: nobody" in clean.stdout
@@ -173,6 +174,11 @@ def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf(leaf_cluster) -> None:
         pairs = {(s, c) for s, c in conn.execute(
             "SELECT server, client FROM sweep_pair WHERE run_id = %s AND metric = "
             "'bandwidth' AND server <> client", (run_id,)).fetchall()}
+        [report] = conn.execute("SELECT report_path FROM run WHERE id = %s", (run_id,)) \
+            .fetchone()
+    [case] = [c for c in json.loads(Path(report).read_text())["runs"][0]["testcases"]
+              if c["name"].startswith("FabricSweepCheck")]
+    assert "#SBATCH --time=0:20:0" in (Path(case["outputdir"]) / "rfm_job.sh").read_text()
     leaves = switches.leaf_of(leaf_cluster.leaf_nodes())
     assert len(pairs) == 4 * 3 + 6  # every pair within a leaf, one per leaf pair
     crossing = {tuple(sorted((leaves[s], leaves[c]))) for s, c in pairs if leaves[s] != leaves[c]}

@@ -25,6 +25,9 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
                      help="leaf switches: 'slurm' (default: Slurm's tree topology, "
                           "`scontrol show topology`, where it has one), a topology.conf or "
                           "ibnetdiscover output file, or 'none' (every node pair)")
+    swp.add_argument("-S", "--setvar", action="append", default=[],
+                     help="passed to ReFrame for the sweep and its retests, e.g. "
+                          "FabricSweepCheck.time_limit=2h")
     swp.add_argument("--drain", action="store_true",
                      help="DRAIN blamed nodes, the reason beginning 'perfguard:' (only after "
                           "a retest confirmed them)")
@@ -42,7 +45,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
               "no node is drained by perfguard")
         return 0
     outcome = workflow.fabric_sweep(args.ctx, args.system, args.nodes, args.drain,
-                                    args.topology)
+                                    args.topology, tuple(args.setvar))
     print(outcome.text)
     return 1 if outcome.findings else 0
 

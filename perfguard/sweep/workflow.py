@@ -31,20 +31,22 @@ class SweepOutcome:
 
 
 def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
-                 drain: bool = False, topology: str = "slurm") -> SweepOutcome:
+                 drain: bool = False, topology: str = "slurm",
+                 setvars: tuple[str, ...] = ()) -> SweepOutcome:
     """Sweep, retest the failing pairs one at a time, blame, store, drain. Where the leaf
     switches are known (``topology``: see switch_leaves), the sweep pairs nodes within
-    each leaf and one pair per leaf pair, and may blame a leaf."""
+    each leaf and one pair per leaf pair, and may blame a leaf. ``setvars`` (ReFrame's
+    -S, such as FabricSweepCheck.time_limit=2h) go to the sweep and its retests."""
     criteria = sw.load_criteria(paths.site_file("sweep.yaml"), system)
     kept = excluded_nodes(ctx, nodes)[0] if nodes else None
     leaves = switch_leaves(ctx, topology, kept)
-    setvars: tuple[str, ...] = ()
+    asked = setvars
     if leaves:
-        setvars = ("FabricSweepCheck.switch_groups=" + ",".join(
+        setvars += ("FabricSweepCheck.switch_groups=" + ",".join(
             f"{node}:{index}" for index, members in enumerate(leaves.values())
             for node in members),)
     elif kept:
-        setvars = (f"FabricSweepCheck.nodes={','.join(sorted(kept, key=fp.natural_key))}",)
+        setvars += (f"FabricSweepCheck.nodes={','.join(sorted(kept, key=fp.natural_key))}",)
     first = _sweep_run(ctx, system, setvars, ("sweep",))
     with db.connect(ctx.dsn) as conn:
         found = sw.measurements(conn, first)
@@ -65,7 +67,7 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
                         for m in suspects + state_of.references(suspects)})
         load = sw.host_load()
         again = _sweep_run(ctx, system,
-                           (f"FabricSweepCheck.pairs={','.join(pairs)}",
+                           (*asked, f"FabricSweepCheck.pairs={','.join(pairs)}",
                             "FabricSweepCheck.at_once=1"),
                            ("sweep-retest", f"sweep:{first}"))
         with db.connect(ctx.dsn) as conn:
