@@ -116,36 +116,35 @@ def main() -> None:
     layout = cluster.up(STATE, nodes=max(counts), port_base=PORT_BASE)
     with db.connect(layout.dsn) as conn:
         db.upgrade(conn)
-    rows, per_pair, throttled_sweep = [], [], None
+    per_pair = []
+    print("| nodes | rounds (incl. loopback) | pair measurements | `perfguard sweep` wall s "
+          "| sweep job s | s per pair measurement | job steps | slurmctld CPU s "
+          "| slurmctld % of wall | all slurmd CPU s | blamed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     try:
         for nodes in counts:
             runs = [sweep_once(layout, nodes) for _ in range(repeat)]
             measurements = nodes + nodes * (nodes - 1) // 2  # loopbacks + pairs
             job = statistics.median(r.job_s for r in runs)
             per_pair.append(job / measurements)
-            rows.append((nodes, cost(nodes, 0)[0], measurements,
-                         statistics.median(r.wall_s for r in runs), job, job / measurements,
-                         runs[0].steps, runs[0].slurmctld_cpu_s,
-                         100 * runs[0].slurmctld_cpu_s / runs[0].wall_s,
-                         runs[0].slurmd_cpu_s, "; ".join(runs[0].blamed) or "nobody"))
+            row = (nodes, cost(nodes, 0)[0], measurements,
+                   statistics.median(r.wall_s for r in runs), job, job / measurements,
+                   runs[0].steps, runs[0].slurmctld_cpu_s,
+                   100 * runs[0].slurmctld_cpu_s / runs[0].wall_s, runs[0].slurmd_cpu_s,
+                   "; ".join(b[:200] for b in runs[0].blamed))
+            print("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f} | {} | {:.1f} | {:.1f} | {:.1f} "
+                  "| {} |".format(*row), flush=True)
         if args.throttle:
             with throttled(layout, [args.throttle], 0.2):
-                throttled_sweep = sweep_once(layout, max(counts))
+                slow = sweep_once(layout, max(counts))
+            print(f"\n{max(counts)} nodes, {args.throttle} throttled to 20 % of a core: "
+                  f"sweep job {slow.job_s:.0f} s, wall {slow.wall_s:.0f} s, {slow.steps} "
+                  f"job steps")
+            for line in slow.blamed or ["blamed: nobody"]:
+                print(f"  {line[:300]}", flush=True)
     finally:
         cluster.down(STATE)
         cluster.purge(STATE)  # its state and /var/lib/perfguard data
-    print("| nodes | rounds (incl. loopback) | pair measurements | `perfguard sweep` wall s "
-          "| sweep job s | s per pair measurement | job steps | slurmctld CPU s "
-          "| slurmctld % of wall | all slurmd CPU s | blamed |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for row in rows:
-        print("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f} | {} | {:.1f} | {:.1f} | {:.1f} "
-              "| {} |".format(*row))
-    if throttled_sweep:
-        print(f"\n{max(counts)} nodes, {args.throttle} throttled to 20 % of a core: "
-              f"sweep job {throttled_sweep.job_s:.0f} s, wall {throttled_sweep.wall_s:.0f} s")
-        for line in throttled_sweep.blamed or ["blamed: nobody"]:
-            print(f"  {line[:300]}")
     round_s = statistics.median(per_pair)
     print(f"\nprojection, a round's pairs at once ({round_s:.2f} s per round):")
     for nodes in (128, 512, 2048):

@@ -34,6 +34,14 @@ def test_slurm_topology_gives_the_leaves_and_skips_the_spine() -> None:
     assert switches.leaf_of(leaves)["gpu016"] == "leaf4"
 
 
+def test_scontrol_show_topology_lists_the_spine_with_every_node() -> None:
+    shown = ("SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=node[1-3]\n"
+             "SwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=node[4-6]\n"
+             "SwitchName=spine Level=1 LinkSpeed=1 Nodes=node[1-6] Switches=leaf[1-2]\n")
+    assert switches.parse_slurm(shown, "scontrol show topology") == {
+        "leaf1": ["node1", "node2", "node3"], "leaf2": ["node4", "node5", "node6"]}
+
+
 def test_ibnetdiscover_gives_each_switch_its_hosts() -> None:
     leaves = switches.load(DATA / "ibnetdiscover.txt")
     assert leaves == {"MF0;leaf1:MQM9700/U1": ["gpu001", "gpu002"],
@@ -90,6 +98,7 @@ def leaf_sweep(slow_nodes: set[str] = frozenset(), slow_uplink: str = "",
         elif slow_uplink in (of[a], of[b]) and of[a] != of[b]:
             value = 4000.0
         out.append(sw.Measurement("mlx5_0", a, b, "bandwidth", value, "MiB/s"))
+        out.append(sw.Measurement("mlx5_0", a, b, "latency", 1.0, "us"))  # passes everywhere
     return out
 
 
@@ -102,6 +111,7 @@ def test_a_leaf_whose_nodes_all_fail_is_the_leaf() -> None:
     assert (finding.kind, finding.subject, finding.node) == ("leaf", "leaf2", None)
     assert finding.evidence.startswith("every pair behind it fails (n[21-24]), in loopback "
                                        "too: the nodes themselves")
+    assert "worst bandwidth n21–n24 3000 MiB/s (limit 9300" in finding.evidence
     [switch] = judged(leaf_sweep(slow_nodes=set(LEAVES["leaf2"]), slow_loopback=False))
     assert "while they pass in loopback: the switch" in switch.evidence
 

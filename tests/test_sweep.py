@@ -220,7 +220,9 @@ def test_dry_run_pins_each_pair_to_its_hca_cores_and_gpu() -> None:
                      "srun_loopback_server='srun --gpu-bind=map_gpu:3 "
                      "--cpu-bind=verbose,map_cpu:49 --overlap'",
                      f"export PG_SWEEP_COMMAND='{ucx} -m cuda,cuda'",
-                     "export PG_SWEEP_TESTS='tag_bw:1048576:1000 tag_lat:8:10000'"]:
+                     "export PG_SWEEP_TESTS='tag_bw:1048576:1000 tag_lat:8:10000'",
+                     # 5 min to start, 3 s for each of the four rounds (all pairs at once)
+                     "#SBATCH --time=0:5:12"]:
         assert expected in lines, expected
     # a round is one server step and one client step over its nodes, whatever its size
     for step in ("$srun_role", "$srun_client"):

@@ -24,14 +24,15 @@ IBND_SWITCH = re.compile(r'^Switch\s+\d+\s+"S-([0-9a-fA-F]+)"(?:\s+#\s+"([^"]*)"
 
 
 def parse_slurm(text: str, source: str) -> dict[str, list[str]]:
-    """Leaf → nodes from ``SwitchName=… Nodes=…`` lines (keys as Slurm reads them,
-    case-insensitive; comments after ``#``)."""
+    """Leaf → nodes from ``SwitchName=… Nodes=…`` lines without ``Switches=`` (keys as
+    Slurm reads them, case-insensitive; comments after ``#``)."""
     leaves: dict[str, list[str]] = {}
     for number, line in enumerate(text.splitlines(), 1):
         fields = dict(_key_values(line.split("#", 1)[0]))
         if "switchname" not in fields:
             continue
-        if fields.get("nodes"):
+        if fields.get("nodes") and not fields.get("switches"):  # scontrol lists a spine's
+            # nodes too ("SwitchName=spine Level=1 … Nodes=n[1-12] Switches=leaf[1-4]")
             try:
                 nodes = list(nodelist_expand(fields["nodes"]))
             except Exception as error:  # noqa: BLE001 - any hostlist error, named

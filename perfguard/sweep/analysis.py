@@ -285,21 +285,28 @@ def by_leaf(findings: list[Finding], sweep: Sweep, leaf_of: dict[str, str]) -> l
     out = list(findings)
     for (hca, leaf), pairs in sorted(within.items()):
         names = {n for m in pairs for n in m.pair}
-        if len(names) < 3 or not failing.issuperset(pairs):
-            continue
+        if len(names) < 3 or {m.pair for m in pairs if m in failing} != {m.pair for m in pairs}:
+            continue  # some pair within the leaf passes every metric
         inside = [f for f in out if hca in f.hca.split(",") and set(
             f.subject.split()[0].split("–")) <= names and f.kind != "leaf"]
         out = [f for f in out if f not in inside]
         where = "in loopback too: the nodes themselves (one change to the whole leaf's " \
             "nodes?)" if all((hca, n) in loopback_fails for n in names) else \
             "while they pass in loopback: the switch"
-        worst = min((m for m in pairs if m.value is not None), key=lambda m: (
-            m.value if BETTER[m.metric] == "higher" else -m.value), default=pairs[0])
+        worst = max((m for m in pairs if m in failing), key=lambda m: _shortfall(
+            m, sweep.limit(m)))
         out.append(Finding("leaf", leaf, hca,
                            f"every pair behind it fails ({compact_nodes(names)}), {where}; "
                            f"worst {_describe(worst, sweep.limit(worst))}"
                            + _tries(sweep.attempts.get(_key(worst), 1))))
     return _uplinks(out, leaf_of, across)
+
+
+def _shortfall(m: Measurement, limit: Limit | None) -> float:
+    """How many times worse than its limit a measurement is (a failed one: the worst)."""
+    if m.value is None or limit is None or not m.value or not limit.value:
+        return float("inf")
+    return limit.value / m.value if limit.better == "higher" else m.value / limit.value
 
 
 def _uplinks(findings: list[Finding], leaf_of: dict[str, str],

@@ -39,6 +39,10 @@ from reframe_tests.sweep import parser
 AGENT = Path(__file__).with_name("sweep_agent.sh")
 #: The rounds, one per line, in the stage directory (kept with the output).
 SCHEDULE = "sweep.schedule"
+#: The job's time limit, unless set: the partition's, or this much for the job's start
+#: and this much per slot of pairs (at once), whichever is longer; a pair measured in
+#: 0.6 s on the embedded cluster, a slot of 256 pairs on a fabric in a few seconds.
+SETUP_SECONDS, SLOT_SECONDS = 300, 3
 
 # Bash for the job script: every node's address once (not an RPC per pair), and a round
 # as one server step and one client step over the round's nodes (sweep_agent.sh).
@@ -191,6 +195,12 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
                 for slot, chosen in enumerate(slots) for server, client in chosen))
         (Path(self.stagedir) / SCHEDULE).write_text("\n".join(lines) + "\n")
         self.keep_files = [*self.keep_files, SCHEDULE]
+        if self.time_limit is None:  # not set by the user (-S): as long as the sweep needs
+            slots = sum(len(in_slots(pairs, self.at_once)) for pairs in self.schedule())
+            default = self.current_partition.time_limit or 0
+            if isinstance(default, str):
+                default = typ.Duration.__rfm_cast_str__(default)
+            self.time_limit = max(default, SETUP_SECONDS + slots * SLOT_SECONDS)
         self.executable = "sweep_schedule"
 
     @run_before("run")
