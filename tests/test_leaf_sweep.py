@@ -161,14 +161,17 @@ def test_the_embedded_leaves_deal_the_nodes_out_in_order(tmp_path: Path) -> None
 
 # --- on an embedded cluster of four leaf switches ----------------------------------------
 @pytest.fixture(scope="module")
-def leaf_cluster():
-    """Twelve virtual nodes on four leaves in Slurm's tree topology (topology.conf)."""
+def leaf_cluster(request):
+    """Twelve virtual nodes on four leaves in Slurm's tree topology (topology.conf); its
+    state (job outputs, logs) is kept where a test failed."""
     running = cluster.up(LEAF_STATE, nodes=12, port_base=LEAF_PORT_BASE, leaves=4)
     with psycopg.connect(running.dsn) as conn:
         db.upgrade(conn)
+    failed = request.session.testsfailed
     yield running
     cluster.down(LEAF_STATE)
-    cluster.purge(LEAF_STATE)
+    if request.session.testsfailed == failed:
+        cluster.purge(LEAF_STATE)
 
 
 def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf(leaf_cluster) -> None:

@@ -225,7 +225,7 @@ def test_dry_run_pins_each_pair_to_its_hca_cores_and_gpu() -> None:
                      "#SBATCH --time=0:5:12"]:
         assert expected in lines, expected
     # a round is one server step and one client step over its nodes, whatever its size
-    for step in ("$srun_role", "$srun_client"):
+    for step in ("{ $srun_role", "$srun_client"):
         assert any(line.strip().startswith(f'{step} -N "$count" -n "$count" -w ')
                    for line in lines), step
     assert lines[-1] == "sweep_schedule"

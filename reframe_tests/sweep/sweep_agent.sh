@@ -13,6 +13,8 @@
 # steps started (so that NFS close-to-open consistency shows every appended line):
 #   TABLE.INDEX.port  server -> client: "TEST PORT" once the server listens, "TEST failed"
 #   TABLE.INDEX.done  client -> server: "TEST done" after each test, "end" after the last
+# and TABLE.servers-ended, which the job script creates when the server step has ended
+# (a client waiting for a server that will never come stops waiting).
 # The client's output (one "# perfguard sweep ..." block per test) goes to TABLE.INDEX.out.
 #
 # Environment: PG_SWEEP_COMMAND (ucx_perftest and its memory options), PG_SWEEP_TESTS
@@ -48,6 +50,18 @@ wait_line() {  # FILE WORD SECONDS [POLL]: wait for it and print it; fail after 
     done
 }
 
+alive() {  # PID: our child, running; never another process the kernel gave that pid since
+    local key value state=""
+    [ -r "/proc/$1/status" ] || return 1
+    while read -r key value _; do
+        case $key in
+            State:) state=$value ;;
+            PPid:) [ "$value" = "$BASHPID" ] && [ "$state" != Z ]; return ;;
+        esac
+    done < "/proc/$1/status"
+    return 1
+}
+
 listening() {
     ss -Hltn "sport = :$1" | grep -q .
 }
@@ -68,7 +82,7 @@ serve() {  # SLOT INDEX: a server per test, each announced once it listens
         $PG_SWEEP_COMMAND -t "$test" -s "$size" -n "$iterations" -p "$port" </dev/null &
         pid=$! started=$SECONDS
         until listening "$port"; do
-            if ! kill -0 "$pid" 2>/dev/null || [ $((SECONDS - started)) -ge "$ready_timeout" ]; then
+            if ! alive "$pid" || [ $((SECONDS - started)) -ge "$ready_timeout" ]; then
                 echo "perfguard: server on $me did not listen on port $port" >&2
                 break
             fi
@@ -77,18 +91,30 @@ serve() {  # SLOT INDEX: a server per test, each announced once it listens
         if listening "$port"; then
             echo "$test $port" >> "$table.$2.port"
             # the client's end (or its own) ends the server; it serves one connection
-            while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - started)) -lt "$pair_timeout" ] \
+            while alive "$pid" && [ $((SECONDS - started)) -lt "$pair_timeout" ] \
                     && ! line_in "$table.$2.done" "$test" >/dev/null; do pause 0.02; done
             for _ in 1 2 3 4 5 6 7 8 9 10; do  # a server ends by itself once served
-                kill -0 "$pid" 2>/dev/null || break
+                alive "$pid" || break
                 pause 0.1
             done
         else
             echo "$test failed" >> "$table.$2.port"
         fi
-        kill "$pid" 2>/dev/null
+        if alive "$pid"; then kill "$pid"; fi
         wait "$pid" 2>/dev/null
         port=$((port + 1))
+    done
+}
+
+wait_port() {  # INDEX TEST: the server's line for TEST; "failed" once the servers ended
+    local deadline=$((SECONDS + pair_timeout))
+    until line_in "$table.$1.port" "$2"; do
+        if [ -e "$table.servers-ended" ]; then  # read again: it may have come just before
+            line_in "$table.$1.port" "$2" || echo "$2 failed"
+            return 0
+        fi
+        [ "$SECONDS" -ge "$deadline" ] && return 1
+        pause 0.02
     done
 }
 
@@ -97,7 +123,7 @@ measure() {  # INDEX SERVER CLIENT ADDR: each test's block, a failure marker if 
     for spec in $PG_SWEEP_TESTS; do
         IFS=: read -r test size iterations <<< "$spec"
         echo "# perfguard sweep server=$2 client=$3 test=$test size=$size"
-        port=$(wait_line "$table.$1.port" "$test" "$pair_timeout") || port="$test timeout"
+        port=$(wait_port "$1" "$test") || port="$test timeout"
         port=${port#* }
         case $port in
             failed) echo "# perfguard sweep failed rc=1" ;;
