@@ -83,21 +83,23 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
 
 
 def switch_leaves(ctx: Context, source: str, kept: set[str] | None) -> dict[str, list[str]]:
-    """Leaf → the nodes to sweep on it: from Slurm's own tree (``slurm``: {} where it has
-    none), from a topology.conf or ibnetdiscover file, or none (``none``: every pair)."""
+    """Leaf → the nodes to sweep on it (``kept``, else those that can run a job now): from
+    Slurm's own tree (``slurm``: {} where it has none), from a topology.conf or
+    ibnetdiscover file, or none (``none``: every pair)."""
     if source == "none":
         return {}
     leaves = switches.from_slurm(ctx.slurm_env()) if source == "slurm" else \
         switches.load(Path(source))
-    if kept is None or not leaves:
+    if not leaves:
         return leaves
-    outside = kept - set(leaf_of(leaves))
+    outside = (kept or set()) - set(leaf_of(leaves))
     if outside:
         raise PerfguardError(f"--nodes names nodes on no leaf switch of {source}: "
                              f"{fp.compact_nodes(outside)} (`--topology none` sweeps every "
                              f"pair)")
-    chosen = {leaf: [n for n in members if n in kept] for leaf, members in leaves.items()}
-    return {leaf: members for leaf, members in chosen.items() if members}
+    chosen = kept if kept is not None else _usable_nodes(ctx)
+    narrowed = {leaf: [n for n in members if n in chosen] for leaf, members in leaves.items()}
+    return {leaf: members for leaf, members in narrowed.items() if members}
 
 
 def _sweep_run(ctx: Context, system: str, setvars: tuple[str, ...],
@@ -122,6 +124,16 @@ def _line_rates(system: str) -> dict[str, float]:
                     if hca.data_rate_gbps:
                         rates[hca.name] = hca.data_rate_gbps * 1e9 / 8 / 2**20
     return rates
+
+
+def _usable_nodes(ctx: Context) -> set[str]:
+    """Nodes that can run a job now: a sweep that lists a down or drained node in
+    --nodelist would wait for it forever."""
+    listing = _slurm(ctx, "sinfo", "-h", "-N", "-t", "idle,mixed,allocated,completing",
+                    "-o", "%N")
+    if listing.returncode != 0:
+        raise PerfguardError(f"sinfo failed: {listing.stderr.strip()}")
+    return set(listing.stdout.split())
 
 
 def _slurm(ctx: Context, *argv: str) -> subprocess.CompletedProcess:
