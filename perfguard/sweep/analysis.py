@@ -258,13 +258,16 @@ def blame(sweep: Sweep, leaf_of: dict[str, str] | None = None) -> list[Finding]:
         findings.append(Finding("link", f"{a}–{b}", hca,
                                 f"{text}; both nodes pass with their other partners"
                                 + _tries(tries)))
-    return by_leaf(findings, sweep, leaf_of) if leaf_of else findings
+    return by_leaf(findings, sweep, leaf_of, bad) if leaf_of else findings
 
 
-def by_leaf(findings: list[Finding], sweep: Sweep, leaf_of: dict[str, str]) -> list[Finding]:
-    """A leaf switch instead of its nodes or links, per HCA:
+def by_leaf(findings: list[Finding], sweep: Sweep, leaf_of: dict[str, str],
+            bad: list[Measurement]) -> list[Finding]:
+    """A leaf switch instead of its nodes or links, per HCA, given what still fails
+    (``bad``, blame's sweep.failing()):
 
-    - every pair within the leaf failing (a leaf of three nodes or more): the leaf, its
+    - every pair within the leaf failing some metric (a leaf of three nodes or more): the
+      leaf, its
       evidence saying whether its nodes fail in loopback too (then the nodes themselves:
       one change to a whole leaf's nodes) or only through the switch;
     - its links across the spine failing with at least two other leaves and more than
@@ -280,7 +283,7 @@ def by_leaf(findings: list[Finding], sweep: Sweep, leaf_of: dict[str, str]) -> l
         elif a and b and a != b:
             across[(m.hca, a)].add(b)
             across[(m.hca, b)].add(a)
-    failing = set(sweep.failing())
+    failing = set(bad)
     loopback_fails = {(m.hca, m.server) for m in failing if m.loopback}
     out = list(findings)
     for (hca, leaf), pairs in sorted(within.items()):
