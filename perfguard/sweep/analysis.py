@@ -267,9 +267,8 @@ def by_leaf(findings: list[Finding], sweep: Sweep, leaf_of: dict[str, str],
     (``bad``, blame's sweep.failing()):
 
     - every pair within the leaf failing some metric (a leaf of three nodes or more): the
-      leaf, its
-      evidence saying whether its nodes fail in loopback too (then the nodes themselves:
-      one change to a whole leaf's nodes) or only through the switch;
+      leaf, its evidence saying whether its nodes fail in loopback too (then the nodes
+      themselves: one change to a whole leaf's nodes) or only through the switch;
     - its links across the spine failing with at least two other leaves and more than
       half of those it was paired with, one leaf at a time like nodes (the leaves it
       failed with are not blamed for it): the leaf's uplinks.
