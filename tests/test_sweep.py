@@ -4,6 +4,7 @@ nothing is injected), with drains that only ever touch perfguard's own."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -80,6 +81,29 @@ def test_a_retest_that_passes_clears_the_pair_and_a_dead_one_is_a_link() -> None
     kind = ("lo", "bandwidth", False)
     assert again.limit_of[kind].value == pytest.approx(0.93 * 9900.0)
     assert again.limit_of[kind].value <= first.limit_of[kind].value
+
+
+def test_a_blamed_nodes_pair_sets_no_limit_for_the_links() -> None:
+    """The 64-node throttled sweep: the throttled node's pairs were slow in bandwidth but
+    one had the lowest latency (0.077 µs), and 4× that made a healthy link fail."""
+    six = FOUR + ["n5", "n6"]
+    latency = {(a, b): 0.3 for a, b in [(n, n) for n in six] + list(combinations(six, 2))}
+    latency[("n1", "n6")] = 0.05  # n6 is the throttled node
+    latency[("n2", "n3")] = 1.2   # within 1 µs of 0.3, not of 0.05
+    bandwidth = {pair: 4000.0 if "n6" in pair else 10000.0 for pair in latency}
+    ms = bandwidths("lo", bandwidth) + [
+        sw.Measurement("lo", a, b, "latency", v, "us") for (a, b), v in latency.items()]
+    criteria = sw.Criteria(latency_factor=4.0, latency_slack_us=1.0)  # the embedded site's
+    sweep = sw.Sweep(ms, sw.limits(ms, None, criteria), criteria=criteria)
+    assert ("n2", "n3") in {m.pair for m in sweep.failing()}  # by the throttled pair's limit
+    [finding] = sw.blame(sweep)
+    assert (finding.kind, finding.subject) == ("node", "n6")
+    slower = [m if m.pair != ("n2", "n3") or m.metric != "latency" else
+              dataclasses.replace(m, value=1.4) for m in ms]
+    findings = sw.blame(sw.Sweep(slower, sw.limits(slower, None, criteria), criteria=criteria))
+    assert [(f.kind, f.subject) for f in findings] == [("node", "n6"), ("link", "n2–n3")]
+    assert ("limit 1.3: 4× the lowest pair (n1–n2 0.3 us) or 1 us above it, no blamed "
+            "node's pair counted") in findings[1].evidence
 
 
 def test_line_rate_raises_the_floor() -> None:

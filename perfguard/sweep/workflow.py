@@ -56,7 +56,8 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
     with db.connect(ctx.dsn) as conn:
         own = sw.history_limits(conn, first, judge.load_rules(vd.rules_file()))
     rates = _line_rates(system)
-    state_of = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own)
+    state_of = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own,
+                        criteria=criteria, line_rate=rates)
     load = ""
     for _ in range(criteria.retests):
         suspects = state_of.failing()
@@ -71,7 +72,7 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
                             "FabricSweepCheck.at_once=1"),
                            ("sweep-retest", f"sweep:{first}"))
         with db.connect(ctx.dsn) as conn:
-            state_of = state_of.retested(sw.measurements(conn, again), criteria, rates)
+            state_of = state_of.retested(sw.measurements(conn, again))
     findings = [sw.Finding(f.kind, f.subject, f.hca, f"{f.evidence}; {load}" if load
                            else f.evidence) for f in sw.blame(state_of, leaf_of(leaves))]
     drained = _drain(ctx, first, findings) if drain else []
