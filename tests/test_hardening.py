@@ -296,20 +296,31 @@ def test_yaml_alias_bomb_is_refused_before_it_grows(migrated_dsn: str, tmp_path:
 
 
 # --- the cluster heals -------------------------------------------------------------------------
-def test_cluster_up_restarts_exactly_a_dead_node(layout: ClusterLayout) -> None:
+def test_cluster_up_restarts_exactly_the_dead_nodes(layout: ClusterLayout) -> None:
+    """Two dead nodes: each restarted, the others untouched. The kernel reuses the number
+    of a namespace that ended: clearing a dead node's namespace once killed the node just
+    restarted in a namespace of that number. Here node3's number went to node1."""
     pids_before = {name: read_pid(layout.pid_file(name)) for name in
-                   ("slurmctld", "postgresql", "slurmd-node1", "slurmd-node3")}
-    os.kill(read_pid(layout.pid_file("slurmd-node3")), signal.SIGKILL)
+                   ("slurmctld", "postgresql", "slurmd-node1", "slurmd-node2", "slurmd-node3",
+                    "slurmd-node4")}
+    for node in ("node2", "node3"):
+        os.kill(read_pid(layout.pid_file(f"slurmd-{node}")), signal.SIGKILL)
     time.sleep(0.5)
+    (layout.run_dir / "slurmd-node3.uts").write_text(
+        os.readlink(f"/proc/{pids_before['slurmd-node1']}/ns/uts"))
     status = perfguard("cluster", "status", state=TEST_STATE)
     assert status.returncode == 3
-    assert "slurmd of node3 not running" in status.stdout
+    assert "slurmd of node2, node3 not running" in status.stdout
     healed = perfguard("cluster", "up", "--nodes", "4", "--port-base", str(layout.port_base),
                        state=TEST_STATE)
     assert healed.returncode == 0, healed.stderr
+    time.sleep(2)
     after = {name: read_pid(layout.pid_file(name)) for name in pids_before}
-    assert {k: v for k, v in after.items() if v != pids_before[k]}.keys() == {"slurmd-node3"}
-    assert cluster.services.node_states(layout)["node3"] in ("idle", "mixed")
+    assert {k for k, v in after.items() if v != pids_before[k]} == {"slurmd-node2",
+                                                                     "slurmd-node3"}
+    assert all(os.path.exists(f"/proc/{after[f'slurmd-{n}']}") for n in ("node2", "node3"))
+    states = cluster.services.node_states(layout)
+    assert states["node2"] in ("idle", "mixed") and states["node3"] in ("idle", "mixed")
     assert perfguard("cluster", "status", state=TEST_STATE).returncode == 0
 
 

@@ -172,10 +172,12 @@ def start_slurmctld(layout: ClusterLayout) -> None:
 def start_nodes(layout: ClusterLayout) -> None:
     """Start every node whose slurmd is not running (all at first, a dead one when
     healing), then wait until every node is back in service."""
-    for node in layout.node_specs():
-        if node_pids(layout, node.name):
-            continue
-        _clear_dead_node(layout, node.name)
+    dead = [node for node in layout.node_specs() if not node_pids(layout, node.name)]
+    live = {namespace_id(read_pid(layout.pid_file(f"slurmd-{node.name}")))
+            for node in layout.node_specs() if node not in dead}
+    for node in dead:  # all before any new node: a new namespace may reuse a dead one's number
+        _clear_dead_node(layout, node.name, live)
+    for node in dead:
         tmp = layout.node_tmp(node.name)
         tmp.mkdir(parents=True, exist_ok=True)
         tmp.chmod(0o1777)
@@ -207,12 +209,14 @@ def _node_hosts_file(layout: ClusterLayout) -> Path:
     return hosts
 
 
-def _clear_dead_node(layout: ClusterLayout, node: str) -> None:
-    """What a dead slurmd left in its namespace (slurmstepd, job tasks) goes with it."""
+def _clear_dead_node(layout: ClusterLayout, node: str, live: set[str | None]) -> None:
+    """What a dead slurmd left in its namespace (slurmstepd, job tasks) goes with it,
+    unless the kernel gave that namespace's number to a live node (``live``) since."""
     uts_file = layout.run_dir / f"slurmd-{node}.uts"
     uts = uts_file.read_text().strip() if uts_file.exists() else ""
-    if uts and uts != namespace_id(os.getpid()):
+    if uts and uts != namespace_id(os.getpid()) and uts not in live:
         terminate(_cluster_pids(layout, uts), timeout=5)
+    uts_file.unlink(missing_ok=True)
 
 
 def dead_nodes(layout: ClusterLayout) -> list[str]:
