@@ -11,8 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from perfguard.run.reframe import RunRequest, run_reframe
+from perfguard.site import stacks
 from perfguard.site.spack import SPACK_ENVS, environments, recipes
 from perfguard.store.report import load
 from tests.conftest import TEST_CONTEXT, TEST_STATE, dry_run_scripts, job_file, perfguard
@@ -140,9 +142,8 @@ def test_spack_provider_build_and_run_scripts() -> None:
         "seedfdr", "OsuPt2PtCheck%hca=mlx4_1%benchmark=osu_latency%transfer=H-H"
                    "%placement=inter", fixtures=True)
     [build] = [lines for name, lines in scripts.items() if name.startswith("SpackStack")]
-    env_dir = SPACK_ENVS / "gcc-openmpi4-verbs-cuda"
-    assert build[1:] == [f"export PERFGUARD_SPACK_ROOT={TEST_STATE}/spack",
-                         f"spack -e {env_dir} install --fail-fast",
+    env_dir = TEST_STATE / "spack" / "envs" / "gcc-openmpi4-verbs-cuda"
+    assert build[1:] == [f"spack -e {env_dir} install --fail-fast",
                          f"sha256sum {env_dir}/spack.lock"]
     [run] = [lines for name, lines in scripts.items() if name.startswith("OsuPt2Pt")]
     view = f"{TEST_STATE}/spack/views/gcc-openmpi4-verbs-cuda"
@@ -176,6 +177,51 @@ def test_stack_built_by_spack_runs_from_its_view(layout, tmp_path: Path,
     assert f"{view}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency" in script
     assert "# OSU MPI Latency Test v7.4" in job_file(outcome.report, "OsuPt2PtCheck",
                                                          "rfm_job.out")
-    lock = SPACK_ENVS / "gcc-system-openmpi" / "spack.lock"
+    lock = TEST_STATE / "spack" / "envs" / "gcc-system-openmpi" / "spack.lock"
     assert hashlib.sha256(lock.read_bytes()).hexdigest() in outcome.report.read_text()
 
+
+
+# --- the environment Spack works on: rendered under the install root -----------------
+def test_a_stack_is_rendered_under_its_root_and_the_checkout_stays_as_it_is(
+        tmp_path: Path) -> None:
+    """No variable is left for a plain `spack -e` to turn into a literal directory; the
+    manifest's relative include and repository resolve beside it; Spack's lock and
+    .spack-env survive a new rendering; a recipe gone from the checkout is gone there."""
+    before = {p: p.read_bytes() for p in SPACK_ENVS.rglob("*") if p.is_file()}
+    root = tmp_path / "root"
+    env = stacks.render("gcc-system-openmpi", root)
+    assert env == root / "envs" / "gcc-system-openmpi"
+    manifest = (env / "spack.yaml").read_text()
+    assert "${" not in manifest and f"root: {root}/views/gcc-system-openmpi" in manifest \
+        and f"root: {root}/opt" in manifest
+    data = yaml.safe_load(manifest)["spack"]
+    assert (env / data["include"][0]).read_bytes() == \
+        (SPACK_ENVS / "site" / "packages.yaml").read_bytes()
+    assert (env / data["repos"][0] / "packages" / "himeno" / "package.py").is_file()
+    (env / "spack.lock").write_text("{}")
+    (env / ".spack-env").mkdir()
+    stale = root / "envs" / "spack_repo" / "perfguard" / "packages" / "gone" / "package.py"
+    stale.parent.mkdir()
+    stale.write_text("")
+    assert stacks.render("gcc-system-openmpi", root) == env
+    assert (env / "spack.lock").read_text() == "{}" and (env / ".spack-env").is_dir()
+    assert not stale.exists()
+    assert before == {p: p.read_bytes() for p in SPACK_ENVS.rglob("*") if p.is_file()}
+
+
+def test_the_site_directorys_externals_replace_the_shipped_example(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "spack_packages.yaml").write_text("packages:\n  slurm:\n    externals:\n"
+                                              "    - {spec: slurm@23.11.4, prefix: /opt/slurm}\n")
+    result = perfguard("spack", "env", "gcc-openmpi-ucx", "--root", str(tmp_path / "r"),
+                       env={"PERFGUARD_SITE": str(site)})
+    assert result.returncode == 0, result.stderr
+    env = Path(result.stdout.strip())
+    assert env == tmp_path / "r" / "envs" / "gcc-openmpi-ucx"
+    assert "slurm@23.11.4" in (env.parent / "site" / "packages.yaml").read_text()
+    result = perfguard("spack", "env", "gcc-openmpi-ucx5", "--root", str(tmp_path / "r"))
+    assert result.returncode != 0
+    assert "no Spack stack 'gcc-openmpi-ucx5'" in result.stderr and \
+        "known: gcc-mvapich2, gcc-openmpi-ucx," in result.stderr

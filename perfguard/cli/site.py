@@ -78,9 +78,20 @@ def _add_spack(sub: argparse._SubParsersAction) -> None:
     chk.add_argument("--envs", type=Path, default=None,
                      help="directory of environments (default: spack_envs/ of the checkout)")
     chk.set_defaults(func=cmd_spack_check)
-    ins = actions.add_parser("install", help="spack -e ENV install, into the shared root")
-    ins.add_argument("env", help="environment name, e.g. gcc-openmpi-ucx-cuda")
+    ins = actions.add_parser("install", help="spack -e ROOT/envs/STACK install")
+    ins.add_argument("env", help="stack name, e.g. gcc-openmpi-ucx-cuda")
+    ins.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
     ins.set_defaults(func=cmd_spack_install)
+    env = actions.add_parser("env", help="render a stack under the root and print the "
+                                         "directory to give `spack -e`")
+    env.add_argument("env", help="stack name, e.g. gcc-openmpi-ucx-cuda")
+    env.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
+    env.set_defaults(func=cmd_spack_env)
+
+
+ROOT_HELP = ("install root: installs in ROOT/opt, views in ROOT/views/STACK, the environment "
+             "Spack works on in ROOT/envs/STACK (default: $STATE/spack; a partition's "
+             "binary_provider root)")
 
 
 def cmd_spack_check(args: argparse.Namespace) -> int:
@@ -106,7 +117,14 @@ def cmd_spack_check(args: argparse.Namespace) -> int:
 def cmd_spack_install(args: argparse.Namespace) -> int:
     from perfguard.site import spack
 
-    return spack.install(args.env)
+    return spack.install(args.env, args.root and args.root.resolve())
+
+
+def cmd_spack_env(args: argparse.Namespace) -> int:
+    from perfguard.site import spack
+
+    print(spack.environment(args.env, args.root and args.root.resolve()))
+    return 0
 
 
 def add(sub: argparse._SubParsersAction) -> None:

@@ -7,8 +7,10 @@ from perfguard.contract.references import References, run_references
 from perfguard.contract.rounds import circle_rounds, disjoint_rounds, in_slots, leaf_rounds
 from perfguard.contract.topology import Hca, NodeTopology, Partition, all_hca_names, load_system
 from perfguard.site.paths import SPACK_ENVS_DIR, site_file, state_dir, topology_files
+from perfguard.site.stacks import environment_dir, render
 
 __all__ = ["SPACK_ENVS_DIR", "Hca", "NodeTopology", "Partition", "References",
-           "all_hca_names", "circle_rounds", "disjoint_rounds", "in_slots", "leaf_rounds",
+           "all_hca_names", "circle_rounds", "disjoint_rounds", "environment_dir", "in_slots",
+           "leaf_rounds", "render",
            "load_system",
            "run_references", "site_file", "state_dir", "topology_files"]

@@ -107,9 +107,19 @@ def topology_files() -> list[Path]:
     return [*site_folder("systems"), *([embedded] if embedded else [])]
 
 
+def spack_packages_file() -> Path:
+    """The externals every Spack stack includes: the site's ``spack_packages.yaml``, else
+    the shipped example ``spack_envs/site/packages.yaml`` (perfguard.site.stacks)."""
+    site = site_dir()
+    if site is not None and (site / "spack_packages.yaml").is_file():
+        return site / "spack_packages.yaml"
+    return SPACK_ENVS_DIR / "site" / "packages.yaml"
+
+
 def layered_files() -> dict[str, Path]:
     """Every site setting file perfguard reads → the file it comes from (`site show`)."""
     files = {name: site_file(name) for name in SITE_FILES}
+    files["spack_packages.yaml"] = spack_packages_file()
     for folder in SITE_FOLDERS:
         files.update({f"{folder}/{p.name}": p for p in site_folder(folder)})
     return files

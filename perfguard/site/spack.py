@@ -7,7 +7,8 @@ Specs, package names, versions, variants and dependencies are Spack's to judge: 
 ``spack`` (>= 1.0) on PATH Spack's own parser reads every spec, every stack is
 concretized (in a scratch copy, so Spack's rewrites of a manifest never touch the
 checkout) and ``spack audit packages`` runs on our recipes. Without Spack the specs are
-not parsed, and the output says so.
+not parsed, and the output says so. Spack works on each stack rendered under the install
+root (perfguard.site.stacks), never on the checkout.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 import yaml
 
 from perfguard.errors import PerfguardError
+from perfguard.site import stacks
 from perfguard.site.paths import SPACK_ENVS_DIR, state_dir
 
 SPACK_ENVS = SPACK_ENVS_DIR
@@ -173,16 +175,14 @@ def recipes(envs_dir: Path = SPACK_ENVS) -> list[Path]:
     return sorted((envs_dir / OUR_REPO / "packages").glob("*/package.py"))
 
 
-def spack_env(root: Path | None = None) -> dict[str, str]:
-    """Environment for spack commands: where installs and views go (persistent, shared)."""
-    env = dict(os.environ)
-    env.setdefault("PERFGUARD_SPACK_ROOT", str(root or state_dir() / "spack"))
-    return env
+def default_root() -> Path:
+    """Where installs, views and the environments Spack works on go by default (a
+    partition's ``binary_provider`` names its own ``root``)."""
+    return state_dir() / "spack"
 
 
 def _spack(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess:
-    return subprocess.run(["spack", *args], capture_output=True, text=True,
-                          env=spack_env(), timeout=timeout)
+    return subprocess.run(["spack", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def spack_version() -> tuple[str, tuple[int, ...]]:
@@ -221,7 +221,7 @@ def parse_specs(findings: Findings) -> dict[str, str]:
         result = subprocess.run(
             ["spack", "python", "-c", f"exec(open({str(script)!r}).read())"],
             capture_output=True, text=True, timeout=600,
-            env={**spack_env(), "PERFGUARD_SPECS": str(specs)})
+            env={**os.environ, "PERFGUARD_SPECS": str(specs)})
     marker = [line for line in result.stdout.splitlines() if line.startswith("PERFGUARD-SPECS ")]
     if result.returncode != 0 or not marker:
         said = (result.stderr + result.stdout).strip().splitlines()[-3:]
@@ -259,11 +259,11 @@ def audit(env_dir: Path, packages: list[str]) -> Findings:
 
 
 def scratch_copy(envs_dir: Path, target: Path) -> Path:
-    """The stacks and our repository, without installs or locks: Spack may rewrite a
-    manifest it concretizes (detected compilers, the 1.x form of ``repos``)."""
-    copy = target / "spack_envs"
-    shutil.copytree(envs_dir, copy, ignore=shutil.ignore_patterns(".spack-env", "spack.lock"))
-    return copy
+    """Every stack rendered into ``target`` (Spack may rewrite a manifest it concretizes),
+    installing under the default root, so that concretizing reuses what is installed."""
+    for env in environments(envs_dir):
+        stacks.render(env.name, default_root(), envs_dir, into=target)
+    return target
 
 
 def check_all(envs_dir: Path = SPACK_ENVS) -> tuple[dict[str, Findings], str | None]:
@@ -289,9 +289,9 @@ def check_all(envs_dir: Path = SPACK_ENVS) -> tuple[dict[str, Findings], str | N
         for env in environments(envs_dir):
             if not results[str(env)].errors:
                 _merge(results[str(env)], concretize(copy / env.name), said)
-        stacks = environments(copy)  # any stack: each one names our repository
-        for recipe in recipes(envs_dir) if stacks else []:
-            _merge(results[str(recipe)], audit(stacks[0], [recipe.parent.name]), said)
+        rendered = environments(copy)  # any stack: each one names our repository
+        for recipe in recipes(envs_dir) if rendered else []:
+            _merge(results[str(recipe)], audit(rendered[0], [recipe.parent.name]), said)
     return results, None
 
 
@@ -306,12 +306,19 @@ def lock_hash(env_dir: Path) -> str | None:
     return hashlib.sha256(lock.read_bytes()).hexdigest() if lock.exists() else None
 
 
-def install(name: str) -> int:
-    env_dir = SPACK_ENVS / name
-    if not (env_dir / "spack.yaml").exists():
-        raise PerfguardError(f"no Spack environment {name!r} under {SPACK_ENVS}")
+def environment(name: str, root: Path | None = None) -> Path:
+    """The stack ``name`` rendered under ``root`` (default_root()): the environment
+    directory to give ``spack -e``."""
+    if not (SPACK_ENVS / name / "spack.yaml").exists():
+        known = ", ".join(env.name for env in environments())
+        raise PerfguardError(f"no Spack stack {name!r} under {SPACK_ENVS} (known: {known})")
+    return stacks.render(name, root or default_root())
+
+
+def install(name: str, root: Path | None = None) -> int:
+    """``spack -e ROOT/envs/NAME install``: the checkout is never Spack's to write."""
     _, why_not = usable_spack()
     if why_not is not None:
         raise PerfguardError(why_not)
-    return subprocess.run(["spack", "-e", str(env_dir), "install", "--fail-fast"],
-                          env=spack_env()).returncode
+    return subprocess.run(["spack", "-e", str(environment(name, root)), "install",
+                           "--fail-fast"]).returncode

@@ -37,7 +37,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from perfguard.contract import SPACK_ENVS_DIR, state_dir
+from perfguard.contract import SPACK_ENVS_DIR, environment_dir, render, state_dir
 from reframe_tests.common.output import read_output
 
 SPACK_ENVS = SPACK_ENVS_DIR
@@ -115,10 +115,12 @@ def spack_provider(partition) -> dict | None:
 class SpackStack(rfm.RunOnlyRegressionTest):
     """Installs the partition's Spack stack once per session (a fixture of every check).
 
-    The install tree and view live under the provider's ``root`` (a persistent shared
-    path, not the stage dir ReFrame deletes); ``spack install`` of an installed stack
-    is a no-op. The sha256 of ``spack.lock`` is what results record as the build they
-    used. Partitions without a Spack provider have nothing to build.
+    The install tree, the view and the environment Spack works on (rendered from
+    ``spack_envs/STACK``: the checkout stays untouched) live under the provider's
+    ``root`` (a persistent shared path, not the stage dir ReFrame deletes); ``spack
+    install`` of an installed stack is a no-op. The sha256 of ``spack.lock`` is what
+    results record as the build they used. Partitions without a Spack provider have
+    nothing to build.
     """
 
     valid_systems = ["*"]
@@ -133,14 +135,20 @@ class SpackStack(rfm.RunOnlyRegressionTest):
         provider = spack_provider(self.current_partition)
         if provider is None:
             return
-        env_dir = SPACK_ENVS / provider["env"]
-        self.env_vars["PERFGUARD_SPACK_ROOT"] = str(spack_root(provider))
+        env_dir = environment_dir(provider["env"], spack_root(provider))
         self.executable = f"{spack_command(provider)} -e {env_dir} install --fail-fast"
         self.postrun_cmds = [f"sha256sum {env_dir}/spack.lock"]
-        if not self.is_dry_run() and shutil.which("spack") is None:
+        if self.is_dry_run():
+            return
+        if shutil.which("spack") is None:
             self.skip(f"binary_provider 'spack' (environment {provider['env']}) needs `spack` "
                       f"on PATH: source your Spack's setup-env.sh, or configure a 'prefix' "
                       f"provider for {self.current_partition.fullname}")
+        try:
+            render(provider["env"], spack_root(provider))
+        except OSError as exc:
+            self.skip(f"cannot write Spack environment {env_dir} under the install root "
+                      f"of {self.current_partition.fullname}: {exc}")
 
     @sanity_function
     def installed(self):
