@@ -20,6 +20,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import zipfile
 from pathlib import Path
 
 import psycopg
@@ -49,6 +50,27 @@ def build_wheel(into: Path) -> Path:
                    check=True, capture_output=True, timeout=300)
     [wheel] = (into / "dist").glob("perfguard-*.whl")
     return wheel
+
+
+#: Where each folder of the checkout lies in the wheel.
+IN_WHEEL = {"perfguard": "perfguard", "reframe_tests": "reframe_tests",
+            "site_config": "perfguard/shipped/site_config",
+            "dashboards": "perfguard/shipped/dashboards",
+            "spack_envs": "perfguard/shipped/spack_envs"}
+
+
+def test_the_wheel_carries_every_file_the_checkout_ships(tmp_path: Path) -> None:
+    """Every tracked file of the folders the wheel maps (the sweep's agent script was once
+    missing: a sweep from an installed perfguard could not have run)."""
+    tracked = subprocess.run(["git", "ls-files", *IN_WHEEL], cwd=CHECKOUT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout: nothing tells which files are shipped")
+    with zipfile.ZipFile(build_wheel(tmp_path)) as wheel:
+        names = set(wheel.namelist())
+    wanted = {IN_WHEEL[path.split("/", 1)[0]] + "/" + path.split("/", 1)[1] for path in tracked
+              if not path.endswith(".gitignore")}
+    assert sorted(wanted - names) == []
 
 
 def linked_dependencies(into: Path) -> Path:

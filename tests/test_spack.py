@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from perfguard.run.reframe import RunRequest, run_reframe
-from perfguard.site import stacks
+from perfguard.site import spack, stacks
 from perfguard.site.spack import SPACK_ENVS, environments, recipes
 from perfguard.store.report import load
 from tests.conftest import TEST_CONTEXT, TEST_STATE, dry_run_scripts, job_file, perfguard
@@ -42,6 +42,8 @@ def test_without_spack_only_syntax_is_checked_and_said() -> None:
     for env in STACKS:
         assert f"ok   {SPACK_ENVS / env}\n" in result.stdout
     assert "version 2002.02.21 has no sha256" in result.stdout  # said, not hidden
+    assert result.stdout.count("style of Spack's builtin repository: passed") == 2
+    assert "perftest/package.py: no maintainers(): the builtin repository asks" in result.stdout
     assert ("note: spack is not on PATH (source your Spack's share/spack/setup-env.sh; "
             "perfguard does not install Spack): only syntax and structure were checked"
             in result.stdout)
@@ -123,6 +125,12 @@ def envs_copy(tmp_path: Path) -> Path:
                      "prefix: usr/local/cuda"), "is not absolute"),
     (lambda d: _edit(d / "spack_repo/perfguard/packages/perftest/package.py",
                      "class Perftest(", "class PerfTest("), "expected one package class"),
+    (lambda d: _edit(d / "spack_repo/perfguard/packages/himeno/package.py",
+                     "import os\nimport re\n", "import re\nimport os\n"),
+     "not in the builtin repository's style (lint, "),
+    (lambda d: _edit(d / "spack_repo/perfguard/packages/himeno/package.py",
+                     "\n\nclass Himeno(", "\nclass Himeno("),
+     "not in the builtin repository's style (format, "),
 ])
 def test_broken_copies_fail_with_file_and_reason(envs_copy: Path, breakage, message) -> None:
     breakage(envs_copy)
@@ -225,3 +233,26 @@ def test_the_site_directorys_externals_replace_the_shipped_example(tmp_path: Pat
     assert result.returncode != 0
     assert "no Spack stack 'gcc-openmpi-ucx5'" in result.stderr and \
         "known: gcc-mvapich2, gcc-openmpi-ucx," in result.stderr
+
+
+def test_check_names_what_a_stack_builds_though_the_site_declared_it(tmp_path: Path) -> None:
+    """`spack concretize`'s tree in the form Spack prints it (status, hash, spec): Spack
+    builds its own gdrcopy and reuses its own hwloc though the site declared both (as it
+    did when the site's lacked +cuda); PMIx and rdma-core are the site's."""
+    env = stacks.render("gcc-openmpi-ucx-cuda", tmp_path)
+    declared = spack.declared_externals(env)
+    assert declared["gdrcopy"].startswith("gdrcopy@2.4.1") and "rdma-core" in declared
+    tree = """==> Concretized 5 specs:
+ -   abcdefg  openmpi@5.0.5+cuda~internal-pmix build_system=autotools fabrics=ucx
+ -   bcdefgh      ^gdrcopy@2.5.1+cuda build_system=makefile
+[e]  cdefghi      ^pmix@4.2.9~docs build_system=autotools
+[+]  defghij      ^hwloc@2.12.2+cuda~gl build_system=autotools
+[e]  efghijk      ^rdma-core@50.0~ipo build_system=cmake
+ -   fghijkl      ^prrte@3.0.6 build_system=autotools
+"""
+    warnings = spack.not_the_sites(tree, declared)
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("the stack builds gdrcopy@2.5.1, not the site's external "
+                                  "gdrcopy@2.4.1")
+    assert warnings[1].startswith("the stack reuses a Spack install of hwloc@2.12.2, not the "
+                                  "site's external hwloc@2.9.0")

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -164,7 +165,42 @@ def check_recipe(path: Path) -> Findings:
     for call in (c for c in calls if c.func.id == "depends_on"):
         if call.args and isinstance(call.args[0], ast.Constant):
             _check_spec(call.args[0].value, f"{path}: depends_on", findings)
+    if not path.read_text().startswith("# Copyright"):
+        findings.warnings.append(f"{path}: no copyright and SPDX header (Spack's builtin "
+                                 f"repository starts every recipe with one)")
+    if not any(c.func.id == "maintainers" for c in calls):
+        findings.warnings.append(f"{path}: no maintainers(): the builtin repository asks for "
+                                 f"the GitHub handles of whoever answers for the recipe")
     return findings
+
+
+#: Spack's builtin repository's style (spack-packages' ruff settings), for our recipes.
+STYLE = Path("spack_repo") / "ruff.toml"
+
+
+def style(envs_dir: Path) -> dict[str, Findings]:
+    """``ruff check`` and ``ruff format --check`` of our recipes with the builtin
+    repository's settings (what its CI runs), where ruff is installed; recipe → findings."""
+    found = {str(recipe): Findings() for recipe in recipes(envs_dir)}
+    ruff = shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
+    if ruff is None or not found:
+        for findings in found.values():
+            findings.notes.append("style not checked: ruff is not installed")
+        return found
+    config = envs_dir / STYLE
+    for recipe, findings in found.items():
+        for what, argv in (("lint", ["check", "--output-format", "concise"]),
+                           ("format", ["format", "--check", "--diff"])):
+            result = subprocess.run([ruff, *argv, "--no-cache", "--config", str(config), recipe],
+                                    capture_output=True, text=True, timeout=120)
+            if result.returncode != 0:
+                said = [line for line in (result.stdout + result.stderr).splitlines()
+                        if line.strip()][:6]
+                findings.errors.append(f"{recipe}: not in the builtin repository's style "
+                                       f"({what}, {config}): " + " | ".join(said))
+        if not findings.errors:
+            findings.notes.append("style of Spack's builtin repository: passed")
+    return found
 
 
 def environments(envs_dir: Path = SPACK_ENVS) -> list[Path]:
@@ -243,7 +279,44 @@ def concretize(env_dir: Path) -> Findings:
     else:
         roots = ROOT_SPEC.findall(result.stdout + result.stderr)
         findings.notes.append(f"concretized in {seconds:.0f} s: " + ", ".join(roots))
+        findings.warnings += not_the_sites(result.stdout + result.stderr,
+                                           declared_externals(env_dir))
     return findings
+
+
+#: A line of `spack concretize`'s tree: status ("-" to build, [+] installed, [e]
+#: external, [^] from a build cache), hash, the spec ("^name@version..." below a root).
+TREE_LINE = re.compile(r"^\s*(-|\[[+e^]\])\s+\w{7}\s+\^?([\w-]+)@(\S+?)(?=[%~+\s]|$)", re.M)
+
+
+def declared_externals(env_dir: Path) -> dict[str, str]:
+    """Package → the external spec(s) the stack declares, in its manifest and the files it
+    includes (the site's packages.yaml)."""
+    manifest = yaml.safe_load((env_dir / "spack.yaml").read_text())["spack"]
+    sections = [manifest.get("packages") or {}]
+    for include in manifest.get("include") or []:
+        included = yaml.safe_load((env_dir / include).read_text()) or {}
+        sections.append(included.get("packages") or {})
+    declared: dict[str, list[str]] = {}
+    for section in sections:
+        for name, settings in section.items():
+            for external in (settings or {}).get("externals") or []:
+                declared.setdefault(name, []).append(str(external.get("spec")))
+    return {name: " or ".join(specs) for name, specs in declared.items()}
+
+
+def not_the_sites(tree: str, declared: dict[str, str]) -> list[str]:
+    """A package the site declared as external that the stack builds (or reuses from an
+    install) instead: a GPUDirect stack with its own gdrcopy, an Open MPI with its own
+    PMIx, is not the stack the site runs."""
+    found = []
+    for status, name, version in TREE_LINE.findall(tree):
+        if name in declared and status != "[e]":
+            how = "builds" if status == "-" else "reuses a Spack install of"
+            found.append(f"the stack {how} {name}@{version}, not the site's external "
+                         f"{declared[name]} (a variant or version the stack needs that the "
+                         f"declared external lacks?)")
+    return sorted(set(found))
 
 
 def audit(env_dir: Path, packages: list[str]) -> Findings:
@@ -270,8 +343,9 @@ def check_all(envs_dir: Path = SPACK_ENVS) -> tuple[dict[str, Findings], str | N
     """Findings per environment and recipe; the second value says why Spack was not
     asked (None when it was)."""
     results = {str(env): check_environment(env) for env in environments(envs_dir)}
-    for recipe in recipes(envs_dir):
-        results[str(recipe)] = check_recipe(recipe)
+    for recipe, styled in style(envs_dir).items():
+        results[recipe] = check_recipe(Path(recipe))
+        _merge(results[recipe], styled, str)
     label, why_not = usable_spack()
     if why_not is not None:
         specs = sum(len(found.specs) for found in results.values())
