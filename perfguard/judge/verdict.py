@@ -23,6 +23,7 @@ from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import curves, history
 from perfguard.judge import rules as judge
 from perfguard.site.paths import site_file
+from perfguard.store import db
 
 PASS, FAIL, NO_REFERENCE, TEST_FAILED = "pass", "fail", "no-reference", "test-failed"
 REGRESSION, IMPROVEMENT, INCONCLUSIVE = judge.REGRESSION, judge.IMPROVEMENT, judge.INCONCLUSIVE
@@ -146,6 +147,12 @@ def verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = N
     """Every line of the run's verdict; ``with_curves=False`` leaves out the whole-curve
     lines (their sizes' history is most of a large run's cost: benchmarks/ingest.py)."""
     rules = judge.load_rules(rules_file()) if rules is None else rules
+    with db.planned(conn, db.BULK):
+        return _verdict(conn, run_id, rules, with_curves)
+
+
+def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
+             with_curves: bool) -> list[Line]:
     cursor = conn.cursor(row_factory=dict_row)
     rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
     series = _history(conn, run_id, rows, rules)

@@ -186,7 +186,7 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
     report = Report(run, lines, baseline_id, changes,
                     slow_links=fp.links_below_maximum(fp.fingerprints(conn, run_id)),
                     outcome=vd.outcome(conn, run_id), nodes=_nodes(conn, run_id))
-    with db.hash_joins(conn):
+    with db.planned(conn, db.HASH_JOINS):
         _add_curves(conn, report)
     _add_scaling(conn, report)
     _add_heatmap(conn, report)

@@ -112,24 +112,32 @@ def require_current(conn: psycopg.Connection) -> None:
                              f"run `perfguard db upgrade`")
 
 
+#: A query that reads a run's history in bulk: sorts in memory, and no JIT. Its cost
+#: estimates make PostgreSQL compile it, which took 1.1 of the 1.2 s the key figures'
+#: verdict query ran at 2·10^7 samples (and 1.4 of 2 s of a curve query at 3·10^6).
+BULK = {"work_mem": "256MB", "jit": "off"}
+#: BULK with hash joins only: through the views (judged_testcase's state, jsonb point
+#: tests) PostgreSQL's row estimates are off by 10^5 and it picks nested loops; the
+#: curves of a run of 2,000 test cases took 84 s, with this 8 s. Not for lookups of a few
+#: rows, which it slows down.
+HASH_JOINS = {**BULK, "enable_nestloop": "off"}
+
+
 @contextmanager
-def hash_joins(conn: psycopg.Connection) -> Iterator[None]:
-    """Plan a query over every curve point of a run's history with hash joins. Through
-    the views (judged_testcase's state, jsonb point tests) PostgreSQL's row estimates
-    are off by 10^5 and it picks nested loops: the curves of a run of 2,000 test cases
-    took 84 s, with this 8 s. Not for lookups of a few rows, which it slows down. Also
-    sorts in memory, and without JIT: the disabled nested loops' cost estimates make
-    PostgreSQL compile every such query (1.4 s of a 2 s verdict query at 3·10^6
-    samples). Reset afterwards, also inside a caller's transaction."""
-    settings = {"enable_nestloop": "off", "work_mem": "256MB", "jit": "off"}
+def planned(conn: psycopg.Connection, settings: dict[str, str]) -> Iterator[None]:
+    """Planner ``settings`` (BULK, HASH_JOINS) for the queries of the block; what was
+    set before is set again afterwards (blocks nest), also inside a caller's
+    transaction."""
+    before = {name: conn.execute("SELECT current_setting(%s)", (name,)).fetchone()[0]
+              for name in settings}
     for name, value in settings.items():
-        conn.execute(f"SET {name} = '{value}'")
+        conn.execute("SELECT set_config(%s, %s, false)", (name, value))
     try:
         yield
     finally:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.INERROR:
-            for name in settings:
-                conn.execute(f"RESET {name}")
+            for name, value in before.items():
+                conn.execute("SELECT set_config(%s, %s, false)", (name, value))
 
 
 #: What `perfguard db grant` gives: the group role of each kind of user.
