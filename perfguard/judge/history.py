@@ -27,35 +27,37 @@ from perfguard.store import db
 # samples this read took 1.8 s with the test cases probed through every month, 0.8 s now.
 SERIES_SQL = """
 WITH cases AS MATERIALIZED (
-    SELECT tc.id, r.id AS run_id, r.started_at, tc.check_name, tc.params::text AS params,
-           tc.partition_id, tc.environ_id, tc.nodelist, r.system_id,
+    SELECT tc.id, r.id AS run_id, r.started_at, tc.partition_id, tc.environ_id,
            md5(tc.check_name || ' ' || tc.params::text)::uuid AS variant
     FROM run r JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
     WHERE r.id = ANY(%(runs)s) AND tc.check_name = ANY(%(checks)s)),
-values_ AS MATERIALIZED (
+values_ AS {materialized} (
     SELECT s.testcase_id, s.metric_id, {point} AS point_id, s.value FROM sample s
-    WHERE s.started_at = ANY(%(times)s) AND {points}),
-grouped AS (
-    SELECT c.variant, c.partition_id, c.environ_id, v.metric_id, v.point_id,
-           array_agg(v.value ORDER BY c.started_at, c.run_id) AS values,
-           array_agg(c.started_at ORDER BY c.started_at, c.run_id) AS times,
-           (array_agg(c.id ORDER BY c.started_at DESC, c.run_id DESC))[1] AS newest,
-           bool_or(c.run_id = %(run_id)s) AS measured
-    FROM cases c JOIN values_ v ON v.testcase_id = c.id
-    GROUP BY 1, 2, 3, 4, 5)
-SELECT c.check_name, c.params, p.name, e.name, m.name, m.unit, g.point_id, sy.name,
-       g.values, CASE WHEN %(with_times)s THEN g.times END, array_to_string(c.nodelist, ','),
-       g.measured
-FROM grouped g
-JOIN cases c ON c.id = g.newest
-JOIN system sy ON sy.id = c.system_id
-JOIN partition p ON p.id = c.partition_id
-JOIN environ e ON e.id = c.environ_id
-JOIN metric m ON m.id = g.metric_id
+    WHERE s.started_at = ANY(%(times)s) AND {points})
+SELECT (array_agg(c.id ORDER BY c.started_at DESC, c.run_id DESC))[1] AS newest,
+       v.metric_id, v.point_id,
+       array_agg(v.value ORDER BY c.started_at, c.run_id) AS values,
+       CASE WHEN %(with_times)s THEN array_agg(c.started_at ORDER BY c.started_at, c.run_id)
+       END AS times,
+       bool_or(c.run_id = %(run_id)s) AS measured
+FROM cases c JOIN values_ v ON v.testcase_id = c.id
+GROUP BY c.variant, c.partition_id, c.environ_id, v.metric_id, v.point_id
+"""
+
+# What names a series: its newest test case's (looked up by id: through the grouped rows
+# PostgreSQL's estimates are off by 10^3 and it read every test case to join a few).
+NEWEST_SQL = """
+SELECT tc.id, tc.check_name, tc.params::text, p.name, e.name, sy.name,
+       array_to_string(tc.nodelist, ',')
+FROM testcase tc JOIN run r ON r.id = tc.run_id JOIN system sy ON sy.id = r.system_id
+JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id
+WHERE tc.id = ANY(%s)
 """
 #: Key figures only (point 0): read from the key-figure index alone (its predicate).
-KEY_POINTS = {"point": "0", "points": "s.point_id = 0"}
-ANY_POINTS = {"point": "s.point_id", "points": "s.point_id = ANY(%(points)s)"}
+KEY_POINTS = {"point": "0", "points": "s.point_id = 0", "materialized": "MATERIALIZED"}
+#: Curve points: 10^7 values of the recent runs, joined as they are read (not kept first).
+ANY_POINTS = {"point": "s.point_id", "points": "s.point_id = ANY(%(points)s)",
+              "materialized": "NOT MATERIALIZED"}
 
 RECENT_RUNS_SQL = """
 SELECT array_agg(r.id), array_agg(DISTINCT r.started_at)
@@ -112,10 +114,14 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
         rows = conn.execute(sql, {
             "run_id": run_id, "runs": ids, "checks": checks, "points": points,
             "times": times, "with_times": rules.needs_times()}).fetchall()
-    for (check, params, partition, environ, metric, unit, point_id, system, values_,
-         times_, nodes, measured) in rows:
-        series = Series(check, params, partition, environ, metric, unit, point_id, system,
-                        tuple(values_), tuple(times_) if times_ else None,
+    newest = {row[0]: row[1:] for row in conn.execute(
+        NEWEST_SQL, (sorted({row[0] for row in rows}),))}
+    metrics = {mid: (name, unit) for mid, name, unit in conn.execute(
+        "SELECT id, name, unit FROM metric")}
+    for testcase, metric_id, point_id, values_, times_, measured in rows:
+        check, params, partition, environ, system, nodes = newest[testcase]
+        series = Series(check, params, partition, environ, *metrics[metric_id], point_id,
+                        system, tuple(values_), tuple(times_) if times_ else None,
                         tuple(nodes.split(",")) if nodes else (), measured)
         found[series.key] = series
     return found
