@@ -214,7 +214,7 @@ def test_a_stack_is_rendered_under_its_root_and_the_checkout_stays_as_it_is(
     stale.write_text("")
     assert stacks.render("gcc-system-openmpi", root) == env
     assert (env / "spack.lock").read_text() == "{}" and (env / ".spack-env").is_dir()
-    assert not stale.exists()
+    assert not stale.exists() and not stale.parent.exists()
     assert before == {p: p.read_bytes() for p in SPACK_ENVS.rglob("*") if p.is_file()}
 
 

@@ -59,6 +59,13 @@ def _sync_tree(source: Path, target: Path) -> None:
     for stale in (p for p in target.rglob("*") if p.is_file()) if target.is_dir() else ():
         if stale.relative_to(target) not in wanted and "__pycache__" not in stale.parts:
             stale.unlink(missing_ok=True)
+    # a package folder left empty would still name a package to Spack
+    for folder in sorted((p for p in target.rglob("*") if p.is_dir()), reverse=True):
+        if not any(folder.iterdir()):
+            try:
+                folder.rmdir()
+            except OSError:  # another rendering wrote into it meanwhile
+                pass
 
 
 def _write(path: Path, data: bytes) -> None:
