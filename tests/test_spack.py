@@ -256,3 +256,31 @@ def test_check_names_what_a_stack_builds_though_the_site_declared_it(tmp_path: P
                                   "gdrcopy@2.4.1")
     assert warnings[1].startswith("the stack reuses a Spack install of hwloc@2.12.2, not the "
                                   "site's external hwloc@2.9.0")
+
+
+def test_mirror_puts_archives_where_spack_looks(tmp_path: Path) -> None:
+    """An offline site's source mirror: a checksummed archive by its sha256 (the layout
+    Spack 1.1 installed OMB 7.4 from: _source-cache/archive/1e/<sha256>.tar.gz), one
+    without a checksum (Himeno) by name and version; bad input names what is wrong."""
+    omb = tmp_path / "osu-micro-benchmarks-7.4.tar.gz"
+    omb.write_bytes(b"not really OMB, but bytes with a digest")
+    himeno = tmp_path / "cc_himenobmtxp_mpi.zip"
+    himeno.write_bytes(b"PK")
+    omb.with_name("README.txt").write_text("read me")
+    mirror = tmp_path / "mirror"
+    result = perfguard("spack", "mirror", str(mirror), str(omb),
+                       "--named", f"himeno@2002.02.21={himeno}")
+    assert result.returncode == 0, result.stderr
+    sha = hashlib.sha256(omb.read_bytes()).hexdigest()
+    by_sum = mirror / "_source-cache" / "archive" / sha[:2] / f"{sha}.tar.gz"
+    assert by_sum.read_bytes() == omb.read_bytes()
+    assert (mirror / "himeno" / "himeno-2002.02.21.zip").read_bytes() == b"PK"
+    assert f"spack mirror add perfguard file://{mirror}" in result.stdout
+    assert sorted(p.name for p in mirror.rglob("*") if p.is_file()) == sorted(
+        [by_sum.name, "himeno-2002.02.21.zip"])  # no partial copies left
+    for argv, message in (([str(tmp_path / "absent.tar.gz")], "no such archive"),
+                          (["--named", f"himeno={himeno}"], "give NAME@VERSION"),
+                          (["--named", "himeno@1"], "give NAME@VERSION=FILE"),
+                          ([str(omb.with_name("README.txt"))], "not an archive")):
+        bad = perfguard("spack", "mirror", str(mirror), *argv)
+        assert bad.returncode != 0 and message in bad.stderr, (argv, bad.stderr)

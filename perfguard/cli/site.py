@@ -87,6 +87,15 @@ def _add_spack(sub: argparse._SubParsersAction) -> None:
     env.add_argument("env", help="stack name, e.g. gcc-openmpi-ucx-cuda")
     env.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
     env.set_defaults(func=cmd_spack_env)
+    mirror = actions.add_parser("mirror", help="put source archives copied in by hand into a "
+                                               "Spack source mirror (offline sites)")
+    mirror.add_argument("mirror", type=Path, help="the mirror's directory")
+    mirror.add_argument("archives", type=Path, nargs="*", help="archives whose versions have "
+                        "a sha256 in their recipe (found by checksum)")
+    mirror.add_argument("--named", action="append", default=[], metavar="NAME@VERSION=FILE",
+                        help="an archive of a version without a checksum (himeno), found by "
+                             "name and version; repeatable")
+    mirror.set_defaults(func=cmd_spack_mirror)
 
 
 ROOT_HELP = ("install root: installs in ROOT/opt, views in ROOT/views/STACK, the environment "
@@ -118,6 +127,26 @@ def cmd_spack_install(args: argparse.Namespace) -> int:
     from perfguard.site import spack
 
     return spack.install(args.env, args.root and args.root.resolve())
+
+
+def cmd_spack_mirror(args: argparse.Namespace) -> int:
+    from perfguard.errors import UsageError
+    from perfguard.site import spack
+
+    wanted = [(archive, None) for archive in args.archives]
+    for entry in args.named:
+        named, equals, path = entry.partition("=")
+        if not equals or not path:
+            raise UsageError(f"--named {entry!r}: give NAME@VERSION=FILE")
+        wanted.append((Path(path), named))
+    if not wanted:
+        raise UsageError("name at least one archive (or --named NAME@VERSION=FILE)")
+    mirror = args.mirror.resolve()
+    for archive, named in wanted:
+        print(f"{archive} -> {spack.add_to_mirror(mirror, archive, named)}")
+    print(f"mirror ready: `spack mirror add perfguard file://{mirror}` (or a mirrors.yaml in "
+          f"the scope of the partition's binary_provider; docs/spack.md)")
+    return 0
 
 
 def cmd_spack_env(args: argparse.Namespace) -> int:

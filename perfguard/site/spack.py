@@ -396,3 +396,43 @@ def install(name: str, root: Path | None = None) -> int:
         raise PerfguardError(why_not)
     return subprocess.run(["spack", "-e", str(environment(name, root)), "install",
                            "--fail-fast"]).returncode
+
+
+#: Archive extensions Spack's mirrors know, longest first (the URL's own is kept).
+ARCHIVE_EXTENSIONS = ("tar.gz", "tar.bz2", "tar.xz", "tar.zst", "tgz", "tbz2", "txz", "zip",
+                      "tar", "gz", "lzh")
+
+
+def mirror_path(mirror: Path, archive: Path, named: str | None = None) -> Path:
+    """Where Spack looks for ``archive`` in a source mirror: by its sha256
+    (``_source-cache/archive/XX/SHA.EXT``, for versions with a checksum), or for a
+    version without one (``named`` NAME@VERSION) by name and version
+    (``NAME/NAME-VERSION.EXT``)."""
+    extension = next((e for e in ARCHIVE_EXTENSIONS if archive.name.endswith(f".{e}")), None)
+    if extension is None:
+        raise PerfguardError(f"{archive}: not an archive Spack's mirror layout knows "
+                             f"(extensions: {', '.join(ARCHIVE_EXTENSIONS)})")
+    if named is not None:
+        name, _, version = named.partition("@")
+        if not name or not version or "/" in named:
+            raise PerfguardError(f"--named {named!r}: give NAME@VERSION (himeno@2002.02.21)")
+        return mirror / name / f"{name}-{version}.{extension}"
+    digest = hashlib.sha256()
+    with archive.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    sha = digest.hexdigest()
+    return mirror / "_source-cache" / "archive" / sha[:2] / f"{sha}.{extension}"
+
+
+def add_to_mirror(mirror: Path, archive: Path, named: str | None = None) -> Path:
+    """Copy ``archive`` into the source mirror ``mirror`` where Spack finds it (whole or
+    not at all: a copy under a temporary name, then renamed)."""
+    if not archive.is_file():
+        raise PerfguardError(f"{archive}: no such archive")
+    target = mirror_path(mirror, archive, named)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.part")
+    shutil.copyfile(archive, partial)
+    os.replace(partial, target)
+    return target
