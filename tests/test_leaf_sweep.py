@@ -132,6 +132,28 @@ def test_one_slow_node_or_one_slow_cross_link_is_not_a_leaf() -> None:
     assert [(f.kind, f.subject) for f in judged(ms)] == [("link", "n11–n41")]
 
 
+def test_a_blamed_nodes_odd_pair_sets_no_limit_for_a_leaf() -> None:
+    """A throttled node (n44) whose pair with n41 had the lowest latency: by 4× that (or
+    1 µs above it) every pair behind leaf1 failed latency, and leaf1 would have been
+    blamed; by the limit of the other pairs, only n44 is."""
+    nodes = [n for members in LEAVES.values() for n in members]
+    ms = []
+    for a, b in [(n, n) for n in nodes] + list(combinations(nodes, 2)):
+        slow = "n44" in (a, b)
+        latency = 0.05 if {a, b} == {"n41", "n44"} else 0.3
+        if a != b and a in LEAVES["leaf1"] and b in LEAVES["leaf1"]:
+            latency = 1.2  # within 1 µs of 0.3, not of 0.05
+        ms.append(sw.Measurement("mlx5_0", a, b, "bandwidth", 3000.0 if slow else 10000.0,
+                                 "MiB/s"))
+        ms.append(sw.Measurement("mlx5_0", a, b, "latency", latency, "us"))
+    criteria = sw.Criteria(latency_factor=4.0, latency_slack_us=1.0)
+    sweep = sw.Sweep(ms, sw.limits(ms, None, criteria), criteria=criteria)
+    assert {m.pair for m in sweep.failing() if m.metric == "latency"} >= set(
+        combinations(LEAVES["leaf1"], 2))
+    findings = sw.blame(sweep, switches.leaf_of(LEAVES))
+    assert [(f.kind, f.subject) for f in findings] == [("node", "n44")]
+
+
 def test_dry_run_of_a_leaf_sweep_names_its_nodes_and_rounds() -> None:
     """ndr4x4, two leaves of two: the four loopbacks, the two leaves' pairs at once, then
     the one pair across the spine; the allocation is exactly the leaves' nodes."""

@@ -267,7 +267,8 @@ def blame(sweep: Sweep, leaf_of: dict[str, str] | None = None) -> list[Finding]:
     blamed = {(hca, node) for node, by_hca in bad_on.items() for hca in by_hca}
     links: dict[tuple, list[Measurement]] = defaultdict(list)
     healthy = sweep.without(blamed) if blamed else sweep
-    for m in healthy.failing():
+    still = healthy.failing()
+    for m in still:
         if m.loopback or (m.hca, m.server) in blamed or (m.hca, m.client) in blamed:
             continue
         links[(m.hca, m.pair)].append(m)
@@ -277,7 +278,8 @@ def blame(sweep: Sweep, leaf_of: dict[str, str] | None = None) -> list[Finding]:
         findings.append(Finding("link", f"{a}–{b}", hca,
                                 f"{text}; both nodes pass with their other partners"
                                 + _tries(tries)))
-    return by_leaf(findings, sweep, leaf_of, bad) if leaf_of else findings
+    # a leaf, like a link, is judged by the limits no blamed node's pair set
+    return by_leaf(findings, healthy, leaf_of, still) if leaf_of else findings
 
 
 def by_leaf(findings: list[Finding], sweep: Sweep, leaf_of: dict[str, str],
