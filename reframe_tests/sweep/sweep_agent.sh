@@ -19,12 +19,14 @@
 #
 # Environment: PG_SWEEP_COMMAND (ucx_perftest and its memory options), PG_SWEEP_TESTS
 # ("TEST:SIZE:ITERATIONS ..."), PG_FIRST_PORT, PG_READY_TIMEOUT (s a server has to listen),
-# PG_PAIR_TIMEOUT (s a pair may take).
+# PG_PAIR_TIMEOUT (s a pair may take), PG_TEST_TIMEOUT (s one measurement may take: a
+# client whose server died spins for ever over shared memory; seen with a throttled node).
 set -u
 role=$1 table=$2
 me=${SLURMD_NODENAME:-$(hostname -s)}
 ready_timeout=${PG_READY_TIMEOUT:-60}
 pair_timeout=${PG_PAIR_TIMEOUT:-600}
+test_timeout=${PG_TEST_TIMEOUT:-120}
 
 # Waiting costs no process: `read` is a shell builtin, and so is this pause (a read with a
 # timeout on a pipe nobody writes). Up to 128 tasks wait at once on a 64-node sweep; a
@@ -129,7 +131,9 @@ measure() {  # INDEX SERVER CLIENT ADDR: each test's block, a failure marker if 
             failed) echo "# perfguard sweep failed rc=1" ;;
             timeout) echo "# perfguard sweep failed rc=124"
                      echo "perfguard: no server for $2-$3 $test in ${pair_timeout}s" >&2 ;;
-            *) $PG_SWEEP_COMMAND -t "$test" -s "$size" -n "$iterations" -p "$port" "$4" </dev/null
+            *) timeout -k 5 "$test_timeout" \
+                   $PG_SWEEP_COMMAND -t "$test" -s "$size" -n "$iterations" -p "$port" "$4" \
+                   </dev/null
                rc=$?
                [ $rc -ne 0 ] && echo "# perfguard sweep failed rc=$rc" ;;
         esac
