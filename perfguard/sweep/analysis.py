@@ -285,7 +285,7 @@ def blame(sweep: Sweep, leaf_of: dict[str, str] | None = None) -> list[Finding]:
 def by_leaf(findings: list[Finding], sweep: Sweep, leaf_of: dict[str, str],
             bad: list[Measurement]) -> list[Finding]:
     """A leaf switch instead of its nodes or links, per HCA, given what still fails
-    (``bad``, blame's sweep.failing()):
+    (``bad``: what fails by the limits no blamed node's pair set, as blame found it):
 
     - every pair within the leaf failing some metric (a leaf of three nodes or more): the
       leaf, its evidence saying whether its nodes fail in loopback too (then the nodes
