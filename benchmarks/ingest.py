@@ -143,6 +143,14 @@ def copy_runs(conn: psycopg.Connection, template: int, starts: list[datetime]) -
                FROM copies c JOIN sample s ON s.testcase_id = c.old_id
                WHERE s.started_at = (SELECT started_at FROM run WHERE id = %s)
                ORDER BY c.new_id""", (template,))
+        conn.execute(  # the copies' sweeps, as ingest keeps them (0015)
+            """INSERT INTO curve (testcase_id, metric_id, started_at, point_ids, point_values)
+               SELECT s.testcase_id, s.metric_id, s.started_at,
+                      array_agg(s.point_id ORDER BY s.point_id),
+                      array_agg(s.value ORDER BY s.point_id)
+               FROM copies c JOIN sample s ON s.testcase_id = c.new_id
+                                         AND s.started_at = c.started_at
+               WHERE s.point_id <> 0 GROUP BY 1, 2, 3 ORDER BY 1""")
         conn.execute("SELECT refresh_key_figure_nights(sy.name, %s::date, %s::date) FROM run r "
                      "JOIN system sy ON sy.id = r.system_id WHERE r.id = %s",
                      (min(starts), max(starts), template))
@@ -226,10 +234,13 @@ def time_dashboards(conn: psycopg.Connection, newest_run: int) -> float:
 
 
 def bytes_on_disk(conn: psycopg.Connection) -> tuple[int, int]:
-    """(bytes of the sample partitions with their indexes, bytes of everything else)."""
+    """(bytes of the sample partitions and of the curves kept beside them (0015), with
+    their indexes; bytes of everything else)."""
     samples = conn.execute(
-        "SELECT coalesce(sum(pg_total_relation_size(relid)), 0) "
-        "FROM pg_partition_tree('sample') WHERE isleaf").fetchone()[0]
+        "SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_partition_tree('sample') "
+        "WHERE isleaf UNION ALL SELECT coalesce(sum(pg_total_relation_size(relid)), 0) "
+        "FROM pg_partition_tree('curve') WHERE isleaf").fetchall()
+    samples = sum(size for (size,) in samples)
     everything = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
     return int(samples), int(everything - samples)
 

@@ -73,6 +73,45 @@ def test_migration_moves_every_sample_into_its_month_and_rolls_up_the_nights(
         ("2025-10-15", "0", 111.0, 110.0, 112.0, 2)]
 
 
+CURVES_FROM_SAMPLES_SQL = """
+SELECT testcase_id, metric_id, started_at, array_agg(point_id ORDER BY point_id),
+       array_agg(value ORDER BY point_id)
+FROM sample WHERE point_id <> 0 GROUP BY 1, 2, 3 ORDER BY 1, 2
+"""
+CURVES_SQL = """
+SELECT testcase_id, metric_id, started_at, point_ids, point_values FROM curve ORDER BY 1, 2
+"""
+
+
+def assert_curves_match_samples(dsn: str) -> None:
+    """Every sweep in `curve` holds exactly its test case's curve points in `sample`."""
+    with db.connect(dsn) as conn:
+        from_samples = conn.execute(CURVES_FROM_SAMPLES_SQL).fetchall()
+        curves = [(tc, m, at, *(list(p) for p in zip(*sorted(zip(ids, values)))))
+                  for tc, m, at, ids, values in conn.execute(CURVES_SQL).fetchall()]
+    assert from_samples and curves == from_samples
+
+
+def test_migration_0015_keeps_each_stored_sweep_as_one_curve(fresh_dsn: str) -> None:
+    with db.connect(fresh_dsn) as conn:
+        db.upgrade(conn, up_to=10)
+        store_0010_run(conn, SEPTEMBER, [100.0])
+        db.upgrade(conn, up_to=14)
+        case, metric = conn.execute("SELECT testcase_id, metric_id FROM sample "
+                                    "LIMIT 1").fetchone()
+        points = [conn.execute("INSERT INTO point (coords) VALUES (%s) RETURNING id",
+                               (json.dumps({"size": size}),)).fetchone()[0]
+                  for size in (4, 1, 2)]
+        conn.execute("INSERT INTO sample (testcase_id, metric_id, point_id, value, started_at) "
+                     "SELECT %s, %s, p, p * 10.0, %s FROM unnest(%s::int[]) p",
+                     (case, metric, SEPTEMBER, points))
+        conn.commit()
+        assert [m.version for m in db.upgrade(conn)] == [15]
+        assert conn.execute("SELECT point_ids, point_values FROM curve_2025_09").fetchall() == [
+            (sorted(points), [p * 10.0 for p in sorted(points)])]
+    assert_curves_match_samples(fresh_dsn)
+
+
 def test_ingest_creates_its_month_and_prune_drops_whole_months_only(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     reports = [report_at(demo_report, at, tmp_path) for at in (SEPTEMBER, OCTOBER)]
@@ -90,6 +129,7 @@ def test_ingest_creates_its_month_and_prune_drops_whole_months_only(
             (SEPTEMBER,)).fetchone()[0]
     assert september_samples > 0 and october_samples == september_samples
     assert nights == key_figures > 0
+    assert_curves_match_samples(migrated_dsn)
     # 40 days before 2025-11-20 is 2025-10-11: September ended before it, October did not.
     with db.connect(migrated_dsn) as conn:
         dropped = db.prune(conn, 40, now=datetime(2025, 11, 20, tzinfo=timezone.utc))
@@ -97,6 +137,10 @@ def test_ingest_creates_its_month_and_prune_drops_whole_months_only(
         left = {m.name: m.pruned_at for m in db.sample_months(conn)}
         assert left["sample_2025_09"] is not None and left["sample_2025_10"] is None
         assert conn.execute("SELECT to_regclass('sample_2025_09')").fetchone()[0] is None
+        curves = dict(conn.execute("SELECT tableoid::regclass::text, count(*) FROM curve "
+                                   "GROUP BY 1").fetchall())
+        assert conn.execute("SELECT to_regclass('curve_2025_09')").fetchone()[0] is None
+        assert list(curves) == ["curve_2025_10"] and curves["curve_2025_10"] > 0
         kept = conn.execute(
             "SELECT (SELECT count(*) FROM run), (SELECT count(*) FROM testcase), "
             "(SELECT count(*) FROM key_figure_night WHERE night = '2025-09-15'), "
@@ -132,3 +176,15 @@ def test_prune_command_says_what_it_drops(migrated_dsn: str, demo_report: Path,
     assert "nothing to drop" in again.stdout
     negative = perfguard("db", "prune", "--keep", "-1", "--dsn", migrated_dsn)
     assert negative.returncode != 0 and "cannot be negative" in negative.stderr
+
+
+def test_packed_arrays_load_what_psycopg_loads(migrated_dsn: str) -> None:
+    """The curve read's fast loader: every shape it takes over, and those it hands back."""
+    sql = ("SELECT '{}'::float8[], '{1.5,-2e300,0.1}'::float8[], '{7,-1,2147483647}'::int4[], "
+           "'{1,NULL}'::float8[], '{{1,2},{3,4}}'::int4[], '[0:1]={5,6}'::int4[]")
+    with db.connect(migrated_dsn) as conn:
+        generic = conn.cursor(binary=True).execute(sql).fetchone()
+        packed = db.packed_arrays(conn.cursor(binary=True)).execute(sql).fetchone()
+    assert packed[:3] == ((), (1.5, -2e300, 0.1), (7, -1, 2147483647))
+    assert [list(a) for a in packed[:4]] == [list(a) for a in generic[:4]]
+    assert packed[4] == tuple(generic[4]) and list(packed[5]) == list(generic[5])

@@ -3,14 +3,16 @@ check, variant, partition, environ, metric and point), its values over the recen
 oldest first, the run's own last; optionally only those of the current fingerprint epoch
 (since the environment of the judged nodes last changed).
 
-One query reads them all, aggregated per series in PostgreSQL and bounded to the months
-(sample partitions) the recent runs lie in: judging a run costs the same after a year of
-nightly runs as after a month, and Python handles one row per series, not one per value.
+Key figures are aggregated per series in PostgreSQL; curve points come as each test
+case's whole sweep (one row of ``curve``) and are split into series here. Both reads are
+bounded to the months the recent runs lie in: judging a run costs the same after a year
+of nightly runs as after a month.
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from datetime import datetime
 from typing import NamedTuple
 
@@ -19,29 +21,44 @@ import psycopg
 from perfguard.judge.rules import Rules
 from perfguard.store import db
 
-# Every passed value of the run's checks over the recent runs, one row per series. The
-# test cases of those runs and the values of those runs' start times (the months they lie
-# in; for key figures alone, the key-figure index without the table) are each read once,
-# then joined by test case id; series are grouped by a digest of check and parameters
-# (jsonb comparisons took 4 of 16 s at 3.4·10^6 values), names joined after. At 2·10^7
-# samples this read took 1.8 s with the test cases probed through every month, 0.8 s now.
-SERIES_SQL = """
+# The passed test cases of the recent runs of the run's checks, read once, narrow, with a
+# digest of check and parameters as their variant (jsonb comparisons took 4 of 16 s at
+# 3.4·10^6 values).
+CASES_SQL = """
 WITH cases AS MATERIALIZED (
     SELECT tc.id, r.id AS run_id, r.started_at, tc.partition_id, tc.environ_id,
            md5(tc.check_name || ' ' || tc.params::text)::uuid AS variant
     FROM run r JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
-    WHERE r.id = ANY(%(runs)s) AND tc.check_name = ANY(%(checks)s)),
-values_ AS {materialized} (
-    SELECT s.testcase_id, s.metric_id, {point} AS point_id, s.value FROM sample s
-    WHERE s.started_at = ANY(%(times)s) AND {points})
+    WHERE r.id = ANY(%(runs)s) AND tc.check_name = ANY(%(checks)s))
+"""
+
+# Key figures, one row per series: read from the key-figure index alone (its predicate
+# point_id = 0) for the recent runs' start times (the months they lie in), joined to the
+# cases by id and grouped in PostgreSQL; names joined after. At 2·10^7 samples this read
+# took 1.8 s with the test cases probed through every month, 0.8 s now.
+KEY_SERIES_SQL = CASES_SQL + """,
+values_ AS MATERIALIZED (
+    SELECT s.testcase_id, s.metric_id, s.value FROM sample s
+    WHERE s.started_at = ANY(%(times)s) AND s.point_id = 0)
 SELECT (array_agg(c.id ORDER BY c.started_at DESC, c.run_id DESC))[1] AS newest,
-       v.metric_id, v.point_id,
+       v.metric_id, 0 AS point_id,
        array_agg(v.value ORDER BY c.started_at, c.run_id) AS values,
        CASE WHEN %(with_times)s THEN array_agg(c.started_at ORDER BY c.started_at, c.run_id)
        END AS times,
        bool_or(c.run_id = %(run_id)s) AS measured
 FROM cases c JOIN values_ v ON v.testcase_id = c.id
-GROUP BY c.variant, c.partition_id, c.environ_id, v.metric_id, v.point_id
+GROUP BY c.variant, c.partition_id, c.environ_id, v.metric_id
+"""
+
+# Curve points: each test case's sweep is one row of `curve` (0015), oldest run first;
+# Python turns a variant's sweeps into one series per point. Grouping the same values
+# as 15 million sample rows in PostgreSQL took 17–19 s of a 35 s verdict at 2·10^7.
+CURVE_ROWS_SQL = CASES_SQL + """
+SELECT c.variant, c.partition_id, c.environ_id, cv.metric_id, c.id, c.run_id, c.started_at,
+       cv.point_ids, cv.point_values
+FROM cases c JOIN curve cv ON cv.testcase_id = c.id AND cv.started_at = c.started_at
+WHERE cv.started_at = ANY(%(times)s)
+ORDER BY c.started_at, c.run_id, c.id
 """
 
 # What names a series: its newest test case's (looked up by id: through the grouped rows
@@ -53,11 +70,6 @@ FROM testcase tc JOIN run r ON r.id = tc.run_id JOIN system sy ON sy.id = r.syst
 JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id
 WHERE tc.id = ANY(%s)
 """
-#: Key figures only (point 0): read from the key-figure index alone (its predicate).
-KEY_POINTS = {"point": "0", "points": "s.point_id = 0", "materialized": "MATERIALIZED"}
-#: Curve points: 10^7 values of the recent runs, joined as they are read (not kept first).
-ANY_POINTS = {"point": "s.point_id", "points": "s.point_id = ANY(%(points)s)",
-              "materialized": "NOT MATERIALIZED"}
 
 RECENT_RUNS_SQL = """
 SELECT array_agg(r.id), array_agg(DISTINCT r.started_at)
@@ -105,15 +117,19 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
         "run_id": run_id, "checks": checks, "runs": rules.runs_read()}).fetchone()
     if not ids:
         return {}
+    bound = {"run_id": run_id, "runs": ids, "checks": checks, "times": times,
+             "with_times": rules.needs_times()}
+    rows = []
+    if 0 in points:
+        with db.planned(conn, db.BULK):
+            rows += conn.execute(KEY_SERIES_SQL, bound).fetchall()
+    if set(points) - {0}:
+        # Through judged_testcase the planner guesses 440 test cases for 132,000.
+        with db.planned(conn, db.HASH_JOINS):
+            sweeps = db.packed_arrays(conn.cursor(binary=True)).execute(
+                CURVE_ROWS_SQL, bound).fetchall()
+            rows += _point_series(sweeps, set(points) - {0}, run_id, rules.needs_times())
     found = {}
-    # Through judged_testcase the planner guesses 440 test cases for 132,000: a curve
-    # read (2·10^5 series) needs hash joins forced; the key figures' read does not.
-    keys_only = points == [0]
-    with db.planned(conn, db.BULK if keys_only else db.HASH_JOINS):
-        sql = SERIES_SQL.format(**(KEY_POINTS if keys_only else ANY_POINTS))
-        rows = conn.execute(sql, {
-            "run_id": run_id, "runs": ids, "checks": checks, "points": points,
-            "times": times, "with_times": rules.needs_times()}).fetchall()
     newest = {row[0]: row[1:] for row in conn.execute(
         NEWEST_SQL, (sorted({row[0] for row in rows}),))}
     metrics = {mid: (name, unit) for mid, name, unit in conn.execute(
@@ -124,6 +140,37 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
                         system, tuple(values_), tuple(times_) if times_ else None,
                         tuple(nodes.split(",")) if nodes else (), measured)
         found[series.key] = series
+    return found
+
+
+def _point_series(sweeps, points: set[int], run_id: int, with_times: bool) -> list[tuple]:
+    """(newest test case, metric, point, values, times, measured) of every point in
+    ``points`` of the ``sweeps`` (rows of CURVE_ROWS_SQL, oldest run first), one per
+    series: variant, partition, environ, metric and point; times only ``with_times``."""
+    by_curve: dict[tuple, list[tuple]] = defaultdict(list)
+    for variant, partition, environ, metric, testcase, run, started, ids, values_ in sweeps:
+        by_curve[(variant, partition, environ, metric)].append(
+            (testcase, run, started, tuple(ids), values_))
+    found = []
+    for (_, _, _, metric), runs in by_curve.items():
+        shapes = {ids for _, _, _, ids, _ in runs}
+        if len(shapes) == 1:  # the same points every night: one transposition
+            (ids,) = shapes
+            times = tuple(started for _, _, started, _, _ in runs) if with_times else None
+            measured = any(run == run_id for _, run, _, _, _ in runs)
+            found += [(runs[-1][0], metric, point, column, times, measured)
+                      for point, column in zip(ids, zip(*(v for *_, v in runs)))
+                      if point in points]
+            continue
+        per_point: dict[int, list[tuple]] = defaultdict(list)
+        for testcase, run, started, ids, values_ in runs:
+            for point, value in zip(ids, values_):
+                if point in points:
+                    per_point[point].append((testcase, run, started, value))
+        for point, got in per_point.items():
+            times = tuple(t for _, _, t, _ in got) if with_times else None
+            found.append((got[-1][0], metric, point, tuple(v for *_, v in got), times,
+                          any(r == run_id for _, r, _, _ in got)))
     return found
 
 

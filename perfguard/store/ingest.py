@@ -198,13 +198,21 @@ def _copy_testcases(conn: psycopg.Connection, system: int, run_id: int, report: 
         for tc_id, tc in zip(ids, report.testcases):
             copy.write_row(_testcase_row(tc_id, run_id, tc, partitions, environs))
     count = 0
+    point_ids: dict[tuple, list[int]] = {}  # by series signature
     with conn.cursor().copy(
             "COPY sample (testcase_id, metric_id, point_id, value, ref_value, ref_lower,"
             " ref_upper, started_at) FROM STDIN") as copy:
-        for chunk, rows in _sample_lines(ids, report.testcases, metrics, points,
+        for chunk, rows in _sample_lines(ids, report.testcases, metrics, points, point_ids,
                                          report.started.isoformat()):
             copy.write(chunk)
             count += rows
+    with conn.cursor().copy(
+            "COPY curve (testcase_id, metric_id, started_at, point_ids, point_values) "
+            "FROM STDIN") as copy:
+        for tc_id, tc in zip(ids, report.testcases):
+            for series in tc.series:
+                copy.write_row((tc_id, metrics[(series.metric, series.unit)], report.started,
+                                point_ids[series.signature()], series.values))
     return count
 
 
@@ -214,13 +222,13 @@ def _copy_value(value: float | None) -> str:
 
 def _sample_lines(ids: list[int], testcases: list[TestCase],
                   metrics: dict[tuple[str, str], int], points: dict[tuple, int],
-                  started: str, chunk_rows: int = 20000):
+                  point_ids: dict[tuple, list[int]], started: str, chunk_rows: int = 20000):
     """COPY text rows built directly (adapting 250,000 rows one by one is the bottleneck),
     streamed in chunks so the server parses one chunk while we build the next. Every
-    sample carries its run's start, the key of its month's partition."""
+    sample carries its run's start, the key of its month's partition. ``point_ids``
+    (series signature → its points' ids) is filled as signatures are met."""
     lines: list[str] = []
     no_reference = f"\t\\N\t\\N\t\\N\t{started}\n"
-    point_ids: dict[tuple, list[int]] = {}  # by series signature
     for tc_id, tc in zip(ids, testcases):
         for s in tc.key_samples:
             lines.append(f"{tc_id}\t{metrics[(s.metric, s.unit)]}\t0\t{s.value!r}\t"
