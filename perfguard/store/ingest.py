@@ -209,10 +209,8 @@ def _copy_testcases(conn: psycopg.Connection, system: int, run_id: int, report: 
     with conn.cursor().copy(
             "COPY curve (testcase_id, metric_id, started_at, point_ids, point_values) "
             "FROM STDIN") as copy:
-        for tc_id, tc in zip(ids, report.testcases):
-            for series in tc.series:
-                copy.write_row((tc_id, metrics[(series.metric, series.unit)], report.started,
-                                point_ids[series.signature()], series.values))
+        copy.write(_curve_lines(ids, report.testcases, metrics, point_ids,
+                                report.started.isoformat()))
     return count
 
 
@@ -246,6 +244,17 @@ def _sample_lines(ids: list[int], testcases: list[TestCase],
             lines = []
     if lines:
         yield "".join(lines), len(lines)
+
+
+def _curve_lines(ids: list[int], testcases: list[TestCase],
+                 metrics: dict[tuple[str, str], int], point_ids: dict[tuple, list[int]],
+                 started: str) -> str:
+    """COPY text rows of every sweep, whole (0015), built directly as the samples are."""
+    return "".join(
+        f"{tc_id}\t{metrics[(series.metric, series.unit)]}\t{started}\t"
+        f"{{{','.join(map(str, point_ids[series.signature()]))}}}\t"
+        f"{{{','.join(map(repr, series.values))}}}\n"
+        for tc_id, tc in zip(ids, testcases) for series in tc.series)
 
 
 def _testcase_row(tc_id: int, run_id: int, tc: TestCase, partitions: dict[str, int],
