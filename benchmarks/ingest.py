@@ -178,7 +178,7 @@ def grow(conn: psycopg.Connection, template: int, per_run: int, target: int,
     conn.execute("SELECT summarize_new_samples()")
     conn.commit()
     with psycopg.connect(conn.info.dsn, autocommit=True) as maintenance:
-        maintenance.execute("VACUUM (ANALYZE) sample, testcase, run")  # as autovacuum would
+        maintenance.execute("VACUUM (ANALYZE) sample, curve, testcase, run")  # as autovacuum would
     return oldest
 
 

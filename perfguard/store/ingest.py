@@ -249,12 +249,18 @@ def _sample_lines(ids: list[int], testcases: list[TestCase],
 def _curve_lines(ids: list[int], testcases: list[TestCase],
                  metrics: dict[tuple[str, str], int], point_ids: dict[tuple, list[int]],
                  started: str) -> str:
-    """COPY text rows of every sweep, whole (0015), built directly as the samples are."""
-    return "".join(
-        f"{tc_id}\t{metrics[(series.metric, series.unit)]}\t{started}\t"
-        f"{{{','.join(map(str, point_ids[series.signature()]))}}}\t"
-        f"{{{','.join(map(repr, series.values))}}}\n"
-        for tc_id, tc in zip(ids, testcases) for series in tc.series)
+    """COPY text rows of every sweep, whole (0015), built directly as the samples are;
+    points in id order, as 0015 stored the sweeps before it: a curve whose nights list
+    the same points alike is split into series by one transposition (history.py)."""
+    lines = []
+    for tc_id, tc in zip(ids, testcases):
+        for series in tc.series:
+            if not series.values:
+                continue
+            points, values = zip(*sorted(zip(point_ids[series.signature()], series.values)))
+            lines.append(f"{tc_id}\t{metrics[(series.metric, series.unit)]}\t{started}\t"
+                         f"{{{','.join(map(str, points))}}}\t{{{','.join(map(repr, values))}}}\n")
+    return "".join(lines)
 
 
 def _testcase_row(tc_id: int, run_id: int, tc: TestCase, partitions: dict[str, int],
