@@ -7,6 +7,7 @@ import json
 import random
 import re
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import psycopg
@@ -313,3 +314,27 @@ def test_the_fast_paths_judge_as_the_rule_does() -> None:
         if len(kept) >= 3:
             assert abs(rules._stdev(kept) - statistics.stdev(kept)) <= 1e-9 * statistics.stdev(
                 kept) + 1e-12
+
+
+def test_a_curve_whose_nights_list_different_points_keeps_each_points_nights() -> None:
+    """Nights of one curve (variant, partition, environ, metric 3) come as one row per
+    set of points: size 10 measured every night, size 20 on two; each series holds its
+    point's values, oldest night first, and is named by its newest test case. Metric 4
+    listed the same points every night (one row: the transposition)."""
+    from perfguard.judge.history import _point_series
+
+    def night(day: int) -> datetime:
+        return datetime(2026, 11, day, tzinfo=timezone.utc)
+
+    both = ((10, 20), (103, 105), (3, 5), (night(3), night(5)), ((1.3, 2.3), (1.5, 2.5)))
+    only_10 = ((10,), (101, 102, 104), (1, 2, 4), (night(1), night(2), night(4)),
+               ((1.1,), (1.2,), (1.4,)))
+    curves = [("v", 1, 1, 3, *only_10), ("v", 1, 1, 3, *both), ("v", 1, 1, 4, *only_10)]
+    series = {(row[1], row[2]): row for row in _point_series(curves, {10, 20}, 5, True)}
+    assert series[(4, 10)] == (104, 4, 10, (1.1, 1.2, 1.4),
+                               tuple(night(d) for d in (1, 2, 4)), False)
+    assert series[(3, 10)] == (105, 3, 10, (1.1, 1.2, 1.3, 1.4, 1.5),
+                               tuple(night(d) for d in (1, 2, 3, 4, 5)), True)
+    assert series[(3, 20)] == (105, 3, 20, (2.3, 2.5), (night(3), night(5)), True)
+    assert {(row[1], row[2], row[4]) for row in _point_series(curves, {10}, 5, False)} == {
+        (3, 10, None), (4, 10, None)}

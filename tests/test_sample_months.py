@@ -181,10 +181,14 @@ def test_prune_command_says_what_it_drops(migrated_dsn: str, demo_report: Path,
 def test_packed_arrays_load_what_psycopg_loads(migrated_dsn: str) -> None:
     """The curve read's fast loader: every shape it takes over, and those it hands back."""
     sql = ("SELECT '{}'::float8[], '{1.5,-2e300,0.1}'::float8[], '{7,-1,2147483647}'::int4[], "
-           "'{1,NULL}'::float8[], '{{1,2},{3,4}}'::int4[], '[0:1]={5,6}'::int4[]")
+           "'{{1,2,3},{4,5,6}}'::float8[], '{1,NULL}'::float8[], '{{{1}},{{2}}}'::int4[], "
+           "'[0:1]={5,6}'::int4[]")
     with db.connect(migrated_dsn) as conn:
         generic = conn.cursor(binary=True).execute(sql).fetchone()
         packed = db.packed_arrays(conn.cursor(binary=True)).execute(sql).fetchone()
-    assert packed[:3] == ((), (1.5, -2e300, 0.1), (7, -1, 2147483647))
-    assert [list(a) for a in packed[:4]] == [list(a) for a in generic[:4]]
-    assert packed[4] == tuple(generic[4]) and list(packed[5]) == list(generic[5])
+    assert packed[:4] == ((), (1.5, -2e300, 0.1), (7, -1, 2147483647),
+                          ((1.0, 2.0, 3.0), (4.0, 5.0, 6.0)))
+    assert [list(a) for a in packed[:3]] == list(generic[:3])
+    assert [list(row) for row in packed[3]] == generic[3]
+    assert list(packed[4]) == generic[4] and list(packed[5]) == generic[5]
+    assert list(packed[6]) == generic[6]

@@ -50,15 +50,19 @@ FROM cases c JOIN values_ v ON v.testcase_id = c.id
 GROUP BY c.variant, c.partition_id, c.environ_id, v.metric_id
 """
 
-# Curve points: each test case's sweep is one row of `curve` (0015), oldest run first;
-# Python turns a variant's sweeps into one series per point. Grouping the same values
-# as 15 million sample rows in PostgreSQL took 17–19 s of a 35 s verdict at 2·10^7.
+# Curve points: each test case's sweep is one row of `curve` (0015); a curve's nights that
+# list the same points come as one row, their values a matrix (nights × points, oldest
+# first) that Python splits into series by one transposition. Grouping the same values as
+# 15 million sample rows in PostgreSQL took 17–19 s of a 35 s verdict at 2·10^7 samples.
 CURVE_ROWS_SQL = CASES_SQL + """
-SELECT c.variant, c.partition_id, c.environ_id, cv.metric_id, c.id, c.run_id, c.started_at,
-       cv.point_ids, cv.point_values
+SELECT c.variant, c.partition_id, c.environ_id, cv.metric_id, cv.point_ids,
+       array_agg(c.id ORDER BY c.started_at, c.run_id, c.id) AS testcases,
+       array_agg(c.run_id ORDER BY c.started_at, c.run_id, c.id) AS runs,
+       array_agg(c.started_at ORDER BY c.started_at, c.run_id, c.id) AS times,
+       array_agg(cv.point_values ORDER BY c.started_at, c.run_id, c.id) AS nights
 FROM cases c JOIN curve cv ON cv.testcase_id = c.id AND cv.started_at = c.started_at
 WHERE cv.started_at = ANY(%(times)s)
-ORDER BY c.started_at, c.run_id, c.id
+GROUP BY c.variant, c.partition_id, c.environ_id, cv.metric_id, cv.point_ids
 """
 
 # What names a series: its newest test case's (looked up by id: through the grouped rows
@@ -126,9 +130,9 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
     if set(points) - {0}:
         # Through judged_testcase the planner guesses 440 test cases for 132,000.
         with db.planned(conn, db.HASH_JOINS):
-            sweeps = db.packed_arrays(conn.cursor(binary=True)).execute(
+            curves = db.packed_arrays(conn.cursor(binary=True)).execute(
                 CURVE_ROWS_SQL, bound).fetchall()
-            rows += _point_series(sweeps, set(points) - {0}, run_id, rules.needs_times())
+            rows += _point_series(curves, set(points) - {0}, run_id, rules.needs_times())
     found = {}
     newest = {row[0]: row[1:] for row in conn.execute(
         NEWEST_SQL, (sorted({row[0] for row in rows}),))}
@@ -143,34 +147,42 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
     return found
 
 
-def _point_series(sweeps, points: set[int], run_id: int, with_times: bool) -> list[tuple]:
+def _point_series(curves, points: set[int], run_id: int, with_times: bool) -> list[tuple]:
     """(newest test case, metric, point, values, times, measured) of every point in
-    ``points`` of the ``sweeps`` (rows of CURVE_ROWS_SQL, oldest run first), one per
-    series: variant, partition, environ, metric and point; times only ``with_times``."""
-    by_curve: dict[tuple, list[tuple]] = defaultdict(list)
-    for variant, partition, environ, metric, testcase, run, started, ids, values_ in sweeps:
-        by_curve[(variant, partition, environ, metric)].append(
-            (testcase, run, started, tuple(ids), values_))
+    ``points`` of the ``curves`` (rows of CURVE_ROWS_SQL), one per series: variant,
+    partition, environ, metric and point; times only ``with_times``."""
+    shapes: dict[tuple, list[tuple]] = defaultdict(list)
+    for variant, partition, environ, metric, *shape in curves:
+        shapes[(variant, partition, environ, metric)].append(shape)
     found = []
-    for (_, _, _, metric), runs in by_curve.items():
-        shapes = {ids for _, _, _, ids, _ in runs}
-        if len(shapes) == 1:  # the same points every night: one transposition
-            (ids,) = shapes
-            times = tuple(started for _, _, started, _, _ in runs) if with_times else None
-            measured = any(run == run_id for _, run, _, _, _ in runs)
-            found += [(runs[-1][0], metric, point, column, times, measured)
-                      for point, column in zip(ids, zip(*(v for *_, v in runs)))
-                      if point in points]
+    for (_, _, _, metric), rows in shapes.items():
+        if len(rows) > 1:
+            found += _merged(rows, metric, points, run_id, with_times)
             continue
-        per_point: dict[int, list[tuple]] = defaultdict(list)
-        for testcase, run, started, ids, values_ in runs:
+        ((ids, testcases, runs, times, nights),) = rows
+        measured = run_id in runs
+        times = tuple(times) if with_times else None
+        found += [(testcases[-1], metric, point, column, times, measured)
+                  for point, column in zip(ids, zip(*nights)) if point in points]
+    return found
+
+
+def _merged(rows: list[tuple], metric: int, points: set[int], run_id: int,
+            with_times: bool) -> list[tuple]:
+    """``_point_series`` of one curve whose nights listed different points: each point's
+    values from the nights that measured it, oldest first."""
+    per_point: dict[int, list[tuple]] = defaultdict(list)
+    for ids, testcases, runs, times, nights in rows:
+        for testcase, run, started, values_ in zip(testcases, runs, times, nights):
             for point, value in zip(ids, values_):
                 if point in points:
-                    per_point[point].append((testcase, run, started, value))
-        for point, got in per_point.items():
-            times = tuple(t for _, _, t, _ in got) if with_times else None
-            found.append((got[-1][0], metric, point, tuple(v for *_, v in got), times,
-                          any(r == run_id for _, r, _, _ in got)))
+                    per_point[point].append((started, run, testcase, value))
+    found = []
+    for point, got in per_point.items():
+        got.sort()
+        times = tuple(t for t, *_ in got) if with_times else None
+        found.append((got[-1][2], metric, point, tuple(v for *_, v in got), times,
+                      any(run == run_id for _, run, _, _ in got)))
     return found
 
 
