@@ -1,10 +1,11 @@
 """Ingest, verdict, dashboards, prune and disk use as the sample table grows (to 2·10^8).
 
-    sudo .venv/bin/python benchmarks/ingest.py                          # 2·10^7 samples
-    sudo .venv/bin/python benchmarks/ingest.py --checkpoints 2e7,1e8,2e8  # the growth curve
-    sudo .venv/bin/python benchmarks/ingest.py --smoke     # two runs, no growth (the suite's)
-    sudo .venv/bin/python benchmarks/ingest.py --dsn ...   # any PostgreSQL (needs CREATEDB;
+    .venv/bin/python benchmarks/ingest.py                          # 2·10^7 samples
+    .venv/bin/python benchmarks/ingest.py --checkpoints 2e7,1e8,2e8  # the growth curve
+    .venv/bin/python benchmarks/ingest.py --smoke     # two runs, no growth (the suite's)
+    .venv/bin/python benchmarks/ingest.py --dsn ...   # any PostgreSQL (needs CREATEDB;
                                                            # a passfile= in the DSN is kept)
+    (as root, like the README's commands; prefix sudo otherwise)
 
 On a new database of the embedded PostgreSQL (or ``--dsn``), dropped afterwards:
 
@@ -16,7 +17,8 @@ On a new database of the embedded PostgreSQL (or ``--dsn``), dropped afterwards:
    upgrade check), by copying a stored run in SQL with 1 % noise, up to each checkpoint.
 3. At each checkpoint: the real ingest of a new report (samples/s with the table that
    big), the verdict of that run (its key-figure lines alone, then with every curve
-   size), every Grafana query over one year, the bytes on disk per 10^9 samples.
+   size), every Grafana query over one year, the bytes on disk per 10^9 samples
+   (the sample table and the whole sweeps kept beside it for the judge).
 4. After the last: the verdict of a 100,000-line run (50,000 test cases × 2 key figures,
    33 earlier nights), and `prune` of the oldest month.
 
@@ -255,7 +257,7 @@ def checkpoint(conn: psycopg.Connection, report_started: float) -> dict:
     figures = time_verdict(conn, run_id)
     figures["dashboards"] = time_dashboards(conn, run_id)
     sample_bytes, other = bytes_on_disk(conn)
-    print(f"disk: samples {sample_bytes / 2 ** 30:.2f} GiB "
+    print(f"disk: samples with their curves {sample_bytes / 2 ** 30:.2f} GiB "
           f"({sample_bytes / stored * 1e9 / 2 ** 30:.1f} GiB per 10^9 samples), everything "
           f"else {other / 2 ** 30:.2f} GiB")
     figures.update(stored=stored, ingest=samples / seconds,

@@ -1,7 +1,8 @@
 """How big the HTML report is, and how long it takes to write and to render, for a run of
 2,000 test cases with history.
 
-    sudo .venv/bin/python benchmarks/report_size.py [--nights 9] [--smoke]
+    .venv/bin/python benchmarks/report_size.py [--nights 9] [--smoke]
+    (as root, like the README's commands; prefix sudo otherwise)
 
 On the embedded PostgreSQL (state ``.state-report``, ports 18800+): ingests ``--nights``
 nightly runs of the ingest benchmark's synthetic report (2,000 test cases, 2 key figures

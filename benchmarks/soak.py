@@ -1,6 +1,7 @@
 """Bounded soak: nightly-shaped runs while PostgreSQL restarts and nodes die.
 
-    sudo .venv/bin/python benchmarks/soak.py [--runs 6] [--seed 1] [--smoke]
+    .venv/bin/python benchmarks/soak.py [--runs 6] [--seed 1] [--smoke]
+    (as root, like the README's commands; prefix sudo otherwise)
 
 On its own embedded cluster (state ``.state-soak``, ports 19800+), runs ``--runs``
 times `perfguard run -t nightly` with the recorded outputs replayed (every check class,

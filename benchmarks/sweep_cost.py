@@ -1,8 +1,9 @@
 """What a fabric sweep costs by node count, what slurmctld spends on it, and that it
 blames a throttled node and nobody else at that size.
 
-    sudo .venv/bin/python benchmarks/sweep_cost.py [--nodes 16,32,64] [--repeat 1]
+    .venv/bin/python benchmarks/sweep_cost.py [--nodes 16,32,64] [--repeat 1]
         [--throttle node37] [--smoke]
+    (as root, like the README's commands; prefix sudo otherwise)
 
 On its own embedded cluster (state ``.state-sweep``, ports 18800+, as many virtual nodes
 as the largest count), runs the real `perfguard sweep --nodes node[1-k]` for each k
