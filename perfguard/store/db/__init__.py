@@ -171,7 +171,8 @@ class SampleMonth:
     starts: datetime
     ends: datetime
     pruned_at: datetime | None
-    #: Estimated rows (the planner's count) and bytes with indexes; 0 once pruned.
+    #: Estimated sample rows (the planner's count) and bytes with indexes, the month's
+    #: curves (0015) included; 0 once pruned.
     rows: int
     size: int
 
@@ -179,8 +180,10 @@ class SampleMonth:
 MONTHS_SQL = """
 SELECT m.name, m.starts, m.ends, m.pruned_at,
        coalesce(greatest(c.reltuples, 0), 0)::bigint AS rows,
-       coalesce(pg_total_relation_size(c.oid), 0) AS size
+       coalesce(pg_total_relation_size(c.oid), 0)
+       + coalesce(pg_total_relation_size(k.oid), 0) AS size
 FROM sample_month m LEFT JOIN pg_class c ON c.oid = to_regclass(m.name) AND m.pruned_at IS NULL
+LEFT JOIN pg_class k ON k.oid = to_regclass('curve' || substr(m.name, 7)) AND m.pruned_at IS NULL
 ORDER BY m.starts
 """
 
