@@ -152,7 +152,9 @@ def copy_runs(conn: psycopg.Connection, template: int, starts: list[datetime]) -
                       array_agg(s.value ORDER BY s.point_id)
                FROM copies c JOIN sample s ON s.testcase_id = c.new_id
                                          AND s.started_at = c.started_at
-               WHERE s.point_id <> 0 GROUP BY 1, 2, 3 ORDER BY 1""")
+               WHERE s.point_id <> 0 AND s.started_at = ANY(%s)
+               GROUP BY 1, 2, 3 ORDER BY 1""", (starts,))  # the copies' starts: their months'
+        # BRIN ranges, not every month (the join alone slowed growth from 360 k to 120 k/s)
         conn.execute("SELECT refresh_key_figure_nights(sy.name, %s::date, %s::date) FROM run r "
                      "JOIN system sy ON sy.id = r.system_id WHERE r.id = %s",
                      (min(starts), max(starts), template))
