@@ -127,12 +127,13 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
     if 0 in points:
         with db.planned(conn, db.BULK):
             rows += conn.execute(KEY_SERIES_SQL, bound).fetchall()
-    if set(points) - {0}:
+    curve_points = set(points) - {0}
+    if curve_points:
         # Through judged_testcase the planner guesses 440 test cases for 132,000.
         with db.planned(conn, db.HASH_JOINS):
             curves = db.packed_arrays(conn.cursor(binary=True)).execute(
                 CURVE_ROWS_SQL, bound).fetchall()
-            rows += _point_series(curves, set(points) - {0}, run_id, rules.needs_times())
+            rows += _point_series(curves, curve_points, run_id, rules.needs_times())
     found = {}
     newest = {row[0]: row[1:] for row in conn.execute(
         NEWEST_SQL, (sorted({row[0] for row in rows}),))}

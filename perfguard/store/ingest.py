@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from perfguard.errors import PerfguardError
 from perfguard.store import db
-from perfguard.store.report import Report, ReportError, TestCase, load, no_cyclic_gc
+from perfguard.store.report import Report, ReportError, Series, TestCase, load, no_cyclic_gc
 from perfguard.store.spool import archive, archive_dir, in_spool, meta_path, reject, spool
 
 
@@ -209,7 +209,7 @@ def _copy_testcases(conn: psycopg.Connection, system: int, run_id: int, report: 
     with conn.cursor().copy(
             "COPY curve (testcase_id, metric_id, started_at, point_ids, point_values) "
             "FROM STDIN") as copy:
-        copy.write(_curve_lines(ids, report.testcases, metrics, point_ids,
+        copy.write(_curve_lines(ids, report.testcases, metrics, points, point_ids,
                                 report.started.isoformat()))
     return count
 
@@ -218,13 +218,22 @@ def _copy_value(value: float | None) -> str:
     return "\\N" if value is None else repr(value)
 
 
+def _point_ids(series: Series, points: dict[tuple, int],
+               known: dict[tuple, list[int]]) -> list[int]:
+    """The ids of ``series``' points, looked up once per series signature (``known``,
+    shared by the samples' and the sweeps' rows of one ingest)."""
+    signature = series.signature()
+    if signature not in known:
+        known[signature] = [points[key] for key in series.point_keys()]
+    return known[signature]
+
+
 def _sample_lines(ids: list[int], testcases: list[TestCase],
                   metrics: dict[tuple[str, str], int], points: dict[tuple, int],
                   point_ids: dict[tuple, list[int]], started: str, chunk_rows: int = 20000):
     """COPY text rows built directly (adapting 250,000 rows one by one is the bottleneck),
     streamed in chunks so the server parses one chunk while we build the next. Every
-    sample carries its run's start, the key of its month's partition. ``point_ids``
-    (series signature → its points' ids) is filled as signatures are met."""
+    sample carries its run's start, the key of its month's partition."""
     lines: list[str] = []
     no_reference = f"\t\\N\t\\N\t\\N\t{started}\n"
     for tc_id, tc in zip(ids, testcases):
@@ -233,12 +242,10 @@ def _sample_lines(ids: list[int], testcases: list[TestCase],
                          f"{_copy_value(s.reference)}\t{_copy_value(s.lower)}\t"
                          f"{_copy_value(s.upper)}\t{started}\n")
         for series in tc.series:
-            signature = series.signature()
-            if signature not in point_ids:
-                point_ids[signature] = [points[key] for key in series.point_keys()]
             prefix = f"{tc_id}\t{metrics[(series.metric, series.unit)]}\t"
             lines.extend(f"{prefix}{point_id}\t{value!r}{no_reference}"
-                         for point_id, value in zip(point_ids[signature], series.values))
+                         for point_id, value in zip(_point_ids(series, points, point_ids),
+                                                    series.values))
         if len(lines) >= chunk_rows:
             yield "".join(lines), len(lines)
             lines = []
@@ -247,8 +254,8 @@ def _sample_lines(ids: list[int], testcases: list[TestCase],
 
 
 def _curve_lines(ids: list[int], testcases: list[TestCase],
-                 metrics: dict[tuple[str, str], int], point_ids: dict[tuple, list[int]],
-                 started: str) -> str:
+                 metrics: dict[tuple[str, str], int], points: dict[tuple, int],
+                 point_ids: dict[tuple, list[int]], started: str) -> str:
     """COPY text rows of every sweep, whole (0015), built directly as the samples are;
     points in id order, as 0015 stored the sweeps before it: a curve whose nights list
     the same points alike is split into series by one transposition (history.py)."""
@@ -257,9 +264,11 @@ def _curve_lines(ids: list[int], testcases: list[TestCase],
         for series in tc.series:
             if not series.values:
                 continue
-            points, values = zip(*sorted(zip(point_ids[series.signature()], series.values)))
+            ordered = sorted(zip(_point_ids(series, points, point_ids), series.values))
+            in_order, values = zip(*ordered)
             lines.append(f"{tc_id}\t{metrics[(series.metric, series.unit)]}\t{started}\t"
-                         f"{{{','.join(map(str, points))}}}\t{{{','.join(map(repr, values))}}}\n")
+                         f"{{{','.join(map(str, in_order))}}}\t"
+                         f"{{{','.join(map(repr, values))}}}\n")
     return "".join(lines)
 
 
