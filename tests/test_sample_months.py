@@ -9,6 +9,8 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from perfguard.present import dashboards
 from perfguard.store import db
 from perfguard.store.ingest import RunMeta, ingest_paths
@@ -112,6 +114,39 @@ def test_migration_0015_keeps_each_stored_sweep_as_one_curve(fresh_dsn: str) -> 
     assert_curves_match_samples(fresh_dsn)
 
 
+def test_earlier_attempts_are_marked_by_0017_and_by_every_later_insert(
+        fresh_dsn: str) -> None:
+    """judged_testcase keeps the last attempt of a test case: attempts stored before 0017
+    are marked by the migration, later ones by whatever inserts the retry, in the same
+    statement or a later one; other test cases and other runs are left alone."""
+    def judged(conn) -> list[tuple]:
+        return conn.execute("SELECT unique_name, run_index FROM judged_testcase "
+                            "ORDER BY 1, 2").fetchall()
+
+    with db.connect(fresh_dsn) as conn:
+        db.upgrade(conn, up_to=10)
+        store_0010_run(conn, SEPTEMBER, [100.0, 200.0])
+        store_0010_run(conn, OCTOBER, [110.0])
+        db.upgrade(conn, up_to=16)
+        retry = ("INSERT INTO testcase (run_id, check_name, unique_name, partition_id, "
+                 "environ_id, run_index, result) SELECT run_id, check_name, unique_name, "
+                 "partition_id, environ_id, unnest(%s::int[]), 'pass' FROM testcase "
+                 "WHERE unique_name = 'OldCheck_0' AND run_index = 0 "
+                 "AND run_id = (SELECT min(run_id) FROM testcase)")
+        conn.execute(retry, ([1],))
+        conn.commit()
+        last_attempts = [("OldCheck_0", 0), ("OldCheck_0", 1), ("OldCheck_1", 0)]  # Oct, Sep
+        assert judged(conn) == last_attempts  # 0016's NOT EXISTS
+        assert [m.version for m in db.upgrade(conn)][0] == 17
+        assert judged(conn) == last_attempts
+        marked = "SELECT run_index FROM testcase WHERE superseded ORDER BY 1"
+        assert conn.execute(marked).fetchall() == [(0,)]
+        conn.execute(retry, ([3, 2],))  # two more attempts at once
+        conn.commit()
+        assert judged(conn) == [("OldCheck_0", 0), ("OldCheck_0", 3), ("OldCheck_1", 0)]
+        assert conn.execute(marked).fetchall() == [(0,), (1,), (2,)]
+
+
 def test_ingest_creates_its_month_and_prune_drops_whole_months_only(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     reports = [report_at(demo_report, at, tmp_path) for at in (SEPTEMBER, OCTOBER)]
@@ -179,16 +214,20 @@ def test_prune_command_says_what_it_drops(migrated_dsn: str, demo_report: Path,
 
 
 def test_packed_arrays_load_what_psycopg_loads(migrated_dsn: str) -> None:
-    """The curve read's fast loader: every shape it takes over, and those it hands back."""
+    """The curve read's fast loader: every shape it takes over (float8[] as numpy arrays,
+    ids as tuples of ints), and those it hands back to psycopg's."""
     sql = ("SELECT '{}'::float8[], '{1.5,-2e300,0.1}'::float8[], '{7,-1,2147483647}'::int4[], "
            "'{{1,2,3},{4,5,6}}'::float8[], '{1,NULL}'::float8[], '{{{1}},{{2}}}'::int4[], "
-           "'[0:1]={5,6}'::int4[]")
+           "'[0:1]={5,6}'::int4[], '{9007199254740993,-3}'::int8[], '{{1,2},{3,4}}'::int8[]")
     with db.connect(migrated_dsn) as conn:
         generic = conn.cursor(binary=True).execute(sql).fetchone()
         packed = db.packed_arrays(conn.cursor(binary=True)).execute(sql).fetchone()
-    assert packed[:4] == ((), (1.5, -2e300, 0.1), (7, -1, 2147483647),
-                          ((1.0, 2.0, 3.0), (4.0, 5.0, 6.0)))
-    assert [list(a) for a in packed[:3]] == list(generic[:3])
-    assert [list(row) for row in packed[3]] == generic[3]
-    assert list(packed[4]) == generic[4] and list(packed[5]) == generic[5]
+    assert [a.tolist() for a in (packed[0], packed[1], packed[3])] == [
+        [], [1.5, -2e300, 0.1], [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]
+    assert packed[1].dtype == packed[3].dtype == np.float64
+    assert [packed[1].tolist(), packed[3].tolist()] == [generic[1], generic[3]]
+    assert packed[2] == (7, -1, 2147483647) and list(packed[2]) == generic[2]
+    assert packed[7] == (9007199254740993, -3) and list(packed[7]) == generic[7]
+    assert all(type(i) is int for i in packed[2] + packed[7])
+    assert packed[4] == generic[4] and packed[5] == generic[5] and packed[8] == generic[8]
     assert list(packed[6]) == generic[6]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
 import psycopg
 
 from perfguard.judge import history
@@ -106,19 +107,26 @@ def judge_curves(conn: psycopg.Connection, run_id: int,
                  rules: judge.Rules = judge.DEFAULT_RULES,
                  moved_only: bool = False) -> list[Curve]:
     """The run's sized curves, each size judged against its own history. ``moved_only``:
-    only the curves where some size could be a regression or an improvement (its value
-    off its history's median by more than the rule's ``min_change``: the verdict adds a
-    line for no other curve), so that the quiet thousands are not judged size by size."""
+    only the curves that could have regressed or improved (``could_band``: the verdict adds
+    a line for no other curve), screened on their values before a series is named or a
+    size judged, so that the quiet thousands cost a median per size."""
     sizes = dict(conn.execute(SIZED_POINTS_SQL).fetchall())
     checks = [c for (c,) in conn.execute(
         "SELECT DISTINCT check_name FROM testcase WHERE run_id = %s", (run_id,))]
     better = {(c, m): b for c, m, b in conn.execute(DIRECTIONS_SQL, (checks,))}
+    candidates = []
+    for curve in history.curves(conn, run_id, checks, sorted(sizes), rules):
+        rule = rules.for_metric(curve.check, curve.metric)
+        if (curve.check, curve.metric) in better and any(row[5] for row in curve.rows):
+            candidates.append((curve, rule))
+    if moved_only:  # their values are all they are judged on: screened before they are named
+        candidates = _could_band(candidates, sizes)
+    rows = [row for curve, _ in candidates for row in curve.rows if row[5]]
     members: dict[tuple, dict[int, history.Series]] = defaultdict(dict)
-    for series in history.read(conn, run_id, checks, sorted(sizes), rules).values():
-        if series.measured and (series.check, series.metric) in better:
-            key = (series.check, series.params_text, series.partition, series.environ,
-                   series.metric)
-            members[key][sizes[series.point_id]] = series
+    for series in history.named(conn, rows).values():
+        key = (series.check, series.params_text, series.partition, series.environ,
+               series.metric)
+        members[key][sizes[series.point_id]] = series
     epochs: dict = {}
     curves = []
     for key, by_size in members.items():
@@ -126,11 +134,50 @@ def judge_curves(conn: psycopg.Connection, run_id: int,
         rule = rules.for_metric(check, metric)
         values = {size: history.values(conn, series, rule.same_fingerprint, epochs)
                   for size, series in by_size.items()}
-        if moved_only and not any(judge.could_move(v, rule) for v in values.values()):
-            continue
+        if moved_only and rule.same_fingerprint and not could_band(values, rule):
+            continue  # screened on the values since its nodes' last change
         direction = better[(check, metric)]
         judged = {size: judge.judge_series(v, direction, rule) for size, v in values.items()}
         first = next(iter(by_size.values()))
         curves.append(Curve(check, first.params, partition, environ, metric, first.unit,
                             direction, judged))
     return sorted(curves, key=lambda c: (c.check, str(sorted(c.params.items())), c.metric))
+
+
+def could_band(values: dict[int, list[float] | tuple[float, ...]], rule: judge.Rule) -> bool:
+    """Whether a curve (size → its series) could be judged regressed or improved
+    (``Curve.state``): only where ``BAND`` consecutive sizes (all, if fewer) each could move
+    (``judge.movement``), the same way."""
+    return banded([judge.movement(values[size], rule) for size in sorted(values)])
+
+
+def _could_band(curves: list[tuple[history.CurveNights, judge.Rule]],
+                sizes: dict[int, int]) -> list[tuple[history.CurveNights, judge.Rule]]:
+    """The ``curves`` (each with its rule) that ``could_band`` on all their values, those
+    whose nights listed the same sizes screened together (one median per size and
+    shape); a rule that judges since the nodes' last change is screened later."""
+    moves: dict[int, list[int]] = {}
+    stacks: dict[tuple, list[int]] = defaultdict(list)
+    for index, (curve, rule) in enumerate(curves):
+        if rule.same_fingerprint:
+            continue
+        if curve.nights is None:
+            values = {sizes[row[2]]: row[3] for row in curve.rows if row[5]}
+            moves[index] = [judge.movement(values[size], rule) for size in sorted(values)]
+        else:
+            stacks[(curve.nights.shape, rule)].append(index)
+    for (_, rule), members in stacks.items():
+        stacked = judge.movements(np.stack([curves[i][0].nights for i in members]), rule)
+        for index, row_moves in zip(members, stacked.tolist()):
+            by_size = zip((sizes[row[2]] for row in curves[index][0].rows), row_moves)
+            moves[index] = [move for _, move in sorted(by_size)]
+    return [curve for index, curve in enumerate(curves)
+            if index not in moves or banded(moves[index])]
+
+
+def banded(moves: list[int]) -> bool:
+    """Whether ``BAND`` consecutive of a curve's ``moves`` (``judge.movement`` of each size,
+    smallest first; all, if fewer) are the same move."""
+    band = min(BAND, len(moves))
+    return band > 0 and any(moves[i] != 0 and len(set(moves[i:i + band])) == 1
+                            for i in range(len(moves) - band + 1))

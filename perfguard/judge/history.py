@@ -16,6 +16,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import NamedTuple
 
+import numpy as np
 import psycopg
 
 from perfguard.judge.rules import Rules
@@ -27,7 +28,7 @@ from perfguard.store import db
 CASES_SQL = """
 WITH cases AS MATERIALIZED (
     SELECT tc.id, r.id AS run_id, r.started_at, tc.partition_id, tc.environ_id,
-           md5(tc.check_name || ' ' || tc.params::text)::uuid AS variant
+           tc.check_name, md5(tc.check_name || ' ' || tc.params::text)::uuid AS variant
     FROM run r JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
     WHERE r.id = ANY(%(runs)s) AND tc.check_name = ANY(%(checks)s))
 """
@@ -55,14 +56,14 @@ GROUP BY c.variant, c.partition_id, c.environ_id, v.metric_id
 # first) that Python splits into series by one transposition. Grouping the same values as
 # 15 million sample rows in PostgreSQL took 17–19 s of a 35 s verdict at 2·10^7 samples.
 CURVE_ROWS_SQL = CASES_SQL + """
-SELECT c.variant, c.partition_id, c.environ_id, cv.metric_id, cv.point_ids,
+SELECT c.variant, c.partition_id, c.environ_id, cv.metric_id, c.check_name, cv.point_ids,
        array_agg(c.id ORDER BY c.started_at, c.run_id, c.id) AS testcases,
        array_agg(c.run_id ORDER BY c.started_at, c.run_id, c.id) AS runs,
        array_agg(c.started_at ORDER BY c.started_at, c.run_id, c.id) AS times,
        array_agg(cv.point_values ORDER BY c.started_at, c.run_id, c.id) AS nights
 FROM cases c JOIN curve cv ON cv.testcase_id = c.id AND cv.started_at = c.started_at
 WHERE cv.started_at = ANY(%(times)s)
-GROUP BY c.variant, c.partition_id, c.environ_id, cv.metric_id, cv.point_ids
+GROUP BY c.variant, c.partition_id, c.environ_id, cv.metric_id, c.check_name, cv.point_ids
 """
 
 # What names a series: its newest test case's (looked up by id: through the grouped rows
@@ -109,31 +110,70 @@ class Series(NamedTuple):
                 self.point_id)
 
 
+class CurveNights(NamedTuple):
+    """One curve's nights (a variant, partition, environ and metric): what a curve's
+    verdict screens before any ``Series`` is named."""
+    check: str
+    metric: str
+    #: (newest test case, metric id, point id, values, times, measured), one per point
+    rows: list[tuple]
+    #: The rows' values as one matrix, nights × points in the rows' order, oldest night
+    #: first; None where the curve's nights listed different points.
+    nights: np.ndarray | None
+
+
 def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
          rules: Rules) -> dict[tuple, Series]:
     """The series of ``checks`` at ``points`` over the recent runs of the judged run's
     system up to it (as many as ``rules`` read; with the times of the values where a rule
     needs them), by ``Series.key`` (check, params as jsonb text, partition, environ,
     metric, point id)."""
-    if not checks or not points:
+    bound = _recent(conn, run_id, checks, points, rules)
+    if bound is None:
         return {}
-    ids, times = conn.execute(RECENT_RUNS_SQL, {
-        "run_id": run_id, "checks": checks, "runs": rules.runs_read()}).fetchone()
-    if not ids:
-        return {}
-    bound = {"run_id": run_id, "runs": ids, "checks": checks, "times": times,
-             "with_times": rules.needs_times()}
     rows = []
     if 0 in points:
         with db.planned(conn, db.BULK):
             rows += conn.execute(KEY_SERIES_SQL, bound).fetchall()
-    curve_points = set(points) - {0}
-    if curve_points:
-        # Through judged_testcase the planner guesses 440 test cases for 132,000.
-        with db.planned(conn, db.HASH_JOINS):
-            curves = db.packed_arrays(conn.cursor(binary=True)).execute(
-                CURVE_ROWS_SQL, bound).fetchall()
-            rows += _point_series(curves, curve_points, run_id, rules.needs_times())
+    if set(points) - {0}:
+        rows += [row for curve in _curves(conn, bound, points) for row in curve.rows]
+    return named(conn, rows)
+
+
+def curves(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
+           rules: Rules) -> list[CurveNights]:
+    """The curves of ``checks`` at the (curve) ``points``, read as ``read`` reads them,
+    their series not yet named (``named``)."""
+    bound = _recent(conn, run_id, checks, points, rules)
+    return [] if bound is None else _curves(conn, bound, points)
+
+
+def _recent(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
+            rules: Rules) -> dict | None:
+    """The history queries' parameters: the recent runs and their start times."""
+    if not checks or not points:
+        return None
+    ids, times = conn.execute(RECENT_RUNS_SQL, {
+        "run_id": run_id, "checks": checks, "runs": rules.runs_read()}).fetchone()
+    if not ids:
+        return None
+    return {"run_id": run_id, "runs": ids, "checks": checks, "times": times,
+            "with_times": rules.needs_times()}
+
+
+def _curves(conn: psycopg.Connection, bound: dict, points: list[int]) -> list[CurveNights]:
+    # Through judged_testcase the planner guesses 440 test cases for 132,000.
+    with db.planned(conn, db.HASH_JOINS):
+        rows = db.packed_arrays(conn.cursor(binary=True)).execute(
+            CURVE_ROWS_SQL, bound).fetchall()
+    metrics = dict(conn.execute("SELECT id, name FROM metric").fetchall())
+    return [CurveNights(check, metrics[metric], series, nights) for check, metric, series, nights
+            in _point_series(rows, set(points) - {0}, bound["run_id"], bound["with_times"])]
+
+
+def named(conn: psycopg.Connection, rows: list[tuple]) -> dict[tuple, Series]:
+    """``Series`` by key of rows (newest test case, metric id, point id, values, times,
+    measured), named by their newest test case."""
     found = {}
     newest = {row[0]: row[1:] for row in conn.execute(
         NEWEST_SQL, (sorted({row[0] for row in rows}),))}
@@ -141,6 +181,8 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
         "SELECT id, name, unit FROM metric")}
     for testcase, metric_id, point_id, values_, times_, measured in rows:
         check, params, partition, environ, system, nodes = newest[testcase]
+        if isinstance(values_, np.ndarray):  # a column of a curve's nights
+            values_ = values_.tolist()
         series = Series(check, params, partition, environ, *metrics[metric_id], point_id,
                         system, tuple(values_), tuple(times_) if times_ else None,
                         tuple(nodes.split(",")) if nodes else (), measured)
@@ -149,22 +191,27 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
 
 
 def _point_series(curves, points: set[int], run_id: int, with_times: bool) -> list[tuple]:
-    """(newest test case, metric, point, values, times, measured) of every point in
-    ``points`` of the ``curves`` (rows of CURVE_ROWS_SQL), one per series: variant,
-    partition, environ, metric and point; times only ``with_times``."""
+    """Per curve (rows of CURVE_ROWS_SQL of one variant, partition, environ and metric),
+    its check, metric id, the rows (newest test case, metric, point, values, times,
+    measured) of its points in ``points`` and their values as a matrix (nights × those
+    points; None where the nights listed different points); times only ``with_times``."""
     shapes: dict[tuple, list[tuple]] = defaultdict(list)
-    for variant, partition, environ, metric, *shape in curves:
-        shapes[(variant, partition, environ, metric)].append(shape)
+    for variant, partition, environ, metric, check, *shape in curves:
+        shapes[(variant, partition, environ, metric, check)].append(shape)
     found = []
-    for (_, _, _, metric), rows in shapes.items():
+    for (_, _, _, metric, check), rows in shapes.items():
         if len(rows) > 1:
-            found += _merged(rows, metric, points, run_id, with_times)
+            found.append((check, metric, _merged(rows, metric, points, run_id, with_times),
+                          None))
             continue
         ((ids, testcases, runs, times, nights),) = rows
-        measured = run_id in runs
-        times = tuple(times) if with_times else None
-        found += [(testcases[-1], metric, point, column, times, measured)
-                  for point, column in zip(ids, zip(*nights)) if point in points]
+        kept = [index for index, point in enumerate(ids) if point in points]
+        nights = np.asarray(nights, dtype=np.float64)
+        nights = nights if len(kept) == len(ids) else nights[:, kept]
+        measured, times = run_id in runs, tuple(times) if with_times else None
+        found.append((check, metric, [
+            (testcases[-1], metric, ids[index], nights[:, column], times, measured)
+            for column, index in enumerate(kept)], nights))
     return found
 
 
@@ -174,7 +221,8 @@ def _merged(rows: list[tuple], metric: int, points: set[int], run_id: int,
     values from the nights that measured it, oldest first."""
     per_point: dict[int, list[tuple]] = defaultdict(list)
     for ids, testcases, runs, times, nights in rows:
-        for testcase, run, started, values_ in zip(testcases, runs, times, nights):
+        values_by_night = np.asarray(nights, dtype=np.float64).tolist()
+        for testcase, run, started, values_ in zip(testcases, runs, times, values_by_night):
             for point, value in zip(ids, values_):
                 if point in points:
                     per_point[point].append((started, run, testcase, value))

@@ -28,6 +28,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 REGRESSION, IMPROVEMENT, INCONCLUSIVE, PASS = "regression", "improvement", "inconclusive", "pass"
 #: MAD → standard deviation for normally distributed noise.
 MAD_TO_SIGMA = 1.4826
@@ -250,12 +252,29 @@ def could_move(series: list[float] | tuple[float, ...], rule: Rule = DEFAULT_RUL
     """Whether ``judge_series`` could find the last value a regression or an improvement:
     only when its history is long enough and the value is off the history's median by more
     than ``min_change`` (``_side`` is 0 otherwise), whatever the noise."""
-    earlier, recent = split(series, rule)
-    earlier = earlier[-rule.window:]
-    if not recent or len(earlier) < rule.min_history:
-        return False
-    centre = statistics.median(earlier)
-    return centre != 0 and abs(recent[-1] - centre) / abs(centre) > rule.min_change
+    return movement(series, rule) != 0
+
+
+def movement(series: list[float] | tuple[float, ...], rule: Rule = DEFAULT_RULE) -> int:
+    """+1 (-1) where the last value of ``series`` could be judged moved up (down) from its
+    history's median (``could_move``), else 0: which way, so that sizes of a curve that
+    moved apart are not taken for one band."""
+    return int(movements(np.asarray(series, dtype=np.float64).reshape(-1, 1), rule)[0])
+
+
+def movements(nights: np.ndarray, rule: Rule = DEFAULT_RULE) -> np.ndarray:
+    """``movement`` of every column of ``nights`` (nights × series, oldest night first; or
+    a stack of such, curves × nights × series) at once: a verdict's curves screened in one
+    median per size, the same median as ``baseline``'s."""
+    count = nights.shape[-2]
+    recent = min(rule.confirm, count)
+    earlier = nights[..., max(0, count - recent - rule.window):count - recent, :]
+    if not recent or earlier.shape[-2] < rule.min_history:
+        return np.zeros(nights.shape[:-2] + nights.shape[-1:], dtype=np.int64)
+    centre, last = np.median(earlier, axis=-2), nights[..., -1, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        moved = (centre != 0) & (np.abs(last - centre) / np.abs(centre) > rule.min_change)
+    return np.where(moved, np.sign(last - centre), 0).astype(np.int64)
 
 
 def judge_series(series: list[float] | tuple[float, ...], better: str,
