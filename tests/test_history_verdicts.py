@@ -343,6 +343,34 @@ def test_a_curve_screened_out_is_never_a_regression_or_an_improvement() -> None:
     assert kept_moved > 100  # the steps made enough regressions to test the screen on
 
 
+def test_the_curve_verdict_reads_the_newest_nights_and_rereads_curves_missing_one(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """The curve verdict reads only the newest runs that the rule's values take (33 of
+    the 36 recent runs ``read`` reads), and again from all recent runs the curves that
+    found fewer there (a test case failed on one of those nights): every measured size
+    then holds the same values the rule judges by as ``read`` gives it."""
+    from perfguard.judge import curves, history
+    from perfguard.judge.rules import DEFAULT_RULES
+
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 36)
+    with psycopg.connect(migrated_dsn) as conn:
+        conn.execute("UPDATE testcase SET result = 'fail' WHERE run_id = %s AND "
+                     "check_name = 'UcxPerftestCheck' AND params->>'test' = 'tag_bw'",
+                     (runs[30],))
+        sizes = sorted(dict(conn.execute(curves.SIZED_POINTS_SQL).fetchall()))
+        checks = ["UcxPerftestCheck"]
+        every = history.read(conn, runs[-1], checks, sizes, DEFAULT_RULES)
+        found = history.curves(conn, runs[-1], checks, sizes, DEFAULT_RULES)
+        measured = history.named(conn, [row for curve in found for row in curve.rows
+                                        if row[5]])
+    assert measured and set(measured) <= set(every)
+    lengths = {}
+    for key, series in measured.items():
+        assert series.values == every[key].values[-len(series.values):]
+        lengths[json.loads(series.params_text)["test"]] = len(series.values)
+    assert lengths.pop("tag_bw") == 35 and set(lengths.values()) == {33}, lengths
+
+
 def test_a_curve_whose_nights_list_different_points_keeps_each_points_nights() -> None:
     """Nights of one curve (variant, partition, environ, metric 3) come as one row per
     set of points: size 10 measured every night, size 20 on two; each series holds its
@@ -361,10 +389,10 @@ def test_a_curve_whose_nights_list_different_points_keeps_each_points_nights() -
 
     def rows(points: set[int], with_times: bool) -> list[tuple]:
         found = _point_series(curves, points, 5, with_times)
-        assert [(check, metric) for check, metric, *_ in found] == [("C", 3), ("C", 4)]
-        merged, single = found[0][3], found[1][3]
+        assert [curve[:3] for curve in found] == [("v", "C", 3), ("v", "C", 4)]
+        merged, single = found[0][4], found[1][4]
         assert merged is None and single.tolist() == [[1.1], [1.2], [1.4]]
-        return [(*row[:3], tuple(row[3]), *row[4:]) for _, _, rows, _ in found
+        return [(*row[:3], tuple(row[3]), *row[4:]) for *_, rows, _ in found
                 for row in rows]
 
     series = {(row[1], row[2]): row for row in rows({10, 20}, True)}

@@ -63,6 +63,7 @@ SELECT c.variant, c.partition_id, c.environ_id, cv.metric_id, c.check_name, cv.p
        array_agg(cv.point_values ORDER BY c.started_at, c.run_id, c.id) AS nights
 FROM cases c JOIN curve cv ON cv.testcase_id = c.id AND cv.started_at = c.started_at
 WHERE cv.started_at = ANY(%(times)s)
+  AND (%(variants)s::uuid[] IS NULL OR c.variant = ANY(%(variants)s::uuid[]))
 GROUP BY c.variant, c.partition_id, c.environ_id, cv.metric_id, c.check_name, cv.point_ids
 """
 
@@ -77,7 +78,8 @@ WHERE tc.id = ANY(%s)
 """
 
 RECENT_RUNS_SQL = """
-SELECT array_agg(r.id), array_agg(DISTINCT r.started_at)
+SELECT array_agg(r.id ORDER BY r.started_at DESC, r.id DESC),
+       array_agg(r.started_at ORDER BY r.started_at DESC, r.id DESC)
 FROM run r WHERE r.id IN (SELECT recent_runs(%(run_id)s, %(checks)s, %(runs)s))
 """
 
@@ -113,6 +115,8 @@ class Series(NamedTuple):
 class CurveNights(NamedTuple):
     """One curve's nights (a variant, partition, environ and metric): what a curve's
     verdict screens before any ``Series`` is named."""
+    #: The digest of its check and parameters (CASES_SQL).
+    variant: object
     check: str
     metric: str
     #: (newest test case, metric id, point id, values, times, measured), one per point
@@ -142,10 +146,25 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
 
 def curves(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
            rules: Rules) -> list[CurveNights]:
-    """The curves of ``checks`` at the (curve) ``points``, read as ``read`` reads them,
-    their series not yet named (``named``)."""
+    """The curves of ``checks`` at the (curve) ``points``, their series not yet named
+    (``named``). Each curve the judged run measured holds at least the values its rule
+    judges by, not every value ``read`` gives: they are read from as many newest runs,
+    and only the curves that found fewer there (new, or missing a night) again from all
+    recent runs. On a nightly schedule that halves what a verdict reads."""
     bound = _recent(conn, run_id, checks, points, rules)
-    return [] if bound is None else _curves(conn, bound, points)
+    if bound is None:
+        return []
+    judged = rules.values_judged()
+    if len(bound["runs"]) <= judged:
+        return _curves(conn, bound, points)
+    newest = _curves(conn, {**bound, "runs": bound["runs"][:judged],
+                            "times": bound["times"][:judged]}, points)
+    short = {curve.variant for curve in newest if any(row[5] for row in curve.rows)
+             and (curve.nights is None or len(curve.nights) < judged)}
+    if not short:
+        return newest
+    return [curve for curve in newest if curve.variant not in short] + _curves(
+        conn, {**bound, "variants": sorted(short)}, points)
 
 
 def _recent(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
@@ -158,7 +177,7 @@ def _recent(conn: psycopg.Connection, run_id: int, checks: list[str], points: li
     if not ids:
         return None
     return {"run_id": run_id, "runs": ids, "checks": checks, "times": times,
-            "with_times": rules.needs_times()}
+            "with_times": rules.needs_times(), "variants": None}
 
 
 def _curves(conn: psycopg.Connection, bound: dict, points: list[int]) -> list[CurveNights]:
@@ -167,7 +186,8 @@ def _curves(conn: psycopg.Connection, bound: dict, points: list[int]) -> list[Cu
         rows = db.packed_arrays(conn.cursor(binary=True)).execute(
             CURVE_ROWS_SQL, bound).fetchall()
     metrics = dict(conn.execute("SELECT id, name FROM metric").fetchall())
-    return [CurveNights(check, metrics[metric], series, nights) for check, metric, series, nights
+    return [CurveNights(variant, check, metrics[metric], series, nights)
+            for variant, check, metric, series, nights
             in _point_series(rows, set(points) - {0}, bound["run_id"], bound["with_times"])]
 
 
@@ -192,24 +212,24 @@ def named(conn: psycopg.Connection, rows: list[tuple]) -> dict[tuple, Series]:
 
 def _point_series(curves, points: set[int], run_id: int, with_times: bool) -> list[tuple]:
     """Per curve (rows of CURVE_ROWS_SQL of one variant, partition, environ and metric),
-    its check, metric id, the rows (newest test case, metric, point, values, times,
+    its variant, check, metric id, the rows (newest test case, metric, point, values, times,
     measured) of its points in ``points`` and their values as a matrix (nights × those
     points; None where the nights listed different points); times only ``with_times``."""
     shapes: dict[tuple, list[tuple]] = defaultdict(list)
     for variant, partition, environ, metric, check, *shape in curves:
         shapes[(variant, partition, environ, metric, check)].append(shape)
     found = []
-    for (_, _, _, metric, check), rows in shapes.items():
+    for (variant, _, _, metric, check), rows in shapes.items():
         if len(rows) > 1:
-            found.append((check, metric, _merged(rows, metric, points, run_id, with_times),
-                          None))
+            found.append((variant, check, metric,
+                          _merged(rows, metric, points, run_id, with_times), None))
             continue
         ((ids, testcases, runs, times, nights),) = rows
         kept = [index for index, point in enumerate(ids) if point in points]
         nights = np.asarray(nights, dtype=np.float64)
         nights = nights if len(kept) == len(ids) else nights[:, kept]
         measured, times = run_id in runs, tuple(times) if with_times else None
-        found.append((check, metric, [
+        found.append((variant, check, metric, [
             (testcases[-1], metric, ids[index], nights[:, column], times, measured)
             for column, index in enumerate(kept)], nights))
     return found

@@ -71,8 +71,12 @@ class Rules:
     def runs_read(self) -> int:
         """How many recent runs the history queries read: every rule's window and recent
         nights, twice over (runs of a system need not all have every check)."""
+        return 2 * self.values_judged()
+
+    def values_judged(self) -> int:
+        """The most values of a series any rule judges by: its window and recent nights."""
         rules = [DEFAULT_RULE, *(rule for _, _, rule in self.entries)]
-        return 2 * max(rule.window + rule.confirm for rule in rules)
+        return max(rule.window + rule.confirm for rule in rules)
 
     def needs_times(self) -> bool:
         """Whether a rule judges by fingerprint epoch (needs when each value was measured)."""
