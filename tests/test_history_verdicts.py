@@ -28,7 +28,16 @@ def store_nights(dsn: str, demo_report: Path, tmp_path: Path, factors: list[floa
                  kernel_from: int | None = None) -> list[int]:
     """One stored run per night, a day apart, every key figure of the real demo report
     scaled by the night's factor and a normal noise of ``cv`` (and every curve point from
-    ``from_size`` up by the night's curve factor and noise): run ids, oldest first."""
+    ``from_size`` up by the night's curve factor and noise), each judged as `perfguard
+    ingest` judges it: run ids, oldest first."""
+    return ingest(dsn, night_reports(demo_report, tmp_path, factors, cv, seed, curve_factors,
+                                     from_size, kernel_from), "--trigger", "nightly")
+
+
+def night_reports(demo_report: Path, tmp_path: Path, factors: list[float],
+                  cv: float = 0.01, seed: int = 7, curve_factors: list[float] | None = None,
+                  from_size: int = 0, kernel_from: int | None = None) -> list[Path]:
+    """The reports ``store_nights`` stores, oldest first."""
     raw = json.loads(demo_report.read_text())
     rng = random.Random(seed)
     paths = []
@@ -51,7 +60,7 @@ def store_nights(dsn: str, demo_report: Path, tmp_path: Path, factors: list[floa
         path = tmp_path / f"night{night:03d}.json"
         path.write_text(json.dumps(copy))
         paths.append(path)
-    return ingest(dsn, paths, "--trigger", "nightly")
+    return paths
 
 
 def ingest(dsn: str, paths: list[Path], *options: str) -> list[int]:
@@ -351,8 +360,11 @@ def test_the_curve_verdict_reads_the_newest_nights_and_rereads_curves_missing_on
     then holds the same values the rule judges by as ``read`` gives it."""
     from perfguard.judge import curves, history
     from perfguard.judge.rules import DEFAULT_RULES
+    from perfguard.store.ingest import RunMeta, ingest_paths
 
-    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 36)
+    reports = night_reports(demo_report, tmp_path, [1.0] * 36)
+    runs = [stored.run_id for stored in ingest_paths(tmp_path, migrated_dsn, reports,
+                                                     RunMeta("nightly"))]  # not judged
     with psycopg.connect(migrated_dsn) as conn:
         conn.execute("UPDATE testcase SET result = 'fail' WHERE run_id = %s AND "
                      "check_name = 'UcxPerftestCheck' AND params->>'test' = 'tag_bw'",
