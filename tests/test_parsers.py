@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reframe_tests.common.binding import SrunBinding, binding_errors, mask_of, srun_masks
+from reframe_tests.sweep import parser as sweep
 from reframe_tests.ucx import parser as ucx
 from tests.conftest import DATA
 
@@ -33,6 +34,20 @@ def test_ucx_truncated_output_names_the_size() -> None:
 def test_ucx_no_marker() -> None:
     with pytest.raises(ucx.ParseError, match="never ran"):
         ucx.parse("srun: error: node2: task 0: Exited with exit code 1\n")
+
+
+def test_a_throttled_nodes_empty_last_interval_is_not_a_failed_measurement() -> None:
+    """Recorded on the leaf cluster, node4 throttled to a fifth of a core: the last report
+    interval held no iteration, so its average latency is inf; the overall figures are
+    what is taken. A non-finite figure that is taken still fails the measurement."""
+    text = (DATA / "sweep_throttled_node_final_interval.out").read_text()
+    bw, lat = sweep.parse(text)
+    assert (bw.server, bw.test, bw.result.latency_us, bw.result.bandwidth_mib_s) == (
+        "node4", "tag_bw", 1001.678, 998.32)
+    assert (lat.test, lat.result.latency_us) == ("tag_lat", 2.458)
+    broken = text.replace("1001.678        0.00     998.32", "1001.678        0.00        inf")
+    with pytest.raises(ucx.ParseError, match="tag_bw node4→node4: non-finite value"):
+        sweep.parse(broken)
 
 
 def test_srun_verbose_masks() -> None:
