@@ -300,7 +300,7 @@ def test_bad_verdict_rules_are_named(tmp_path: Path, text: str, message: str) ->
 
 def test_the_fast_paths_judge_as_the_rule_does() -> None:
     """The verdict's shortcuts change no judgement: over 20,000 random series (CV 0.1–5 %,
-    steps, short histories) a series ``could_move`` rules out is never a regression or an
+    steps, short histories) a series ``movement`` rules out is never a regression or an
     improvement, and the float noise estimate agrees with statistics.stdev's exact one."""
     import statistics
 
@@ -317,7 +317,7 @@ def test_the_fast_paths_judge_as_the_rule_does() -> None:
             series[-moved:] = [v * step for v in series[-moved:]]
         better = rng.choice(["higher", "lower"])
         judged = rules.judge_series(series, better)
-        if not rules.could_move(series):
+        if rules.movement(series) == 0:
             assert judged.state not in (rules.REGRESSION, rules.IMPROVEMENT), series
         kept = rules.split(series)[0][-rules.DEFAULT_RULE.window:]
         if len(kept) >= 3:

@@ -156,23 +156,22 @@ def _could_band(curves: list[tuple[history.CurveNights, judge.Rule]],
     """The ``curves`` (each with its rule) that ``could_band`` on all their values, those
     whose nights listed the same sizes screened together (one median per size and
     shape); a rule that judges since the nodes' last change is screened later."""
-    moves: dict[int, list[int]] = {}
+    kept: dict[int, bool] = {}
     stacks: dict[tuple, list[int]] = defaultdict(list)
     for index, (curve, rule) in enumerate(curves):
         if rule.same_fingerprint:
             continue
         if curve.nights is None:
-            values = {sizes[row[2]]: row[3] for row in curve.rows if row[5]}
-            moves[index] = [judge.movement(values[size], rule) for size in sorted(values)]
+            kept[index] = could_band({sizes[row[2]]: row[3] for row in curve.rows if row[5]},
+                                     rule)
         else:
             stacks[(curve.nights.shape, rule)].append(index)
     for (_, rule), members in stacks.items():
         stacked = judge.movements(np.stack([curves[i][0].nights for i in members]), rule)
-        for index, row_moves in zip(members, stacked.tolist()):
-            by_size = zip((sizes[row[2]] for row in curves[index][0].rows), row_moves)
-            moves[index] = [move for _, move in sorted(by_size)]
-    return [curve for index, curve in enumerate(curves)
-            if index not in moves or banded(moves[index])]
+        for index, moves in zip(members, stacked.tolist()):
+            by_size = zip((sizes[row[2]] for row in curves[index][0].rows), moves)
+            kept[index] = banded([move for _, move in sorted(by_size)])
+    return [curve for index, curve in enumerate(curves) if kept.get(index, True)]
 
 
 def banded(moves: list[int]) -> bool:

@@ -252,17 +252,12 @@ def split(series: list[float] | tuple[float, ...],
     return list(series[:len(series) - len(recent)]), recent
 
 
-def could_move(series: list[float] | tuple[float, ...], rule: Rule = DEFAULT_RULE) -> bool:
-    """Whether ``judge_series`` could find the last value a regression or an improvement:
-    only when its history is long enough and the value is off the history's median by more
-    than ``min_change`` (``_side`` is 0 otherwise), whatever the noise."""
-    return movement(series, rule) != 0
-
-
 def movement(series: list[float] | tuple[float, ...], rule: Rule = DEFAULT_RULE) -> int:
-    """+1 (-1) where the last value of ``series`` could be judged moved up (down) from its
-    history's median (``could_move``), else 0: which way, so that sizes of a curve that
-    moved apart are not taken for one band."""
+    """+1 (-1) where ``judge_series`` could find the last value of ``series`` moved up
+    (down), else 0: only when its history is long enough and the value is off the
+    history's median by more than ``min_change`` (``_side`` is 0 otherwise), whatever
+    the noise. Which way, so that sizes of a curve that moved apart are not taken for
+    one band."""
     return int(movements(np.asarray(series, dtype=np.float64).reshape(-1, 1), rule)[0])
 
 
