@@ -114,7 +114,7 @@ def test_migration_0015_keeps_each_stored_sweep_as_one_curve(fresh_dsn: str) -> 
     assert_curves_match_samples(fresh_dsn)
 
 
-def test_earlier_attempts_are_marked_by_0017_and_by_every_later_insert(
+def test_earlier_attempts_are_marked_by_0017_and_every_later_insert_0018_variants(
         fresh_dsn: str) -> None:
     """judged_testcase keeps the last attempt of a test case: attempts stored before 0017
     are marked by the migration, later ones by whatever inserts the retry, in the same
@@ -145,6 +145,12 @@ def test_earlier_attempts_are_marked_by_0017_and_by_every_later_insert(
         conn.commit()
         assert judged(conn) == [("OldCheck_0", 0), ("OldCheck_0", 3), ("OldCheck_1", 0)]
         assert conn.execute(marked).fetchall() == [(0,), (1,), (2,)]
+        # 0018: the variant the judge groups the history by, stored with every test case,
+        # those stored before it and after
+        variants = conn.execute(
+            "SELECT unique_name, variant = md5(check_name || ' ' || params::text)::uuid "
+            "FROM testcase ORDER BY id").fetchall()
+        assert len(variants) == 6 and all(same for _, same in variants), variants
 
 
 def test_ingest_creates_its_month_and_prune_drops_whole_months_only(

@@ -12,6 +12,7 @@ import sys
 from contextlib import contextmanager
 from itertools import combinations
 from pathlib import Path
+from statistics import median
 
 import psycopg
 import pytest
@@ -106,6 +107,51 @@ def test_a_blamed_nodes_pair_sets_no_limit_for_the_links() -> None:
             "node's pair counted") in findings[1].evidence
 
 
+def latencies(values: dict[tuple[str, str], float]) -> list[sw.Measurement]:
+    return [sw.Measurement("lo", a, b, "latency", v, "us") for (a, b), v in values.items()]
+
+
+def test_a_sweep_off_its_history_as_a_whole_is_judged_without_it() -> None:
+    """Recorded on the embedded cluster under load: every latency 5–8× its history, and
+    two nodes of four were blamed by their pairs' own history. A pair's history judges it
+    only while its kind's other pairs meet theirs; one pair off alone is still caught, and
+    a retest whose reference is off too sets the suspect's history aside."""
+    every = [(n, n) for n in FOUR] + list(combinations(FOUR, 2))
+    history = {(("lo", (min(a, b), max(a, b)), "latency")): sw.Limit(
+        0.17, "lower", "above this pair's history: median 0.157") for a, b in every}
+    loaded = {pair: 1.0 + 0.1 * i for i, pair in enumerate(every)}  # 1.0–1.9 us
+    sweep = sw.Sweep(latencies(loaded), sw.limits(latencies(loaded)), pair_limits=history)
+    assert sw.blame(sweep) == [] and not sweep.failing()
+    shares = [0.17 / v for v in loaded.values()]
+    assert sweep.set_aside == {("lo", "latency", True): (4, median(shares[:4]), ""),
+                               ("lo", "latency", False): (6, median(shares[4:]), "")}
+    text = sw.render(1, "local", sweep, [], [])
+    assert "latency on lo: 6 pair(s) judged without their own history: the typical one " \
+           "reached 10% of its history's limit" in text
+    drifted = {pair: 0.16 for pair in every} | {("n1", "n2"): 0.2}
+    alone = sw.Sweep(latencies(drifted), sw.limits(latencies(drifted)), pair_limits=history)
+    assert [(f.kind, f.subject) for f in sw.blame(alone)] == [("link", "n1–n2")]
+    assert alone.set_aside == {}
+    # the suspect retested beside its kind's best pair: both off their history now
+    again = alone.retested(latencies({("n1", "n2"): 0.9, ("n3", "n4"): 0.8}))
+    assert sw.blame(again) == [] and ("lo", "latency", False) in again.set_aside
+    # the reference within its history at the retest: the suspect alone is off, twice
+    again = alone.retested(latencies({("n1", "n2"): 0.2, ("n3", "n4"): 0.16}))
+    [finding] = sw.blame(again)
+    assert "above this pair's history" in finding.evidence and "measured 2×" in finding.evidence
+    # a node off its history with every partner: its suspects retested side by side do
+    # not excuse each other, the reference pair within its own history keeps theirs
+    slow = {pair: 0.2 if "n1" in pair else 0.16 for pair in every}
+    first = sw.Sweep(latencies(slow), sw.limits(latencies(slow)), pair_limits=history)
+    assert sorted(m.pair for m in first.failing()) == [("n1", "n1"), ("n1", "n2"),
+                                                       ("n1", "n3"), ("n1", "n4")]
+    again = first.retested(latencies({("n1", "n2"): 0.2, ("n1", "n3"): 0.2,
+                                      ("n1", "n4"): 0.2, ("n2", "n3"): 0.16}))
+    [finding] = sw.blame(again)
+    assert (finding.kind, finding.subject) == ("node", "n1") and "measured 2×" in \
+        finding.evidence
+
+
 def test_line_rate_raises_the_floor() -> None:
     ms = bandwidths("mlx5_0", {("n1", "n2"): 30000.0, ("n3", "n4"): 29000.0})
     rate = 400e9 / 8 / 2**20  # NDR in MiB/s
@@ -189,11 +235,17 @@ def test_a_clean_sweep_blames_nobody(layout: ClusterLayout, migrated_dsn: str) -
     assert sorted(p for r in rounds for p in r) == [
         (str(a), str(b)) for a, b in combinations(range(4), 2)]
     with psycopg.connect(migrated_dsn) as conn:
-        cells = conn.execute("SELECT server, client, metric, value FROM sweep_pair "
-                             "WHERE run_id = %s", (run_id,)).fetchall()
+        cells = conn.execute("SELECT server, client, metric, value, failed_test "
+                             "FROM sweep_pair WHERE run_id = %s", (run_id,)).fetchall()
         assert conn.execute("SELECT count(*) FROM sweep_finding").fetchone()[0] == 0
-    pairs = {(s, c) for s, c, metric, _ in cells if metric == "bandwidth"}
-    assert len(pairs) == 10 and all(v > 0 for *_, v in cells)  # 4 loopbacks + 6 pairs
+    # 4 loopbacks + 6 pairs, each measured or (seen once in 20 suites) its server never
+    # listening: then it failed, and the retest measured it before anyone was blamed
+    pairs = {(s, c) for s, c, metric, *_ in cells if metric == "bandwidth"}
+    failed = {(s, c) for s, c, metric, _, test in cells if (metric, test) == ("failed", "tag_bw")}
+    assert len(pairs | failed) == 10 and not pairs & failed, cells
+    assert all(v > 0 for _, _, _, v, _ in cells)
+    retested = int(re.search(r"(\d+) failing pair\(s\) retested", result.stdout)[1])
+    assert retested >= len(failed), result.stdout
 
 
 def test_a_throttled_node_is_blamed_drained_and_resumed(layout: ClusterLayout,
@@ -316,3 +368,26 @@ def test_a_pair_that_drifted_from_its_own_history_is_a_link(
     [finding] = sw.blame(today)
     assert (finding.kind, finding.subject) == ("link", "node1–node2")
     assert "below this pair's history: median" in finding.evidence
+
+
+def test_a_sweep_run_that_stored_no_pair_says_why(migrated_dsn: str, demo_report: Path,
+                                                  tmp_path: Path) -> None:
+    """A retest that failed (recorded: its client binding check failed in sanity) stores
+    no pair; `perfguard sweep` then says why instead of blaming as if it had retested."""
+    from perfguard.store.ingest import RunMeta, ingest_paths
+
+    report = json.loads(demo_report.read_text())
+    reason = ("sanity error: client binding differs from the request: task 0 (local rank 0) "
+              "on node1: mask 0x1, expected 0x2")
+    report["runs"][0]["testcases"] = [{
+        "name": "FabricSweepCheck", "unique_name": "FabricSweepCheck_0",
+        "display_name": "FabricSweepCheck %hca=lo %memory=host", "system": "local",
+        "partition": "compute", "environ": "gnu-openmpi", "result": "fail",
+        "fail_phase": "sanity", "fail_reason": reason}]
+    path = tmp_path / "retest.json"
+    path.write_text(json.dumps(report))
+    [stored] = ingest_paths(tmp_path, migrated_dsn, [path], RunMeta("sweep", ("sweep",)))
+    with psycopg.connect(migrated_dsn) as conn:
+        assert sw.measurements(conn, stored.run_id) == []
+        assert sw.why_unmeasured(conn, stored.run_id) == \
+            f"FabricSweepCheck failed in sanity: {reason}"

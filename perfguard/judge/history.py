@@ -22,48 +22,46 @@ import psycopg
 from perfguard.judge.rules import Rules
 from perfguard.store import db
 
-# The passed test cases of the recent runs of the run's checks, read once, narrow, with a
-# digest of check and parameters as their variant (jsonb comparisons took 4 of 16 s at
-# 3.4·10^6 values).
+# The passed test cases of the recent runs of the run's checks, each with its run's place
+# among them (1: the newest) and its variant (0018: a digest of check and parameters
+# stored with each test case; jsonb comparisons took 4 of 16 s at 3.4·10^6 values, the
+# digest computed here 1.4 s). Both history reads join them by hash and group by hash,
+# their arrays in no order (Python orders them by place): ordered aggregates made
+# PostgreSQL sort every value first (3.4·10^6 key figures of a 100,000-line run, on disk:
+# 9 of that read's 10 s).
 CASES_SQL = """
-WITH cases AS MATERIALIZED (
-    SELECT tc.id, r.id AS run_id, r.started_at, tc.partition_id, tc.environ_id,
-           tc.check_name, md5(tc.check_name || ' ' || tc.params::text)::uuid AS variant
-    FROM run r JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
-    WHERE r.id = ANY(%(runs)s) AND tc.check_name = ANY(%(checks)s))
+WITH recent AS (
+    SELECT id, started_at, place
+    FROM unnest(%(runs)s::bigint[], %(times)s::timestamptz[])
+         WITH ORDINALITY AS u(id, started_at, place)),
+cases AS (
+    SELECT tc.id, r.place, r.started_at, tc.variant, tc.partition_id, tc.environ_id,
+           tc.check_name
+    FROM recent r JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
+    WHERE tc.check_name = ANY(%(checks)s)
+      AND (%(variants)s::uuid[] IS NULL OR tc.variant = ANY(%(variants)s::uuid[])))
 """
 
 # Key figures, one row per series: read from the key-figure index alone (its predicate
-# point_id = 0) for the recent runs' start times (the months they lie in), joined to the
-# cases by id and grouped in PostgreSQL; names joined after. At 2·10^7 samples this read
-# took 1.8 s with the test cases probed through every month, 0.8 s now.
-KEY_SERIES_SQL = CASES_SQL + """,
-values_ AS MATERIALIZED (
-    SELECT s.testcase_id, s.metric_id, s.value FROM sample s
-    WHERE s.started_at = ANY(%(times)s) AND s.point_id = 0)
-SELECT (array_agg(c.id ORDER BY c.started_at DESC, c.run_id DESC))[1] AS newest,
-       v.metric_id, 0 AS point_id,
-       array_agg(v.value ORDER BY c.started_at, c.run_id) AS values,
-       CASE WHEN %(with_times)s THEN array_agg(c.started_at ORDER BY c.started_at, c.run_id)
-       END AS times,
-       bool_or(c.run_id = %(run_id)s) AS measured
-FROM cases c JOIN values_ v ON v.testcase_id = c.id
+# point_id = 0) for the recent runs' start times (the months they lie in).
+KEY_SERIES_SQL = CASES_SQL + """
+SELECT v.metric_id, array_agg(c.place) AS places, array_agg(c.id) AS testcases,
+       array_agg(v.value) AS values
+FROM cases c JOIN sample v ON v.testcase_id = c.id
+WHERE v.started_at = ANY(%(times)s) AND v.point_id = 0
 GROUP BY c.variant, c.partition_id, c.environ_id, v.metric_id
 """
 
 # Curve points: each test case's sweep is one row of `curve` (0015); a curve's nights that
-# list the same points come as one row, their values a matrix (nights × points, oldest
-# first) that Python splits into series by one transposition. Grouping the same values as
+# list the same points come as one row, their values a matrix (nights × points) that
+# Python orders and splits into series by one transposition. Grouping the same values as
 # 15 million sample rows in PostgreSQL took 17–19 s of a 35 s verdict at 2·10^7 samples.
 CURVE_ROWS_SQL = CASES_SQL + """
 SELECT c.variant, c.partition_id, c.environ_id, cv.metric_id, c.check_name, cv.point_ids,
-       array_agg(c.id ORDER BY c.started_at, c.run_id, c.id) AS testcases,
-       array_agg(c.run_id ORDER BY c.started_at, c.run_id, c.id) AS runs,
-       array_agg(c.started_at ORDER BY c.started_at, c.run_id, c.id) AS times,
-       array_agg(cv.point_values ORDER BY c.started_at, c.run_id, c.id) AS nights
+       array_agg(c.place) AS places, array_agg(c.id) AS testcases,
+       array_agg(cv.point_values) AS nights
 FROM cases c JOIN curve cv ON cv.testcase_id = c.id AND cv.started_at = c.started_at
 WHERE cv.started_at = ANY(%(times)s)
-  AND (%(variants)s::uuid[] IS NULL OR c.variant = ANY(%(variants)s::uuid[]))
 GROUP BY c.variant, c.partition_id, c.environ_id, cv.metric_id, c.check_name, cv.point_ids
 """
 
@@ -115,7 +113,7 @@ class Series(NamedTuple):
 class CurveNights(NamedTuple):
     """One curve's nights (a variant, partition, environ and metric): what a curve's
     verdict screens before any ``Series`` is named."""
-    #: The digest of its check and parameters (CASES_SQL).
+    #: The digest of its check and parameters (0018's testcase.variant).
     variant: object
     check: str
     metric: str
@@ -137,8 +135,10 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
         return {}
     rows = []
     if 0 in points:
-        with db.planned(conn, db.BULK):
-            rows += conn.execute(KEY_SERIES_SQL, bound).fetchall()
+        with db.planned(conn, db.HASH_JOINS):
+            grouped = db.packed_arrays(conn.cursor(binary=True)).execute(
+                KEY_SERIES_SQL, bound).fetchall()
+        rows += key_series(grouped, bound)
     if set(points) - {0}:
         rows += [row for curve in _curves(conn, bound, points) for row in curve.rows]
     return named(conn, rows)
@@ -167,6 +167,30 @@ def curves(conn: psycopg.Connection, run_id: int, checks: list[str], points: lis
         conn, {**bound, "variants": sorted(short)}, points)
 
 
+def key_series(grouped: list[tuple], bound: dict) -> list[tuple]:
+    """Rows of KEY_SERIES_SQL (metric id, run places, test cases, values: each in no order)
+    as ``named`` takes them (newest test case, metric id, point id 0, values oldest first,
+    times where asked, measured). Ordered as one matrix per length, not series by series:
+    100,000 series of 34 nights each."""
+    runs, times, with_times = bound["runs"], bound["times"], bound["with_times"]
+    judged = runs.index(bound["run_id"]) + 1 if bound["run_id"] in runs else None
+    by_length: dict[int, list[tuple]] = defaultdict(list)
+    for row in grouped:
+        by_length[len(row[1])].append(row)
+    found = []
+    for rows in by_length.values():
+        places = np.array([row[1] for row in rows], dtype=np.int64)
+        order = np.argsort(-places, axis=1, kind="stable")  # the oldest (last) place first
+        values_ = np.take_along_axis(np.stack([row[3] for row in rows]), order, axis=1)
+        places = np.take_along_axis(places, order, axis=1).tolist()
+        newest = order[:, -1].tolist()
+        for row, ordered, night, position in zip(rows, values_.tolist(), places, newest):
+            found.append((row[2][position], row[0], 0, tuple(ordered),
+                          tuple(times[p - 1] for p in night) if with_times else None,
+                          judged in night))
+    return found
+
+
 def _recent(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
             rules: Rules) -> dict | None:
     """The history queries' parameters: the recent runs and their start times."""
@@ -183,8 +207,9 @@ def _recent(conn: psycopg.Connection, run_id: int, checks: list[str], points: li
 def _curves(conn: psycopg.Connection, bound: dict, points: list[int]) -> list[CurveNights]:
     # Through judged_testcase the planner guesses 440 test cases for 132,000.
     with db.planned(conn, db.HASH_JOINS):
-        rows = db.packed_arrays(conn.cursor(binary=True)).execute(
+        grouped = db.packed_arrays(conn.cursor(binary=True)).execute(
             CURVE_ROWS_SQL, bound).fetchall()
+    rows = [(*row[:6], *_by_night(*row[6:], bound)) for row in grouped]
     metrics = dict(conn.execute("SELECT id, name FROM metric").fetchall())
     return [CurveNights(variant, check, metrics[metric], series, nights)
             for variant, check, metric, series, nights
@@ -208,6 +233,15 @@ def named(conn: psycopg.Connection, rows: list[tuple]) -> dict[tuple, Series]:
                         tuple(nodes.split(",")) if nodes else (), measured)
         found[series.key] = series
     return found
+
+
+def _by_night(places: tuple, testcases: tuple, nights: np.ndarray, bound: dict) -> tuple:
+    """A curve row's test cases, runs, start times and nights (a matrix) oldest first, as
+    ordered aggregates gave them (by start, run, test case), from its unordered arrays."""
+    order = np.lexsort((testcases, np.negative(places)))
+    places = [places[i] for i in order]
+    return ([testcases[i] for i in order], [bound["runs"][p - 1] for p in places],
+            [bound["times"][p - 1] for p in places], np.asarray(nights)[order])
 
 
 def _point_series(curves, points: set[int], run_id: int, with_times: bool) -> list[tuple]:

@@ -170,10 +170,18 @@ def baseline(history: list[float]) -> tuple[float, float]:
     within ``OUTLIER`` MAD-sigmas of the median: outliers (a bad night, a spike) are left
     out as the MAD would, but the estimate is far less noisy than the MAD itself, which
     at 30 values misjudges the noise by ±20 % and so raises false alarms."""
-    centre = statistics.median(history)
-    mad_sigma = MAD_TO_SIGMA * statistics.median(abs(v - centre) for v in history)
-    kept = [v for v in history if abs(v - centre) <= OUTLIER * mad_sigma]
+    centre = _median(sorted(history))
+    deviations = [abs(v - centre) for v in history]
+    mad_sigma = MAD_TO_SIGMA * _median(sorted(deviations))
+    reach = OUTLIER * mad_sigma
+    kept = [v for v, deviation in zip(history, deviations) if deviation <= reach]
     return centre, _stdev(kept) if len(kept) >= 3 else mad_sigma
+
+
+def _median(ordered: list[float]) -> float:
+    """statistics.median of sorted values, without sorting them again."""
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _side(value: float, centre: float, noise: float, better: str, rule: Rule) -> int:

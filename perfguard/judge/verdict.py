@@ -71,14 +71,16 @@ WHERE r.id = %(run_id)s
 ORDER BY 2, 4, 5, 6, 9
 """
 
+# The run's start as a constant, not joined: joined, PostgreSQL read the whole month's
+# key-figure index (1.2 s for a run of 50,000 test cases; 33 ms so).
 TESTCASES_WITHOUT_SAMPLES = """
 SELECT tc.id AS testcase_id, tc.check_name, tc.params, p.name AS partition,
        e.name AS environ, tc.state AS testcase_state, tc.fail_reason
 FROM judged_testcase tc JOIN partition p ON p.id = tc.partition_id
-JOIN environ e ON e.id = tc.environ_id JOIN run r ON r.id = tc.run_id
+JOIN environ e ON e.id = tc.environ_id
 WHERE tc.run_id = %(run_id)s
-  AND NOT EXISTS (SELECT 1 FROM sample s WHERE s.testcase_id = tc.id
-                  AND s.started_at = r.started_at AND s.point_id = 0)
+  AND NOT EXISTS (SELECT 1 FROM sample s WHERE s.testcase_id = tc.id AND s.point_id = 0
+                  AND s.started_at = (SELECT started_at FROM run WHERE id = %(run_id)s))
 ORDER BY tc.check_name, tc.params::text
 """
 
@@ -153,8 +155,9 @@ def verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = N
 
 def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
              with_curves: bool) -> list[Line]:
-    cursor = conn.cursor(row_factory=dict_row)
-    rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
+    cursor = db.shared_json(conn.cursor(row_factory=dict_row))
+    with db.planned(conn, db.NO_MERGE_JOINS):
+        rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
     series = _history(conn, run_id, rows, rules)
     epochs: dict = {}  # the run's lines share their nodes' fingerprint epoch
     lines = []

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 
 import psycopg
 
@@ -159,11 +161,22 @@ class Sweep:
     #: What the limits were computed by (limits()), to compute them again.
     criteria: Criteria = Criteria()
     line_rate: dict[str, float] | None = None
+    #: The pair limits that the conditions of the sweep (or retest) that measured each
+    #: pair's latest value leave standing (in_conditions); None: ``measurements``'.
+    standing: dict[tuple, Limit] | None = None
+    #: Per kind (HCA, metric, loopback): how many pair limits were set aside, and the
+    #: median share of their limits the kind's pairs reached, at the sweep or a retest.
+    set_aside: dict[tuple, tuple[int, float, str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.standing is None:
+            self.standing, aside = in_conditions(self.measurements, self.pair_limits)
+            self.set_aside = {kind: (*note, "") for kind, note in aside.items()}
 
     def limit(self, m: Measurement) -> Limit | None:
         """The limit ``m`` misses (the sweep's, else its own history's), or the sweep's."""
         candidates = [self.limit_of.get((m.hca, m.metric, m.loopback)),
-                      self.pair_limits.get(_key(m))]
+                      self.standing.get(_key(m))]
         missed = [c for c in candidates if c is not None and c.misses(m.value)]
         return missed[0] if missed else candidates[0]
 
@@ -187,17 +200,22 @@ class Sweep:
         return list(best.values())
 
     def retested(self, again: list[Measurement]) -> Sweep:
-        """The retest's values replace the earlier ones of the same pair, HCA and metric.
-        Its reference pairs, measured under the same conditions, may lower a limit (never
-        raise it): a suspect must miss the limit its own retest's reference sets."""
-        newer = {_key(m): m for m in again}
-        attempts = dict(self.attempts)
-        for k in newer:
-            attempts[k] = attempts.get(k, 1) + 1
-        kept = [newer.pop(_key(m), m) for m in self.measurements]
-        return dataclasses.replace(self, measurements=kept + list(newer.values()),
-                                   limit_of=self._lenient(again, ", at the retest"),
-                                   attempts=attempts)
+        """The retest's values of the suspects (the pairs failing before) replace theirs.
+        Its reference pairs, measured beside them under the same conditions, may lower a
+        limit (never raise it: a suspect must miss the limit its own retest's reference
+        sets) and tell the conditions (in_conditions); they keep their first value, as a
+        pair that passed once is never blamed."""
+        suspects = frozenset(_key(m) for m in self.failing())
+        newer = {_key(m): m for m in again if _key(m) in suspects}
+        attempts = {**self.attempts, **{k: self.attempts.get(k, 1) + 1 for k in newer}}
+        standing, aside = in_conditions(again, self.pair_limits, suspects)
+        return dataclasses.replace(
+            self, measurements=[newer.get(_key(m), m) for m in self.measurements],
+            limit_of=self._lenient(again, ", at the retest"), attempts=attempts,
+            standing={**{k: v for k, v in self.standing.items() if k not in newer},
+                      **{k: v for k, v in standing.items() if k in newer}},
+            set_aside={**self.set_aside,
+                       **{kind: (*note, " at the retest") for kind, note in aside.items()}})
 
     def without(self, blamed: set[tuple[str, str]]) -> Sweep:
         """The sweep judged by limits that no pair of a blamed (HCA, node) sets, where
@@ -221,6 +239,59 @@ class Sweep:
 
 def _key(m: Measurement) -> tuple:
     return (m.hca, m.pair, m.metric)
+
+
+def in_conditions(measured: list[Measurement], pair_limits: dict[tuple, Limit],
+                  suspects: frozenset[tuple] = frozenset()) -> tuple[dict[tuple, Limit], dict]:
+    """The pair limits of ``measured`` that its conditions leave standing, and per kind
+    (HCA, metric, loopback) how many were set aside and the median share of its history's
+    limit that the kind's pairs reached. A pair's own history judges it only while the
+    other pairs of its kind, measured at the same time, meet theirs (by their median): a
+    whole sweep off its history (a loaded host, a fabric-wide change) is the verdicts' to
+    judge, not a node's or a link's to answer for. The embedded cluster under load
+    measured every latency 5–8× its history and blamed two nodes of four. At a retest the
+    conditions are read from its reference pairs alone, not from the ``suspects`` (keys)
+    measured beside them: a slow leaf's pairs would otherwise excuse each other."""
+    reached: dict[tuple, list[tuple[tuple, float]]] = defaultdict(list)
+    for m in measured:
+        limit = pair_limits.get(_key(m))
+        if limit is not None and m.value and limit.value:
+            share = m.value / limit.value if limit.better == "higher" else limit.value / m.value
+            reached[(m.hca, m.metric, m.loopback)].append((_key(m), share))
+    standing, aside = {}, {}
+    for kind, shares in reached.items():
+        references = [(key, share) for key, share in shares if key not in suspects]
+        typical = dict(zip((key for key, _ in references),
+                           _medians_of_others([share for _, share in references])))
+        conditions = median(share for _, share in references) if references else None
+        dropped = 0
+        for key, _ in shares:
+            judged_by = typical[key] if key in typical else conditions
+            if judged_by is None or judged_by >= 1:
+                standing[key] = pair_limits[key]
+            else:
+                dropped += 1
+        if dropped:
+            aside[kind] = (dropped, conditions)
+    return standing, aside
+
+
+def _medians_of_others(values: list[float]) -> list[float | None]:
+    """For each value, the median of the others (None where there are none): in one sort,
+    not one per value, for the 2,080 pairs of a 64-node sweep."""
+    order = sorted(values)
+    rest = len(values) - 1
+    if rest < 1:
+        return [None] * len(values)
+    out = []
+    for value in values:
+        skip = bisect_left(order, value)
+
+        def at(j: int, skip: int = skip) -> float:
+            return order[j] if j < skip else order[j + 1]
+        middle = rest // 2
+        out.append(at(middle) if rest % 2 else (at(middle - 1) + at(middle)) / 2)
+    return out
 
 
 def _describe(m: Measurement, limit: Limit | None, node: str | None = None) -> str:
@@ -468,6 +539,18 @@ def measurements(conn: psycopg.Connection, run_id: int) -> list[Measurement]:
     return out
 
 
+def why_unmeasured(conn: psycopg.Connection, run_id: int) -> str:
+    """Why a sweep run stored no pair: its sweep test cases' failures, as stored."""
+    failures = conn.execute(
+        "SELECT fail_phase, fail_reason FROM judged_testcase WHERE run_id = %s "
+        "AND check_name = 'FabricSweepCheck' AND result <> 'pass'", (run_id,)).fetchall()
+    if not failures:
+        return f"its FabricSweepCheck test cases stored no pair (`perfguard verdict {run_id}` " \
+               f"says why)"
+    return "; ".join(f"FabricSweepCheck failed in {phase}: {reason}"
+                     for phase, reason in failures)
+
+
 def store_findings(conn: psycopg.Connection, run_id: int, findings: list[Finding],
                    drained: set[str]) -> None:
     """A sweep's findings, replacing any earlier ones of the run."""
@@ -497,6 +580,7 @@ def render(run_id: int, system: str, sweep: Sweep, findings: list[Finding],
             out += ["", *(_matrix(sweep, hca, metric, nodes) if len(nodes) <= MATRIX_NODES
                           else _spread(sweep, hca, metric))]
     out.append("")
+    out += [aside_line(kind, *note) for kind, note in sorted(sweep.set_aside.items())]
     if not findings:
         out.append("blamed: nobody (every pair within the limits"
                    + (" after retests)" if retested else ")"))
@@ -506,6 +590,15 @@ def render(run_id: int, system: str, sweep: Sweep, findings: list[Finding],
         out.append(f"drained: {', '.join(drained)} (reason starts '{DRAIN_MARK}'; "
                    f"`perfguard sweep --resume` resumes them)")
     return "\n".join(out)
+
+
+def aside_line(kind: tuple, count: int, share: float, when: str) -> str:
+    """Why some pairs were judged without their own history (in_conditions)."""
+    hca, metric, loopback = kind
+    return (f"{metric} on {hca}: {count} {'loopback' if loopback else 'pair'}(s) judged "
+            f"without their own history{when}: the typical one reached {share:.0%} of its "
+            f"history's limit (a loaded host, or a change to all of them: the verdicts "
+            f"judge that)")
 
 
 #: Up to this many nodes `perfguard sweep` prints the node × node matrix.

@@ -50,20 +50,40 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
     first = _sweep_run(ctx, system, setvars, ("sweep",))
     with db.connect(ctx.dsn) as conn:
         found = sw.measurements(conn, first)
-    if not found:
-        raise PerfguardError(f"sweep run {first} measured no pair: `perfguard verdict {first}` "
-                             f"says why (skipped or failed test cases)")
-    with db.connect(ctx.dsn) as conn:
+        if not found:
+            raise PerfguardError(f"sweep run {first} measured no pair: "
+                                 f"{sw.why_unmeasured(conn, first)}")
         own = sw.history_limits(conn, first, judge.load_rules(vd.rules_file()))
     rates = _line_rates(system)
     state_of = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own,
                         criteria=criteria, line_rate=rates)
+    state_of, load, unretested = _retested(ctx, system, asked, first, state_of,
+                                           criteria.retests)
+    notes = "; ".join(note for note in (load, unretested) if note)
+    findings = [sw.Finding(f.kind, f.subject, f.hca, f"{f.evidence}; {notes}" if notes
+                           else f.evidence) for f in sw.blame(state_of, leaf_of(leaves))]
+    drained = _drain(ctx, first, findings) if drain and not unretested else []
+    with db.connect(ctx.dsn) as conn:
+        sw.store_findings(conn, first, findings, set(drained))
+    shape = f"{len(leaves)} leaf switches ({topology})" if leaves else "every pair"
+    text = sw.render(first, system, state_of, findings, drained, shape)
+    if unretested:
+        text += f"\n{unretested[0].upper()}{unretested[1:]}" + (
+            "; nothing drained on one measurement" if drain and findings else "")
+    return SweepOutcome(first, findings, drained, text)
+
+
+def _retested(ctx: Context, system: str, asked: tuple[str, ...], first: int,
+              state_of: sw.Sweep, retests: int) -> tuple[sw.Sweep, str, str]:
+    """The sweep after up to ``retests`` retests of its failing pairs, one at a time, each
+    kind's best pair measured again beside them; the host's load at the last retest; and
+    why a retest measured nothing (the sweep then stands as measured once: said, and
+    nobody drained)."""
     load = ""
-    for _ in range(criteria.retests):
+    for _ in range(retests):
         suspects = state_of.failing()
         if not suspects:
             break
-        # the suspects one at a time, each kind's best pair measured again beside them
         pairs = sorted({f"{m.server}:{m.client}"
                         for m in suspects + state_of.references(suspects)})
         load = sw.host_load()
@@ -72,15 +92,12 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
                             "FabricSweepCheck.at_once=1"),
                            ("sweep-retest", f"sweep:{first}"))
         with db.connect(ctx.dsn) as conn:
-            state_of = state_of.retested(sw.measurements(conn, again))
-    findings = [sw.Finding(f.kind, f.subject, f.hca, f"{f.evidence}; {load}" if load
-                           else f.evidence) for f in sw.blame(state_of, leaf_of(leaves))]
-    drained = _drain(ctx, first, findings) if drain else []
-    with db.connect(ctx.dsn) as conn:
-        sw.store_findings(conn, first, findings, set(drained))
-    shape = f"{len(leaves)} leaf switches ({topology})" if leaves else "every pair"
-    return SweepOutcome(first, findings, drained,
-                        sw.render(first, system, state_of, findings, drained, shape))
+            remeasured = sw.measurements(conn, again)
+            if not remeasured:
+                return state_of, load, (f"the retest (run {again}) measured nothing: "
+                                        f"{sw.why_unmeasured(conn, again)}")
+        state_of = state_of.retested(remeasured)
+    return state_of, load, ""
 
 
 def switch_leaves(ctx: Context, source: str, kept: set[str] | None) -> dict[str, list[str]]:

@@ -87,7 +87,7 @@ sweep_round() {  # NUMBER SLOT:SERVER:CLIENT... (@I: the I-th node of the alloca
     done
     [ -e "$round.servers-ended" ] || kill "$server_step" 2>/dev/null
     wait "$server_step"
-    cat "$round".*.out; cat "$round.err" "$round".*.err >&2
+    cat "$round".*.out; cat "$round.err" "$round".*.err "$round".*.server >&2
 }
 """.strip("\n")
 

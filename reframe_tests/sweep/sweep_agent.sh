@@ -15,7 +15,8 @@
 #   TABLE.INDEX.done  client -> server: "TEST done" after each test, "end" after the last
 # and TABLE.servers-ended, which the job script creates when the server step has ended
 # (a client waiting for a server that will never come stops waiting).
-# The client's output (one "# perfguard sweep ..." block per test) goes to TABLE.INDEX.out.
+# The client's output (one "# perfguard sweep ..." block per test) goes to TABLE.INDEX.out,
+# a server's to TABLE.INDEX.TEST.log; why a server failed goes to TABLE.INDEX.server.
 #
 # Environment: PG_SWEEP_COMMAND (ucx_perftest and its memory options), PG_SWEEP_TESTS
 # ("TEST:SIZE:ITERATIONS ..."), PG_FIRST_PORT, PG_READY_TIMEOUT (s a server has to listen),
@@ -75,17 +76,25 @@ wait_for_slot() {  # SLOT: every pair of the slot before it has ended
     done
 }
 
+not_listening() {  # PID PORT TEST LOG: why a server never listened, its output with it
+    local why="still not listening after ${ready_timeout}s"
+    if ! alive "$1"; then wait "$1"; why="ucx_perftest exited with rc=$?"; fi
+    echo "perfguard: $3 server on $me did not listen on port $2: $why" >&2
+    sed 's/^/    /' "$4" >&2
+}
+
 serve() {  # SLOT INDEX: a server per test, each announced once it listens
     local port=$((PG_FIRST_PORT + $2 * 4)) spec test size iterations pid started
     wait_for_slot "$1"
     for spec in $PG_SWEEP_TESTS; do
         IFS=: read -r test size iterations <<< "$spec"
         while listening "$port"; do port=$((port + 1)); done
-        $PG_SWEEP_COMMAND -t "$test" -s "$size" -n "$iterations" -p "$port" </dev/null &
+        $PG_SWEEP_COMMAND -t "$test" -s "$size" -n "$iterations" -p "$port" </dev/null \
+            > "$table.$2.$test.log" 2>&1 &
         pid=$! started=$SECONDS
         until listening "$port"; do
             if ! alive "$pid" || [ $((SECONDS - started)) -ge "$ready_timeout" ]; then
-                echo "perfguard: server on $me did not listen on port $port" >&2
+                not_listening "$pid" "$port" "$test" "$table.$2.$test.log"
                 break
             fi
             pause 0.02
