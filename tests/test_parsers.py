@@ -45,6 +45,8 @@ def test_a_throttled_nodes_empty_last_interval_is_not_a_failed_measurement() -> 
     assert (bw.server, bw.test, bw.result.latency_us, bw.result.bandwidth_mib_s) == (
         "node4", "tag_bw", 1001.678, 998.32)
     assert (lat.test, lat.result.latency_us) == ("tag_lat", 2.458)
+    # the sweep judges the typical round trip: the starved node is the bandwidth's to find
+    assert sweep.typical_latency(lat.result) == 0.165
     broken = text.replace("1001.678        0.00     998.32", "1001.678        0.00        inf")
     with pytest.raises(ucx.ParseError, match="tag_bw node4→node4: non-finite value"):
         sweep.parse(broken)

@@ -5,7 +5,7 @@ circle method (perfguard.contract.rounds), the pairs of a round run at once (``a
 caps that; where virtual nodes share the host's CPUs, one at a time). Where the leaf
 switches are known (``switch_groups``), the rounds pair nodes within every leaf at once,
 then one pair per leaf pair across the spine. Each pair is a
-ucx_perftest server/client (bandwidth at 1 MiB, latency at 8 B) pinned to the HCA, its
+ucx_perftest server/client (bandwidth at 1 MiB, typical latency at 8 B) pinned to the HCA, its
 NUMA cores and, for device memory, its GPU, as the UCX check is. A measurement that
 fails is recorded as failed and the sweep goes on: a dead link is a finding, not a
 reason to stop. `perfguard sweep` runs this check, retests failing pairs (``pairs``)
@@ -217,7 +217,7 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
         if errors:
             raise SanityError("client binding differs from the request: " + "; ".join(errors))
         self._record(done, "tag_bw", "bandwidth", "MiB/s", lambda r: r.bandwidth_mib_s)
-        self._record(done, "tag_lat", "latency", "us", lambda r: r.latency_us)
+        self._record(done, "tag_lat", "latency", "us", parser.typical_latency)
         failed = [r for r in results if r.result is None]
         if failed:
             self.record_series("failed", "", [1.0] * len(failed),
@@ -245,4 +245,4 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
 
     @performance_function("us")
     def worst_latency(self):
-        return max(r.result.latency_us for r in self._pairs_first("tag_lat"))
+        return max(parser.typical_latency(r.result) for r in self._pairs_first("tag_lat"))

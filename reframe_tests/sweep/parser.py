@@ -45,4 +45,19 @@ def parse(output: str) -> list[PairResult]:
     return results
 
 
-__all__ = ["PairResult", "ParseError", "parse"]
+def typical_latency(result: UcxResult) -> float:
+    """The latency a sweep judges: ucx_perftest's typical (50th percentile) round trip.
+
+    A pair's 10 000 8-byte round trips last a few milliseconds, so one preemption of its
+    busy-polling server or client (another job's process, a daemon on a shared node) adds
+    a whole time slice to the average: under two busy loops on the embedded cluster's two
+    cores the average read 10.8 and 15.5 µs where pairs measured 0.16 µs, twice in a row,
+    and a healthy node was blamed (CI, 2026-11-24). A slow link or HCA slows every round
+    trip and moves the median with it; a node short of CPU is the loopback bandwidth's to
+    find (throttled to a fifth of a core: typical 0.165 µs, average 2.458 µs, bandwidth
+    1 001 MB/s against its peers' 5 000).
+    """
+    return result.latency_p50_us
+
+
+__all__ = ["PairResult", "ParseError", "parse", "typical_latency"]
