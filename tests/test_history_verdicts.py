@@ -10,6 +10,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
 import yaml
@@ -300,13 +301,15 @@ def test_bad_verdict_rules_are_named(tmp_path: Path, text: str, message: str) ->
 
 def test_the_fast_paths_judge_as_the_rule_does() -> None:
     """The verdict's shortcuts change no judgement: over 20,000 random series (CV 0.1–5 %,
-    steps, short histories) a series ``movement`` rules out is never a regression or an
-    improvement, and the float noise estimate agrees with statistics.stdev's exact one."""
+    steps, spikes, ties, short histories) a series ``movement`` rules out is never a
+    regression or an improvement, the float noise estimate agrees with statistics.stdev's
+    exact one, and the baselines taken all at once (``judge_all``) are the same floats."""
     import statistics
 
     from perfguard.judge import rules
 
     rng = random.Random(11)
+    every, directions, one_by_one = [], [], []
     for _ in range(20_000):
         length = rng.randint(1, 40)
         cv = rng.choice([0.001, 0.01, 0.02, 0.05])
@@ -315,14 +318,20 @@ def test_the_fast_paths_judge_as_the_rule_does() -> None:
             step = rng.choice([0.9, 0.97, 0.99, 1.01, 1.03, 1.1])
             moved = rng.randint(1, 3)
             series[-moved:] = [v * step for v in series[-moved:]]
+        if rng.random() < 0.2:  # a bad night in the history: left out of the noise
+            series[rng.randrange(length)] *= rng.choice([0.5, 1.5])
+        if rng.random() < 0.1:  # coarse figures: ties, a MAD of 0
+            series = [round(v) for v in series]
         better = rng.choice(["higher", "lower"])
         judged = rules.judge_series(series, better)
+        every.append(series), directions.append(better), one_by_one.append(judged)
         if rules.movement(series) == 0:
             assert judged.state not in (rules.REGRESSION, rules.IMPROVEMENT), series
         kept = rules.split(series)[0][-rules.DEFAULT_RULE.window:]
         if len(kept) >= 3:
-            assert abs(rules._stdev(kept) - statistics.stdev(kept)) <= 1e-9 * statistics.stdev(
-                kept) + 1e-12
+            noise = rules._stdevs(np.array([kept]), np.ones((1, len(kept)), dtype=bool))[0]
+            assert abs(noise - statistics.stdev(kept)) <= 1e-9 * statistics.stdev(kept) + 1e-12
+    assert rules.judge_all(every, directions, [rules.DEFAULT_RULE] * len(every)) == one_by_one
 
 
 def test_a_curve_screened_out_is_never_a_regression_or_an_improvement() -> None:
@@ -381,6 +390,42 @@ def test_the_curve_verdict_reads_the_newest_nights_and_rereads_curves_missing_on
         assert series.values == every[key].values[-len(series.values):]
         lengths[json.loads(series.params_text)["test"]] = len(series.values)
     assert lengths.pop("tag_bw") == 35 and set(lengths.values()) == {33}, lengths
+
+
+def test_key_figures_are_read_from_the_newest_nights_and_reread_where_one_is_missing(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """The key figures too are read from the newest runs the rule's values take (33 of
+    36), and again from all recent runs for the variants that found fewer there (a
+    failed test case): each measured series ends in the values a rule that reads every
+    night (a window of 40) finds."""
+    from dataclasses import replace
+
+    from perfguard.judge import history
+    from perfguard.judge.rules import DEFAULT_RULE, DEFAULT_RULES, Rules
+    from perfguard.store.ingest import RunMeta, ingest_paths
+
+    reports = night_reports(demo_report, tmp_path, [1.0] * 36)
+    runs = [stored.run_id for stored in ingest_paths(tmp_path, migrated_dsn, reports,
+                                                     RunMeta("nightly"))]  # not judged
+    every_night = Rules((("*", "*", replace(DEFAULT_RULE, window=40)),))
+    with psycopg.connect(migrated_dsn) as conn:
+        conn.execute("UPDATE testcase SET result = 'fail' WHERE run_id = %s AND "
+                     "check_name = 'UcxPerftestCheck' AND params->>'test' = 'tag_bw'",
+                     (runs[30],))
+        checks = [c for (c,) in conn.execute(
+            "SELECT DISTINCT check_name FROM testcase WHERE run_id = %s", (runs[-1],))]
+        every = history.read(conn, runs[-1], checks, [0], every_night)
+        newest = history.read(conn, runs[-1], checks, [0], DEFAULT_RULES)
+    measured = {key: series for key, series in newest.items() if series.measured}
+    assert len(measured) >= 3 and set(measured) <= set(every)
+    lengths: dict[str, set[int]] = {}
+    for key, series in measured.items():
+        assert series.values == every[key].values[-len(series.values):], key
+        failed = series.check == "UcxPerftestCheck" and '"tag_bw"' in series.params_text
+        what = "tag_bw" if failed else series.check
+        lengths.setdefault(what, set()).add(len(series.values))
+    assert lengths.pop("tag_bw") == {35}
+    assert set().union(*lengths.values()) == {33}, lengths
 
 
 def test_a_curve_whose_nights_list_different_points_keeps_each_points_nights() -> None:

@@ -136,12 +136,23 @@ def judge_curves(conn: psycopg.Connection, run_id: int,
                   for size, series in by_size.items()}
         if moved_only and rule.same_fingerprint and not could_band(values, rule):
             continue  # screened on the values since its nodes' last change
-        direction = better[(check, metric)]
-        judged = {size: judge.judge_series(v, direction, rule) for size, v in values.items()}
         first = next(iter(by_size.values()))
-        curves.append(Curve(check, first.params, partition, environ, metric, first.unit,
-                            direction, judged))
-    return sorted(curves, key=lambda c: (c.check, str(sorted(c.params.items())), c.metric))
+        curves.append((Curve(check, first.params, partition, environ, metric, first.unit,
+                             better[(check, metric)], {}), values, rule))
+    _judge_sizes(curves)
+    return sorted((curve for curve, _, _ in curves),
+                  key=lambda c: (c.check, str(sorted(c.params.items())), c.metric))
+
+
+def _judge_sizes(curves: list[tuple[Curve, dict[int, list[float]], judge.Rule]]) -> None:
+    """Each size of each curve judged (``Curve.sizes``), all baselines at once."""
+    sized = [(curve, size, series, rule) for curve, values, rule in curves
+             for size, series in values.items()]
+    judged = judge.judge_all([series for _, _, series, _ in sized],
+                             [curve.better for curve, _, _, _ in sized],
+                             [rule for _, _, _, rule in sized])
+    for (curve, size, _, _), judgement in zip(sized, judged):
+        curve.sizes[size] = judgement
 
 
 def could_band(values: dict[int, list[float] | tuple[float, ...]], rule: judge.Rule) -> bool:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,30 +157,57 @@ class Judgement:
         return self.centre - half, self.centre + half
 
 
-def _stdev(values: list[float]) -> float:
-    """The sample standard deviation in floats (statistics.stdev computes it exactly with
-    fractions: 40 times slower, and a verdict takes tens of thousands of them)."""
-    mean = math.fsum(values) / len(values)
-    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
 def baseline(history: list[float]) -> tuple[float, float]:
     """(median, noise) of a history. The noise is the standard deviation of the values
     within ``OUTLIER`` MAD-sigmas of the median: outliers (a bad night, a spike) are left
     out as the MAD would, but the estimate is far less noisy than the MAD itself, which
     at 30 values misjudges the noise by ±20 % and so raises false alarms."""
-    centre = _median(sorted(history))
-    deviations = [abs(v - centre) for v in history]
-    mad_sigma = MAD_TO_SIGMA * _median(sorted(deviations))
-    reach = OUTLIER * mad_sigma
-    kept = [v for v, deviation in zip(history, deviations) if deviation <= reach]
-    return centre, _stdev(kept) if len(kept) >= 3 else mad_sigma
+    [found] = baselines([history])
+    if found is None:
+        raise ValueError("the baseline of an empty history")
+    return found
 
 
-def _median(ordered: list[float]) -> float:
-    """statistics.median of sorted values, without sorting them again."""
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+def baselines(histories: list[list[float]]) -> list[tuple[float, float] | None]:
+    """``baseline`` of each history (None for an empty one), those of one length as one
+    matrix: a 100,000-line verdict spent 1 s taking them one at a time in Python, 0.1 s
+    so. One history is a matrix of one row, so a baseline is the same floats however it
+    was taken."""
+    found: list[tuple[float, float] | None] = [None] * len(histories)
+    by_length: dict[int, list[int]] = {}
+    for index, history in enumerate(histories):
+        if len(history):
+            by_length.setdefault(len(history), []).append(index)
+    for indices in by_length.values():
+        matrix = np.array([histories[i] for i in indices], dtype=np.float64)
+        centres = _medians(matrix)
+        deviations = np.abs(matrix - centres[:, None])
+        mad_sigmas = MAD_TO_SIGMA * _medians(deviations)
+        kept = deviations <= (OUTLIER * mad_sigmas)[:, None]
+        noises = np.where(kept.sum(axis=1) >= 3, _stdevs(matrix, kept), mad_sigmas)
+        for index, centre, noise in zip(indices, centres.tolist(), noises.tolist()):
+            found[index] = (centre, noise)
+    return found
+
+
+def _medians(matrix: np.ndarray) -> np.ndarray:
+    """Each row's median: the middle value, or the two middle ones' sum halved (as
+    statistics.median; np.median's dispatch costs a single history 15 µs)."""
+    ordered = np.sort(matrix, axis=1)
+    middle = matrix.shape[1] // 2
+    if matrix.shape[1] % 2:
+        return ordered[:, middle]
+    return (ordered[:, middle - 1] + ordered[:, middle]) / 2
+
+
+def _stdevs(matrix: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """Each row's sample standard deviation of its ``kept`` values (at least one is: the
+    value nearest the median; that of a single one is 0); two passes, as
+    statistics.stdev, whose exact fractions are 40 times slower."""
+    counts = np.add.reduce(kept, axis=1)
+    means = np.add.reduce(np.where(kept, matrix, 0.0), axis=1) / counts
+    off = np.where(kept, matrix - means[:, None], 0.0)
+    return np.sqrt(np.add.reduce(off * off, axis=1) / np.maximum(counts - 1, 1))
 
 
 def _side(value: float, centre: float, noise: float, better: str, rule: Rule) -> int:
@@ -205,14 +231,15 @@ def not_yet(history: int, rule: Rule) -> str:
 
 
 def judge(history: list[float], recent: list[float], better: str,
-          rule: Rule = DEFAULT_RULE) -> Judgement:
+          rule: Rule = DEFAULT_RULE, base: tuple[float, float] | None = None) -> Judgement:
     """``history``: earlier values, oldest first, before the recent nights; ``recent``: the
-    latest nights, oldest first, the judged value last."""
+    latest nights, oldest first, the judged value last. ``base``: ``baseline`` of the
+    history's newest ``window`` values where it was computed already (``baselines``)."""
     value = recent[-1]
     history = history[-rule.window:]
     if len(history) < rule.min_history:
         return Judgement(INCONCLUSIVE, None, None, None, (), not_yet(len(history), rule), rule)
-    centre, noise = baseline(history)
+    centre, noise = base or baseline(history)
     noise = max(noise, rule.min_noise * abs(centre))
     change = (value - centre) / abs(centre) if centre else None
     if centre and max(rule.k, rule.level) * noise / abs(centre) > rule.max_detectable:
@@ -285,6 +312,25 @@ def movements(nights: np.ndarray, rule: Rule = DEFAULT_RULE) -> np.ndarray:
 
 
 def judge_series(series: list[float] | tuple[float, ...], better: str,
-                 rule: Rule = DEFAULT_RULE) -> Judgement:
-    """The last value of ``series`` judged against the values before it."""
-    return judge(*split(series, rule), better, rule)
+                 rule: Rule = DEFAULT_RULE, base: tuple[float, float] | None = None
+                 ) -> Judgement:
+    """The last value of ``series`` judged against the values before it (``base``: its
+    ``judged_history``'s baseline, where computed already)."""
+    return judge(*split(series, rule), better, rule, base)
+
+
+def judged_history(series: list[float] | tuple[float, ...], rule: Rule = DEFAULT_RULE
+                   ) -> list[float]:
+    """The values of ``series`` its baseline is taken from: the newest ``window`` before
+    the recent nights (``split``'s earlier runs, cut to the window)."""
+    end = len(series) - min(rule.confirm, len(series))
+    return series[max(0, end - rule.window):end]
+
+
+def judge_all(series: list[list[float] | tuple[float, ...]], better: list[str],
+              rules: list[Rule]) -> list[Judgement]:
+    """``judge_series`` of each series (with its direction and rule), the baselines taken
+    at once (``baselines``)."""
+    bases = baselines([judged_history(s, rule) for s, rule in zip(series, rules)])
+    return [judge_series(s, b, rule, base)
+            for s, b, rule, base in zip(series, better, rules, bases)]

@@ -160,12 +160,11 @@ def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
         rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
     series = _history(conn, run_id, rows, rules)
     epochs: dict = {}  # the run's lines share their nodes' fingerprint epoch
-    lines = []
-    for row in rows:
-        rule = rules.for_metric(row["check_name"], row["metric"])
-        values = history.values(conn, series.get(_series_key(row)), rule.same_fingerprint,
-                                epochs)
-        lines.append(_line(row, values, rule))
+    rules_of = [rules.for_metric(row["check_name"], row["metric"]) for row in rows]
+    values = [history.values(conn, series.get(_series_key(row)), rule.same_fingerprint, epochs)
+              for row, rule in zip(rows, rules_of)]
+    bases = judge.baselines([judge.judged_history(v, rule) for v, rule in zip(values, rules_of)])
+    lines = [_line(*line) for line in zip(rows, values, rules_of, bases)]
     if with_curves:
         lines += _curve_lines(conn, run_id, rules)
     for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
@@ -244,7 +243,8 @@ def _history(conn: psycopg.Connection, run_id: int, rows: list[dict],
     return history.read(conn, run_id, sorted({r["check_name"] for r in rows}), points, rules)
 
 
-def _line(row: dict, values: list[float], rule: judge.Rule) -> Line:
+def _line(row: dict, values: list[float], rule: judge.Rule,
+          base: tuple[float, float] | None) -> Line:
     """A missed threshold is a fail; a test case that did not pass shows its own state (its
     figures are not to be trusted); otherwise the history decides. Until a series has
     history enough for a baseline, a passed threshold speaks alone; without one the line
@@ -261,7 +261,7 @@ def _line(row: dict, values: list[float], rule: judge.Rule) -> Line:
     if line.better is None:
         line.detail = f"{line.check} declares no direction for {line.metric}"
         return line
-    line.judgement = judge.judge_series(values or [line.value], line.better, rule)
+    line.judgement = judge.judge_series(values or [line.value], line.better, rule, base)
     line.detail = line.judgement.reason
     no_baseline = line.judgement.centre is None
     if not (no_baseline and line.status == PASS):
