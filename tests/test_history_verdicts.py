@@ -329,7 +329,8 @@ def test_the_fast_paths_judge_as_the_rule_does() -> None:
             assert judged.state not in (rules.REGRESSION, rules.IMPROVEMENT), series
         kept = rules.split(series)[0][-rules.DEFAULT_RULE.window:]
         if len(kept) >= 3:
-            noise = rules._stdevs(np.array([kept]), np.ones((1, len(kept)), dtype=bool))[0]
+            noise = rules._stdevs(np.array([kept]), np.ones((1, len(kept)), dtype=bool),
+                                  np.array([len(kept)]))[0]
             assert abs(noise - statistics.stdev(kept)) <= 1e-9 * statistics.stdev(kept) + 1e-12
     assert rules.judge_all(every, directions, [rules.DEFAULT_RULE] * len(every)) == one_by_one
 

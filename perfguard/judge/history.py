@@ -159,40 +159,45 @@ def curves(conn: psycopg.Connection, run_id: int, checks: list[str], points: lis
     if bound is None:
         return []
     judged = rules.values_judged()
+    return _newest_first(
+        bound, judged, lambda bound: _curves(conn, bound, points), lambda curve: curve.variant,
+        lambda curve: any(row[5] for row in curve.rows)
+        and (curve.nights is None or len(curve.nights) < judged))
+
+
+def _newest_first(bound: dict, judged: int, read, variant_of, short) -> list:
+    """``read(bound)``'s items (curves, key-figure rows), each the judged run measured
+    holding at least the ``judged`` values its rule judges by: read from as many newest
+    runs, and only the variants with an item ``short`` there (new, or missing a night)
+    again from all recent runs."""
     if len(bound["runs"]) <= judged:
-        return _curves(conn, bound, points)
-    newest = _curves(conn, {**bound, "runs": bound["runs"][:judged],
-                            "times": bound["times"][:judged]}, points)
-    short = {curve.variant for curve in newest if any(row[5] for row in curve.rows)
-             and (curve.nights is None or len(curve.nights) < judged)}
-    if not short:
+        return read(bound)
+    newest = read({**bound, "runs": bound["runs"][:judged], "times": bound["times"][:judged]})
+    again = {variant_of(item) for item in newest if short(item)}
+    if not again:
         return newest
-    return [curve for curve in newest if curve.variant not in short] + _curves(
-        conn, {**bound, "variants": sorted(short)}, points)
+    return [item for item in newest if variant_of(item) not in again] + read(
+        {**bound, "variants": sorted(again)})
 
 
 def _key_grouped(conn: psycopg.Connection, bound: dict, judged: int) -> list[tuple]:
-    """KEY_SERIES_SQL's rows, each series the judged run measured with at least the
-    ``judged`` values its rule judges by (or all it has): read from as many newest runs,
-    and only the series that found fewer there (new, or missing a night) again from all
-    recent runs, as ``curves`` reads curves. A 100,000-line verdict read 66 nights of
-    each series to judge by 33."""
+    """KEY_SERIES_SQL's rows, read newest first as ``curves`` reads curves
+    (``_newest_first``): a 100,000-line verdict read 66 nights of each series to judge
+    by 33."""
     def grouped(bound: dict) -> list[tuple]:
         with db.planned(conn, db.HASH_JOINS):
             return db.packed_arrays(conn.cursor(binary=True)).execute(
                 KEY_SERIES_SQL, bound).fetchall()
 
-    if len(bound["runs"]) <= judged:
-        return grouped(bound)
-    newest = grouped({**bound, "runs": bound["runs"][:judged],
-                      "times": bound["times"][:judged]})
-    place = bound["runs"].index(bound["run_id"]) + 1 if bound["run_id"] in bound["runs"] \
+    place = _judged_place(bound)
+    return _newest_first(bound, judged, grouped, lambda row: row[4],
+                         lambda row: len(row[1]) < judged and place in row[1])
+
+
+def _judged_place(bound: dict) -> int | None:
+    """The judged run's place among the recent runs (1: the newest)."""
+    return bound["runs"].index(bound["run_id"]) + 1 if bound["run_id"] in bound["runs"] \
         else None
-    short = {row[4] for row in newest if len(row[1]) < judged and place in row[1]}
-    if not short:
-        return newest
-    return [row for row in newest if row[4] not in short] + grouped(
-        {**bound, "variants": sorted(short)})
 
 
 def key_series(grouped: list[tuple], bound: dict) -> list[tuple]:
@@ -200,8 +205,8 @@ def key_series(grouped: list[tuple], bound: dict) -> list[tuple]:
     case) as ``named`` takes them (newest test case, metric id, point id 0, values oldest
     first, times where asked, measured). Ordered as one matrix per length, not series by
     series: 100,000 series of 34 nights each."""
-    runs, times, with_times = bound["runs"], bound["times"], bound["with_times"]
-    judged = runs.index(bound["run_id"]) + 1 if bound["run_id"] in runs else None
+    times, with_times = bound["times"], bound["with_times"]
+    judged = _judged_place(bound)
     by_length: dict[int, list[tuple]] = defaultdict(list)
     for row in grouped:
         by_length[len(row[1])].append(row)

@@ -184,7 +184,8 @@ def baselines(histories: list[list[float]]) -> list[tuple[float, float] | None]:
         deviations = np.abs(matrix - centres[:, None])
         mad_sigmas = MAD_TO_SIGMA * _medians(deviations)
         kept = deviations <= (OUTLIER * mad_sigmas)[:, None]
-        noises = np.where(kept.sum(axis=1) >= 3, _stdevs(matrix, kept), mad_sigmas)
+        counts = np.add.reduce(kept, axis=1)
+        noises = np.where(counts >= 3, _stdevs(matrix, kept, counts), mad_sigmas)
         for index, centre, noise in zip(indices, centres.tolist(), noises.tolist()):
             found[index] = (centre, noise)
     return found
@@ -200,11 +201,10 @@ def _medians(matrix: np.ndarray) -> np.ndarray:
     return (ordered[:, middle - 1] + ordered[:, middle]) / 2
 
 
-def _stdevs(matrix: np.ndarray, kept: np.ndarray) -> np.ndarray:
-    """Each row's sample standard deviation of its ``kept`` values (at least one is: the
-    value nearest the median; that of a single one is 0); two passes, as
+def _stdevs(matrix: np.ndarray, kept: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each row's sample standard deviation of its ``kept`` values (``counts`` of them, at
+    least one: the value nearest the median; that of a single one is 0); two passes, as
     statistics.stdev, whose exact fractions are 40 times slower."""
-    counts = np.add.reduce(kept, axis=1)
     means = np.add.reduce(np.where(kept, matrix, 0.0), axis=1) / counts
     off = np.where(kept, matrix - means[:, None], 0.0)
     return np.sqrt(np.add.reduce(off * off, axis=1) / np.maximum(counts - 1, 1))
