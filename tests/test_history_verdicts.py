@@ -362,6 +362,30 @@ def test_a_curve_screened_out_is_never_a_regression_or_an_improvement() -> None:
     assert kept_moved > 100  # the steps made enough regressions to test the screen on
 
 
+def test_curves_screened_together_are_screened_as_one_by_one() -> None:
+    """The verdict screens the curves whose nights listed the same points as one stack
+    (``_could_band``): over 3,000 random curves of a few point lists, their point ids in
+    no size order, some stepped at a band of sizes, it keeps exactly the curves that
+    ``could_band`` keeps one at a time (and some of each)."""
+    from perfguard.judge import curves, history, rules
+
+    rng = np.random.default_rng(11)
+    sizes = {point: 1 << int(size) for point, size in zip(range(1, 9), rng.permutation(8))}
+    lists = [(1, 2, 3, 4, 5, 6, 7, 8), (8, 3, 5), (4,), (2, 7, 1, 6)]
+    found = []
+    for index in range(3_000):
+        points = lists[index % len(lists)]
+        nights = 100 * rng.normal(1, 0.01, (int(rng.choice([20, 33])), len(points)))
+        nights[-2:, rng.random(len(points)) < 0.5] *= rng.choice([0.9, 0.98, 1.0, 1.05])
+        found.append((history.CurveNights("v", "C", "bw", 1, True, nights, points, 1),
+                      rules.DEFAULT_RULE))
+    kept = {id(curve) for curve, _ in curves._could_band(found, sizes)}
+    one_by_one = {id(curve) for curve, rule in found if curves.could_band(
+        {sizes[point]: curve.nights[:, column].tolist()
+         for column, point in enumerate(curve.point_ids)}, rule)}
+    assert kept == one_by_one and 100 < len(kept) < 2_900
+
+
 def test_the_curve_verdict_reads_the_newest_nights_and_rereads_curves_missing_one(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     """The curve verdict reads only the newest runs that the rule's values take (33 of
@@ -446,12 +470,12 @@ def test_a_curve_whose_nights_list_different_points_keeps_each_points_nights() -
               ("v", 1, 1, 4, "C", *only_10)]
 
     def rows(points: set[int], with_times: bool) -> list[tuple]:
-        found = _point_series(curves, points, 5, with_times)
-        assert [curve[:3] for curve in found] == [("v", "C", 3), ("v", "C", 4)]
-        merged, single = found[0][4], found[1][4]
+        found = _point_series(curves, points, {3: "bw", 4: "lat"}, 5, with_times)
+        assert [(c.variant, c.check, c.metric, c.metric_id, c.measured) for c in found] == [
+            ("v", "C", "bw", 3, True), ("v", "C", "lat", 4, False)]
+        merged, single = found[0].nights, found[1].nights
         assert merged is None and single.tolist() == [[1.1], [1.2], [1.4]]
-        return [(*row[:3], tuple(row[3]), *row[4:]) for *_, rows, _ in found
-                for row in rows]
+        return [(*row[:3], tuple(row[3]), *row[4:]) for curve in found for row in curve.rows]
 
     series = {(row[1], row[2]): row for row in rows({10, 20}, True)}
     assert series[(4, 10)] == (104, 4, 10, (1.1, 1.2, 1.4),

@@ -85,16 +85,35 @@ SELECT testcase_id, metric_id, started_at, point_ids, point_values FROM curve OR
 """
 
 
+BLOCKS_SQL = """
+SELECT b.run_id, b.started_at, b.check_name, b.metric_id, b.point_ids, b.testcase_ids,
+       b.point_values, array_agg(tc.run_id), array_agg(tc.check_name)
+FROM curve_block b JOIN testcase tc ON tc.id = ANY(b.testcase_ids)
+GROUP BY 1, 2, 3, 4, 5, 6, 7
+"""
+
+
 def assert_curves_match_samples(dsn: str) -> None:
     """Every sweep in `curve` holds exactly its test case's curve points in `sample`, in
-    point id order (what lets the judge split a curve's nights by one transposition)."""
+    point id order (what lets the judge split a curve's nights by one transposition), and
+    the blocks the judge reads (0019) hold exactly those sweeps, each once, in the block
+    of its run, check, metric and point list."""
     with db.connect(dsn) as conn:
         from_samples = conn.execute(CURVES_FROM_SAMPLES_SQL).fetchall()
         curves = conn.execute(CURVES_SQL).fetchall()
+        blocks = conn.execute(BLOCKS_SQL).fetchall()
     assert from_samples and curves == from_samples
+    from_blocks = []
+    for run, started, check, metric, points, cases, raw, runs, checks in blocks:
+        assert set(runs) == {run} and set(checks) == {check} and cases == sorted(cases)
+        matrix = np.frombuffer(raw, ">f8").reshape(len(cases), len(points))
+        from_blocks += [(case, metric, started, points, values)
+                        for case, values in zip(cases, matrix.tolist())]
+    assert sorted(from_blocks) == curves
 
 
-def test_migration_0015_keeps_each_stored_sweep_as_one_curve(fresh_dsn: str) -> None:
+def test_migrations_0015_and_0019_keep_each_stored_sweep_as_one_curve_and_in_a_block(
+        fresh_dsn: str) -> None:
     with db.connect(fresh_dsn) as conn:
         db.upgrade(conn, up_to=10)
         store_0010_run(conn, SEPTEMBER, [100.0])
@@ -108,9 +127,13 @@ def test_migration_0015_keeps_each_stored_sweep_as_one_curve(fresh_dsn: str) -> 
                      "SELECT %s, %s, p, p * 10.0, %s FROM unnest(%s::int[]) p",
                      (case, metric, SEPTEMBER, points))
         conn.commit()
-        assert [m.version for m in db.upgrade(conn)][0] == 15
+        applied = [m.version for m in db.upgrade(conn)]
+        assert applied[0] == 15 and 19 in applied
         assert conn.execute("SELECT point_ids, point_values FROM curve_2025_09").fetchall() == [
             (sorted(points), [p * 10.0 for p in sorted(points)])]
+        assert conn.execute("SELECT testcase_ids, point_values FROM curve_block_2025_09"
+                            ).fetchall() == [([case], np.array([p * 10.0 for p in sorted(
+                                points)], ">f8").tobytes())]
     assert_curves_match_samples(fresh_dsn)
 
 
@@ -182,6 +205,10 @@ def test_ingest_creates_its_month_and_prune_drops_whole_months_only(
                                    "GROUP BY 1").fetchall())
         assert conn.execute("SELECT to_regclass('curve_2025_09')").fetchone()[0] is None
         assert list(curves) == ["curve_2025_10"] and curves["curve_2025_10"] > 0
+        blocks = dict(conn.execute("SELECT tableoid::regclass::text, count(*) FROM curve_block "
+                                   "GROUP BY 1").fetchall())
+        assert conn.execute("SELECT to_regclass('curve_block_2025_09')").fetchone()[0] is None
+        assert list(blocks) == ["curve_block_2025_10"] and blocks["curve_block_2025_10"] > 0
         kept = conn.execute(
             "SELECT (SELECT count(*) FROM run), (SELECT count(*) FROM testcase), "
             "(SELECT count(*) FROM key_figure_night WHERE night = '2025-09-15'), "

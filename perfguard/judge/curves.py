@@ -117,7 +117,7 @@ def judge_curves(conn: psycopg.Connection, run_id: int,
     candidates = []
     for curve in history.curves(conn, run_id, checks, sorted(sizes), rules):
         rule = rules.for_metric(curve.check, curve.metric)
-        if (curve.check, curve.metric) in better and any(row[5] for row in curve.rows):
+        if (curve.check, curve.metric) in better and curve.measured:
             candidates.append((curve, rule))
     if moved_only:  # their values are all they are judged on: screened before they are named
         candidates = _could_band(candidates, sizes)
@@ -165,7 +165,7 @@ def could_band(values: dict[int, list[float] | tuple[float, ...]], rule: judge.R
 def _could_band(curves: list[tuple[history.CurveNights, judge.Rule]],
                 sizes: dict[int, int]) -> list[tuple[history.CurveNights, judge.Rule]]:
     """The ``curves`` (each with its rule) that ``could_band`` on all their values, those
-    whose nights listed the same sizes screened together (one median per size and
+    whose nights listed the same points screened together (one median per size and
     shape); a rule that judges since the nodes' last change is screened later."""
     kept: dict[int, bool] = {}
     stacks: dict[tuple, list[int]] = defaultdict(list)
@@ -176,18 +176,26 @@ def _could_band(curves: list[tuple[history.CurveNights, judge.Rule]],
             kept[index] = could_band({sizes[row[2]]: row[3] for row in curve.rows if row[5]},
                                      rule)
         else:
-            stacks[(curve.nights.shape, rule)].append(index)
-    for (_, rule), members in stacks.items():
-        stacked = judge.movements(np.stack([curves[i][0].nights for i in members]), rule)
-        for index, moves in zip(members, stacked.tolist()):
-            by_size = zip((sizes[row[2]] for row in curves[index][0].rows), moves)
-            kept[index] = banded([move for _, move in sorted(by_size)])
+            stacks[(curve.point_ids, len(curve.nights), rule)].append(index)
+    for (point_ids, _, rule), members in stacks.items():
+        by_size = np.argsort([sizes[point] for point in point_ids], kind="stable")
+        moves = judge.movements(np.stack([curves[i][0].nights for i in members]), rule)
+        for index, banded_ in zip(members, banded_rows(moves[:, by_size]).tolist()):
+            kept[index] = banded_
     return [curve for index, curve in enumerate(curves) if kept.get(index, True)]
 
 
 def banded(moves: list[int]) -> bool:
     """Whether ``BAND`` consecutive of a curve's ``moves`` (``judge.movement`` of each size,
     smallest first; all, if fewer) are the same move."""
-    band = min(BAND, len(moves))
-    return band > 0 and any(moves[i] != 0 and len(set(moves[i:i + band])) == 1
-                            for i in range(len(moves) - band + 1))
+    return bool(banded_rows(np.asarray([moves], dtype=np.int64).reshape(1, -1))[0])
+
+
+def banded_rows(moves: np.ndarray) -> np.ndarray:
+    """``banded`` of each row of ``moves`` (curves × sizes, smallest first), at once."""
+    band = min(BAND, moves.shape[1])
+    found = np.zeros(len(moves), dtype=bool)
+    for first in range(moves.shape[1] - band + 1) if band else ():
+        window = moves[:, first:first + band]
+        found |= (window[:, 0] != 0) & (window == window[:, :1]).all(axis=1)
+    return found

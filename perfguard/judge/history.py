@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
@@ -38,7 +39,7 @@ cases AS (
     SELECT tc.id, r.place, r.started_at, tc.variant, tc.partition_id, tc.environ_id,
            tc.check_name
     FROM recent r JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
-    WHERE tc.check_name = ANY(%(checks)s)
+    WHERE tc.check_name = ANY(%(checks)s) AND tc.run_id = ANY(%(runs)s::bigint[])
       AND (%(variants)s::uuid[] IS NULL OR tc.variant = ANY(%(variants)s::uuid[])))
 """
 
@@ -58,17 +59,22 @@ WHERE v.started_at = ANY(%(times)s) AND v.point_id = 0
 GROUP BY c.variant, c.partition_id, c.environ_id, v.metric_id
 """
 
-# Curve points: each test case's sweep is one row of `curve` (0015); a curve's nights that
-# list the same points come as one row, their values a matrix (nights × points) that
-# Python orders and splits into series by one transposition. Grouping the same values as
-# 15 million sample rows in PostgreSQL took 17–19 s of a 35 s verdict at 2·10^7 samples.
-CURVE_ROWS_SQL = CASES_SQL + """
-SELECT c.variant, c.partition_id, c.environ_id, cv.metric_id, c.check_name, cv.point_ids,
-       array_agg(c.place) AS places, array_agg(c.id) AS testcases,
-       array_agg(cv.point_values) AS nights
-FROM cases c JOIN curve cv ON cv.testcase_id = c.id AND cv.started_at = c.started_at
-WHERE cv.started_at = ANY(%(times)s)
-GROUP BY c.variant, c.partition_id, c.environ_id, cv.metric_id, c.check_name, cv.point_ids
+# Curve points: the judged checks' passed test cases of the recent runs, grouped by what
+# makes one curve (variant, partition and environ), each with its test cases and their
+# runs' places; their sweeps are read as the runs' blocks (0019, CURVE_BLOCKS_SQL) and
+# split into curves by numpy. Grouping 396,000 rows of `curve` into 12,000 curves in
+# PostgreSQL took 1.4 of a 2.6 s verdict at 2·10^7 samples.
+CURVE_CASES_SQL = CASES_SQL + """
+SELECT c.variant, c.partition_id, c.environ_id, c.check_name, array_agg(c.id) AS testcases,
+       array_agg(c.place) AS places
+FROM cases c GROUP BY c.variant, c.partition_id, c.environ_id, c.check_name
+"""
+
+CURVE_BLOCKS_SQL = """
+SELECT b.check_name, b.metric_id, b.point_ids, b.testcase_ids, b.point_values
+FROM curve_block b
+WHERE b.started_at = ANY(%(times)s) AND b.run_id = ANY(%(runs)s::bigint[])
+  AND b.check_name = ANY(%(checks)s)
 """
 
 # What names a series: its newest test case's (looked up by id: through the grouped rows
@@ -116,18 +122,35 @@ class Series(NamedTuple):
                 self.point_id)
 
 
-class CurveNights(NamedTuple):
+@dataclass(frozen=True)
+class CurveNights:
     """One curve's nights (a variant, partition, environ and metric): what a curve's
     verdict screens before any ``Series`` is named."""
     #: The digest of its check and parameters (0018's testcase.variant).
     variant: object
     check: str
     metric: str
-    #: (newest test case, metric id, point id, values, times, measured), one per point
-    rows: list[tuple]
-    #: The rows' values as one matrix, nights × points in the rows' order, oldest night
-    #: first; None where the curve's nights listed different points.
+    metric_id: int
+    #: Whether the judged run measured it.
+    measured: bool
+    #: Its values as one matrix, nights × ``point_ids``, oldest night first; None where
+    #: its nights listed different points (``merged`` holds its rows then).
     nights: np.ndarray | None
+    point_ids: tuple[int, ...] = ()
+    #: Its newest test case (what names its series) and its nights' start times (where a
+    #: rule needs them).
+    newest: int = 0
+    times: tuple | None = None
+    merged: list[tuple] | None = None
+
+    @property
+    def rows(self) -> list[tuple]:
+        """(newest test case, metric id, point id, values, times, measured) of each point,
+        as ``named`` names them: built only for the curves that get that far."""
+        if self.nights is None:
+            return self.merged or []
+        return [(self.newest, self.metric_id, point, self.nights[:, column], self.times,
+                 self.measured) for column, point in enumerate(self.point_ids)]
 
 
 def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
@@ -161,8 +184,7 @@ def curves(conn: psycopg.Connection, run_id: int, checks: list[str], points: lis
     judged = rules.values_judged()
     return _newest_first(
         bound, judged, lambda bound: _curves(conn, bound, points), lambda curve: curve.variant,
-        lambda curve: any(row[5] for row in curve.rows)
-        and (curve.nights is None or len(curve.nights) < judged))
+        lambda curve: curve.measured and (curve.nights is None or len(curve.nights) < judged))
 
 
 def _newest_first(bound: dict, judged: int, read, variant_of, short) -> list:
@@ -239,13 +261,67 @@ def _recent(conn: psycopg.Connection, run_id: int, checks: list[str], points: li
 def _curves(conn: psycopg.Connection, bound: dict, points: list[int]) -> list[CurveNights]:
     # Through judged_testcase the planner guesses 440 test cases for 132,000.
     with db.planned(conn, db.HASH_JOINS):
-        grouped = db.packed_arrays(conn.cursor(binary=True)).execute(
-            CURVE_ROWS_SQL, bound).fetchall()
-    rows = [(*row[:6], *_by_night(*row[6:], bound)) for row in grouped]
+        cases = db.packed_arrays(conn.cursor(binary=True)).execute(
+            CURVE_CASES_SQL, bound).fetchall()
+    checks = sorted({case[3] for case in cases})
+    blocks = db.packed_arrays(conn.cursor(binary=True)).execute(
+        CURVE_BLOCKS_SQL, {**bound, "checks": checks}).fetchall() if checks else []
     metrics = dict(conn.execute("SELECT id, name FROM metric").fetchall())
-    return [CurveNights(variant, check, metrics[metric], series, nights)
-            for variant, check, metric, series, nights
-            in _point_series(rows, set(points) - {0}, bound["run_id"], bound["with_times"])]
+    return _point_series(_curve_rows(cases, blocks, bound), set(points) - {0}, metrics,
+                         bound["run_id"], bound["with_times"])
+
+
+def _curve_rows(cases: list[tuple], blocks: list[tuple], bound: dict) -> list[tuple]:
+    """Each curve's nights of one point list: (variant, partition id, environ id, metric id,
+    check, point ids, its test cases, runs and start times oldest first, and their values
+    as a matrix, nights × points), from CURVE_CASES_SQL's curves (their test cases and
+    places) and the runs' blocks of sweeps; a sweep of a test case not among the curves
+    (failed, superseded) is left out."""
+    if not cases or not blocks:
+        return []
+    lengths = [len(case[4]) for case in cases]
+    testcases = np.concatenate([np.asarray(case[4], dtype=np.int64) for case in cases])
+    order = np.argsort(testcases)
+    testcases = testcases[order]
+    curve_of = np.repeat(np.arange(len(cases)), lengths)[order]
+    place_of = np.concatenate([np.asarray(case[5], dtype=np.int64) for case in cases])[order]
+    shapes: dict[tuple, list[tuple]] = defaultdict(list)
+    for check, metric, point_ids, block_cases, raw in blocks:
+        block_cases = np.asarray(block_cases, dtype=np.int64)
+        at = np.minimum(np.searchsorted(testcases, block_cases), len(testcases) - 1)
+        kept = testcases[at] == block_cases
+        if not kept.any():
+            continue
+        values = np.frombuffer(raw, ">f8").reshape(len(block_cases), len(point_ids))
+        shapes[(check, metric, point_ids)].append(
+            (block_cases[kept], curve_of[at[kept]], place_of[at[kept]], values[kept]))
+    rows, nights_of = [], _NightsOf(bound)
+    for (check, metric, point_ids), parts in shapes.items():
+        ids, curve, place = (np.concatenate([part[i] for part in parts]) for i in range(3))
+        order = np.lexsort((ids, -place, curve))  # each curve's oldest night first
+        ids, curve, place = ids[order].tolist(), curve[order], place[order].tolist()
+        values = np.concatenate([part[3] for part in parts]).astype(np.float64)[order]
+        starts = np.flatnonzero(np.diff(curve)) + 1
+        for first, last in zip([0, *starts.tolist()], [*starts.tolist(), len(ids)]):
+            variant, partition, environ = cases[curve[first]][:3]
+            rows.append((variant, partition, environ, metric, check, point_ids,
+                         ids[first:last], *nights_of[tuple(place[first:last])],
+                         values[first:last]))
+    return rows
+
+
+class _NightsOf(dict):
+    """Places (1: the newest run) → their runs and start times, each built once: most
+    curves were measured on the same nights."""
+
+    def __init__(self, bound: dict):
+        super().__init__()
+        self.runs, self.times = bound["runs"], bound["times"]
+
+    def __missing__(self, places: tuple[int, ...]) -> tuple[list, list]:
+        found = self[places] = ([self.runs[p - 1] for p in places],
+                                [self.times[p - 1] for p in places])
+        return found
 
 
 def named(conn: psycopg.Connection, rows: list[tuple]) -> dict[tuple, Series]:
@@ -267,37 +343,29 @@ def named(conn: psycopg.Connection, rows: list[tuple]) -> dict[tuple, Series]:
     return found
 
 
-def _by_night(places: tuple, testcases: tuple, nights: np.ndarray, bound: dict) -> tuple:
-    """A curve row's test cases, runs, start times and nights (a matrix) oldest first, as
-    ordered aggregates gave them (by start, run, test case), from its unordered arrays."""
-    order = np.lexsort((testcases, np.negative(places)))
-    places = [places[i] for i in order]
-    return ([testcases[i] for i in order], [bound["runs"][p - 1] for p in places],
-            [bound["times"][p - 1] for p in places], np.asarray(nights)[order])
-
-
-def _point_series(curves, points: set[int], run_id: int, with_times: bool) -> list[tuple]:
-    """Per curve (rows of CURVE_ROWS_SQL of one variant, partition, environ and metric),
-    its variant, check, metric id, the rows (newest test case, metric, point, values, times,
-    measured) of its points in ``points`` and their values as a matrix (nights × those
-    points; None where the nights listed different points); times only ``with_times``."""
+def _point_series(curves, points: set[int], metrics: dict[int, str], run_id: int,
+                  with_times: bool) -> list[CurveNights]:
+    """Each curve (``_curve_rows`` of one variant, partition, environ and metric) at its
+    points in ``points``; times only ``with_times``."""
     shapes: dict[tuple, list[tuple]] = defaultdict(list)
     for variant, partition, environ, metric, check, *shape in curves:
         shapes[(variant, partition, environ, metric, check)].append(shape)
-    found = []
+    found, kept_of = [], {}
     for (variant, _, _, metric, check), rows in shapes.items():
         if len(rows) > 1:
-            found.append((variant, check, metric,
-                          _merged(rows, metric, points, run_id, with_times), None))
+            merged = _merged(rows, metric, points, run_id, with_times)
+            found.append(CurveNights(variant, check, metrics[metric], metric,
+                                     any(row[5] for row in merged), None, merged=merged))
             continue
         ((ids, testcases, runs, times, nights),) = rows
-        kept = [index for index, point in enumerate(ids) if point in points]
+        if ids not in kept_of:  # the columns in ``points``, once per point list
+            kept_of[ids] = [index for index, point in enumerate(ids) if point in points]
+        kept = kept_of[ids]
         nights = np.asarray(nights, dtype=np.float64)
+        kept_ids = ids if len(kept) == len(ids) else tuple(ids[index] for index in kept)
         nights = nights if len(kept) == len(ids) else nights[:, kept]
-        measured, times = run_id in runs, tuple(times) if with_times else None
-        found.append((variant, check, metric, [
-            (testcases[-1], metric, ids[index], nights[:, column], times, measured)
-            for column, index in enumerate(kept)], nights))
+        found.append(CurveNights(variant, check, metrics[metric], metric, run_id in runs, nights,
+                                 kept_ids, testcases[-1], tuple(times) if with_times else None))
     return found
 
 

@@ -11,10 +11,12 @@ it later. A report that can never be stored (malformed, truncated) is parked in
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
@@ -206,11 +208,16 @@ def _copy_testcases(conn: psycopg.Connection, system: int, run_id: int, report: 
                                          report.started.isoformat()):
             copy.write(chunk)
             count += rows
+    sweeps = _sweeps(ids, report.testcases, metrics, points, point_ids)
     with conn.cursor().copy(
             "COPY curve (testcase_id, metric_id, started_at, point_ids, point_values) "
             "FROM STDIN") as copy:
-        copy.write(_curve_lines(ids, report.testcases, metrics, points, point_ids,
-                                report.started.isoformat()))
+        copy.write(_curve_lines(sweeps, report.started.isoformat()))
+    with conn.cursor().copy(
+            "COPY curve_block (run_id, started_at, check_name, metric_id, point_ids, "
+            "testcase_ids, point_values) FROM STDIN") as copy:
+        for block in _curve_blocks(sweeps):
+            copy.write_row((run_id, report.started, *block))
     return count
 
 
@@ -253,23 +260,47 @@ def _sample_lines(ids: list[int], testcases: list[TestCase],
         yield "".join(lines), len(lines)
 
 
-def _curve_lines(ids: list[int], testcases: list[TestCase],
-                 metrics: dict[tuple[str, str], int], points: dict[tuple, int],
-                 point_ids: dict[tuple, list[int]], started: str) -> str:
-    """COPY text rows of every sweep, whole (0015), built directly as the samples are;
-    points in id order, as 0015 stored the sweeps before it: a curve whose nights list
-    the same points alike is split into series by one transposition (history.py)."""
-    lines = []
+class Sweep(NamedTuple):
+    """A test case's sweep of one metric, its points in id order."""
+    testcase_id: int
+    check: str
+    metric_id: int
+    point_ids: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+def _sweeps(ids: list[int], testcases: list[TestCase], metrics: dict[tuple[str, str], int],
+            points: dict[tuple, int], point_ids: dict[tuple, list[int]]) -> list[Sweep]:
+    """Every sweep of the report, points in id order, as 0015 stored the sweeps before it:
+    a curve whose nights list the same points alike is split into series by one
+    transposition (history.py)."""
+    sweeps = []
     for tc_id, tc in zip(ids, testcases):
         for series in tc.series:
-            if not series.values:
-                continue
-            ordered = sorted(zip(_point_ids(series, points, point_ids), series.values))
-            in_order, values = zip(*ordered)
-            lines.append(f"{tc_id}\t{metrics[(series.metric, series.unit)]}\t{started}\t"
-                         f"{{{','.join(map(str, in_order))}}}\t"
-                         f"{{{','.join(map(repr, values))}}}\n")
-    return "".join(lines)
+            if series.values:
+                in_order, values = zip(*sorted(zip(_point_ids(series, points, point_ids),
+                                                   series.values)))
+                sweeps.append(Sweep(tc_id, tc.check, metrics[(series.metric, series.unit)],
+                                    in_order, values))
+    return sweeps
+
+
+def _curve_lines(sweeps: list[Sweep], started: str) -> str:
+    """COPY text rows of every sweep, whole (0015), built directly as the samples are."""
+    return "".join(f"{s.testcase_id}\t{s.metric_id}\t{started}\t"
+                   f"{{{','.join(map(str, s.point_ids))}}}\t{{{','.join(map(repr, s.values))}}}\n"
+                   for s in sweeps)
+
+
+def _curve_blocks(sweeps: list[Sweep]) -> list[tuple]:
+    """The run's sweeps of one check, metric and point list as one block (0019): its test
+    cases in id order and their values as one matrix, big-endian float8."""
+    blocks: dict[tuple, list[Sweep]] = defaultdict(list)
+    for sweep in sweeps:
+        blocks[(sweep.check, sweep.metric_id, sweep.point_ids)].append(sweep)
+    return [(check, metric_id, list(point_ids), [s.testcase_id for s in members],
+             np.array([s.values for s in members], dtype=">f8").tobytes())
+            for (check, metric_id, point_ids), members in blocks.items()]
 
 
 def _testcase_row(tc_id: int, run_id: int, tc: TestCase, partitions: dict[str, int],

@@ -126,7 +126,7 @@ BULK = {"work_mem": "256MB", "jit": "off"}
 #: tests) PostgreSQL's row estimates are off by 10^5 and it picks nested loops; the
 #: curves of a run of 2,000 test cases took 84 s, with this 8 s. Not for lookups of a few
 #: rows, which it slows down.
-HASH_JOINS = {**BULK, "enable_nestloop": "off"}
+HASH_JOINS = {**BULK, "enable_nestloop": "off", "enable_mergejoin": "off"}
 #: BULK without merge joins: for a run's own rows joined to the big tables by id (the
 #: verdict's key figures), where PostgreSQL merged by walking the whole test case primary
 #: key (0.8 of 1.5 s for a run of 50,000 test cases).
@@ -179,7 +179,7 @@ class SampleMonth:
     ends: datetime
     pruned_at: datetime | None
     #: Estimated sample rows (the planner's count) and bytes with indexes, the month's
-    #: curves (0015) included; 0 once pruned.
+    #: curves (0015) and curve blocks (0019) included; 0 once pruned.
     rows: int
     size: int
 
@@ -188,9 +188,12 @@ MONTHS_SQL = """
 SELECT m.name, m.starts, m.ends, m.pruned_at,
        coalesce(greatest(c.reltuples, 0), 0)::bigint AS rows,
        coalesce(pg_total_relation_size(c.oid), 0)
-       + coalesce(pg_total_relation_size(k.oid), 0) AS size
+       + coalesce(pg_total_relation_size(k.oid), 0)
+       + coalesce(pg_total_relation_size(b.oid), 0) AS size
 FROM sample_month m LEFT JOIN pg_class c ON c.oid = to_regclass(m.name) AND m.pruned_at IS NULL
 LEFT JOIN pg_class k ON k.oid = to_regclass('curve' || substr(m.name, 7)) AND m.pruned_at IS NULL
+LEFT JOIN pg_class b ON b.oid = to_regclass('curve_block' || substr(m.name, 7))
+                    AND m.pruned_at IS NULL
 ORDER BY m.starts
 """
 
