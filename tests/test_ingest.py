@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,37 @@ def test_real_report_is_stored_with_every_sample(migrated_dsn: str, demo_report:
         trigger, labels = conn.execute("SELECT trigger, labels FROM run").fetchone()
     assert sorted(sizes) == [8, 4096, 65536, 1048576]
     assert (trigger, labels) == ("nightly", ["x"])
+
+
+def test_ingest_refreshes_test_case_statistics_only_for_a_run_they_do_not_know(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """Ingest analyzes the test cases before its views read a run only where the run adds
+    more than a tenth of what the statistics counted (0020): the first runs of a new
+    database, never a small run beside many stored ones."""
+    def analyzed(at_least: int) -> int:
+        """ANALYZEs of the test cases, once a session's exit has flushed at least
+        ``at_least`` into the statistics (up to 20 s)."""
+        for _ in range(200):
+            with db.connect(migrated_dsn) as conn:
+                count = conn.execute("SELECT analyze_count FROM pg_stat_user_tables "
+                                     "WHERE relname = 'testcase'").fetchone()[0]
+            if count >= at_least:
+                return count
+            time.sleep(0.1)
+        return count
+
+    ingest_paths(tmp_path, migrated_dsn, [demo_report], RunMeta())
+    added = len(load(demo_report).testcases)
+    before = analyzed(1)
+    assert before >= 1  # the first run, into an empty table
+    with db.connect(migrated_dsn) as conn:
+        known = conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'testcase'"
+                             ).fetchone()[0]
+        stale = conn.execute("SELECT analyze_testcases(%s)", (added,)).fetchone()[0]
+        fresh = conn.execute("SELECT analyze_testcases(%s)", (int(known // 10),)).fetchone()[0]
+        conn.commit()
+    assert known == added and (stale, fresh) == (True, False)
+    assert analyzed(before + 1) == before + 1  # the stale one only
 
 
 def test_reingest_changes_nothing(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:

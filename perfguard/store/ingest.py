@@ -88,7 +88,8 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta,
                 return IngestResult(path, existing, False,
                                     message=f"session {report.session_uuid} already stored")
             samples = _copy_testcases(conn, system, run_id, report)
-            conn.execute("SELECT analyze_testcases()")  # before the views read the run (0012)
+            conn.execute("SELECT analyze_testcases(%s)",  # before the views read a
+                         (len(report.testcases),))  # large run (0012, 0020)
             _insert_fingerprints(conn, system, run_id, report)
             _record_directions(conn, report)
             conn.execute("SELECT refresh_key_figure_nights(name, night, night) FROM system, "
