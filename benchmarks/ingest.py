@@ -155,7 +155,7 @@ def copy_runs(conn: psycopg.Connection, template: int, starts: list[datetime]) -
                WHERE s.point_id <> 0 AND s.started_at = ANY(%s)
                GROUP BY 1, 2, 3 ORDER BY 1""", (starts,))  # the copies' starts: their months'
         # BRIN ranges, not every month (the join alone slowed growth from 360 k to 120 k/s)
-        conn.execute("SELECT store_curve_blocks(array_agg(DISTINCT run_id)) FROM copies")
+        conn.execute("SELECT store_sample_blocks(array_agg(DISTINCT run_id)) FROM copies")
         conn.execute("SELECT refresh_key_figure_nights(sy.name, %s::date, %s::date) FROM run r "
                      "JOIN system sy ON sy.id = r.system_id WHERE r.id = %s",
                      (min(starts), max(starts), template))
@@ -243,7 +243,7 @@ def bytes_on_disk(conn: psycopg.Connection) -> tuple[int, int]:
     with their indexes; bytes of everything else)."""
     samples = sum(conn.execute(
         "SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_partition_tree(%s) "
-        "WHERE isleaf", (table,)).fetchone()[0] for table in ("sample", "curve", "curve_block"))
+        "WHERE isleaf", (table,)).fetchone()[0] for table in ("sample", "curve", "sample_block"))
     everything = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
     return int(samples), int(everything - samples)
 

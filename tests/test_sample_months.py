@@ -85,10 +85,13 @@ SELECT testcase_id, metric_id, started_at, point_ids, point_values FROM curve OR
 """
 
 
+KEY_FIGURES_SQL = """
+SELECT testcase_id, metric_id, started_at, ARRAY[0], ARRAY[value] FROM sample WHERE point_id = 0
+"""
 BLOCKS_SQL = """
 SELECT b.run_id, b.started_at, b.check_name, b.metric_id, b.point_ids, b.testcase_ids,
        b.point_values, array_agg(tc.run_id), array_agg(tc.check_name)
-FROM curve_block b JOIN testcase tc ON tc.id = ANY(b.testcase_ids)
+FROM sample_block b JOIN testcase tc ON tc.id = ANY(b.testcase_ids)
 GROUP BY 1, 2, 3, 4, 5, 6, 7
 """
 
@@ -96,20 +99,22 @@ GROUP BY 1, 2, 3, 4, 5, 6, 7
 def assert_curves_match_samples(dsn: str) -> None:
     """Every sweep in `curve` holds exactly its test case's curve points in `sample`, in
     point id order (what lets the judge split a curve's nights by one transposition), and
-    the blocks the judge reads (0019) hold exactly those sweeps, each once, in the block
-    of its run, check, metric and point list."""
+    the blocks the judge reads (0019) hold exactly those sweeps and the key figures (as
+    sweeps of the point 0), each once, in the block of its run, check, metric and point
+    list."""
     with db.connect(dsn) as conn:
         from_samples = conn.execute(CURVES_FROM_SAMPLES_SQL).fetchall()
         curves = conn.execute(CURVES_SQL).fetchall()
+        key_figures = conn.execute(KEY_FIGURES_SQL).fetchall()
         blocks = conn.execute(BLOCKS_SQL).fetchall()
-    assert from_samples and curves == from_samples
+    assert from_samples and curves == from_samples and key_figures
     from_blocks = []
     for run, started, check, metric, points, cases, raw, runs, checks in blocks:
         assert set(runs) == {run} and set(checks) == {check} and cases == sorted(cases)
         matrix = np.frombuffer(raw, ">f8").reshape(len(cases), len(points))
         from_blocks += [(case, metric, started, points, values)
                         for case, values in zip(cases, matrix.tolist())]
-    assert sorted(from_blocks) == curves
+    assert sorted(from_blocks) == sorted(curves + key_figures)
 
 
 def test_migrations_0015_and_0019_keep_each_stored_sweep_as_one_curve_and_in_a_block(
@@ -131,9 +136,9 @@ def test_migrations_0015_and_0019_keep_each_stored_sweep_as_one_curve_and_in_a_b
         assert applied[0] == 15 and 19 in applied
         assert conn.execute("SELECT point_ids, point_values FROM curve_2025_09").fetchall() == [
             (sorted(points), [p * 10.0 for p in sorted(points)])]
-        assert conn.execute("SELECT testcase_ids, point_values FROM curve_block_2025_09"
-                            ).fetchall() == [([case], np.array([p * 10.0 for p in sorted(
-                                points)], ">f8").tobytes())]
+        assert conn.execute("SELECT testcase_ids, point_values FROM sample_block_2025_09 "
+                            "WHERE point_ids <> '{0}'").fetchall() == [([case], np.array(
+                                [p * 10.0 for p in sorted(points)], ">f8").tobytes())]
     assert_curves_match_samples(fresh_dsn)
 
 
@@ -205,10 +210,10 @@ def test_ingest_creates_its_month_and_prune_drops_whole_months_only(
                                    "GROUP BY 1").fetchall())
         assert conn.execute("SELECT to_regclass('curve_2025_09')").fetchone()[0] is None
         assert list(curves) == ["curve_2025_10"] and curves["curve_2025_10"] > 0
-        blocks = dict(conn.execute("SELECT tableoid::regclass::text, count(*) FROM curve_block "
+        blocks = dict(conn.execute("SELECT tableoid::regclass::text, count(*) FROM sample_block "
                                    "GROUP BY 1").fetchall())
-        assert conn.execute("SELECT to_regclass('curve_block_2025_09')").fetchone()[0] is None
-        assert list(blocks) == ["curve_block_2025_10"] and blocks["curve_block_2025_10"] > 0
+        assert conn.execute("SELECT to_regclass('sample_block_2025_09')").fetchone()[0] is None
+        assert list(blocks) == ["sample_block_2025_10"] and blocks["sample_block_2025_10"] > 0
         kept = conn.execute(
             "SELECT (SELECT count(*) FROM run), (SELECT count(*) FROM testcase), "
             "(SELECT count(*) FROM key_figure_night WHERE night = '2025-09-15'), "

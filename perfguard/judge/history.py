@@ -3,10 +3,11 @@ check, variant, partition, environ, metric and point), its values over the recen
 oldest first, the run's own last; optionally only those of the current fingerprint epoch
 (since the environment of the judged nodes last changed).
 
-Key figures are aggregated per series in PostgreSQL; curve points come as each test
-case's whole sweep (one row of ``curve``) and are split into series here. Both reads are
-bounded to the months the recent runs lie in: judging a run costs the same after a year
-of nightly runs as after a month.
+Both key figures and curve points are read as the recent runs' blocks (0019: a run's
+values of one check, metric and point list as one matrix) and split into series here,
+by numpy, keeping the values of the passed test cases (not failed, not superseded). The
+reads are bounded to the recent runs and the months they lie in: judging a run costs the
+same after a year of nightly runs as after a month.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
+from uuid import UUID
 
 import numpy as np
 import psycopg
@@ -23,58 +25,32 @@ import psycopg
 from perfguard.judge.rules import Rules
 from perfguard.store import db
 
-# The passed test cases of the recent runs of the run's checks, each with its run's place
-# among them (1: the newest) and its variant (0018: a digest of check and parameters
-# stored with each test case; jsonb comparisons took 4 of 16 s at 3.4·10^6 values, the
-# digest computed here 1.4 s). Both history reads join them by hash and group by hash,
-# their arrays in no order (Python orders them by place): ordered aggregates made
-# PostgreSQL sort every value first (3.4·10^6 key figures of a 100,000-line run, on disk:
-# 9 of that read's 10 s).
-CASES_SQL = """
+# The passed test cases of the recent runs of the checks, each with its run's place among
+# them (1: the newest) and what makes one series of a check and metric: its variant
+# (0018: a digest of check and parameters), partition and environ; as flat arrays, one
+# element each, grouped into series by numpy (``_Cases``): grouped per series in
+# PostgreSQL a 100,000-line verdict's 1.65·10^6 test cases took 100,000 memory contexts.
+BLOCK_CASES_SQL = """
 WITH recent AS (
     SELECT id, started_at, place
     FROM unnest(%(runs)s::bigint[], %(times)s::timestamptz[])
-         WITH ORDINALITY AS u(id, started_at, place)),
-cases AS (
-    SELECT tc.id, r.place, r.started_at, tc.variant, tc.partition_id, tc.environ_id,
-           tc.check_name
-    FROM recent r JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
-    WHERE tc.check_name = ANY(%(checks)s) AND tc.run_id = ANY(%(runs)s::bigint[])
-      AND (%(variants)s::uuid[] IS NULL OR tc.variant = ANY(%(variants)s::uuid[])))
+         WITH ORDINALITY AS u(id, started_at, place))
+SELECT array_agg(tc.id), array_agg(r.place), array_agg(tc.variant),
+       array_agg(tc.partition_id::bigint), array_agg(tc.environ_id::bigint)
+FROM recent r JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
+WHERE tc.check_name = ANY(%(checks)s) AND tc.run_id = ANY(%(runs)s::bigint[])
+  AND (%(variants)s::uuid[] IS NULL OR tc.variant = ANY(%(variants)s::uuid[]))
 """
 
-#: ``newest`` of KEY_SERIES_SQL is a place shifted by this many bits over a test case id
-#: (ids below 2^40: a trillion test cases).
-NEWEST_BITS = 40
-
-# Key figures, one row per series: read from the key-figure index alone (its predicate
-# point_id = 0) for the recent runs' start times (the months they lie in). Its newest test
-# case (``NEWEST_BITS``) names a series: one number, where an array of every test case
-# was a third of what a 100,000-line verdict loaded.
-KEY_SERIES_SQL = CASES_SQL + f"""
-SELECT v.metric_id, array_agg(c.place) AS places,
-       min((c.place << {NEWEST_BITS}) | c.id) AS newest, array_agg(v.value) AS values, c.variant
-FROM cases c JOIN sample v ON v.testcase_id = c.id
-WHERE v.started_at = ANY(%(times)s) AND v.point_id = 0
-GROUP BY c.variant, c.partition_id, c.environ_id, v.metric_id
-"""
-
-# Curve points: the judged checks' passed test cases of the recent runs, grouped by what
-# makes one curve (variant, partition and environ), each with its test cases and their
-# runs' places; their sweeps are read as the runs' blocks (0019, CURVE_BLOCKS_SQL) and
-# split into curves by numpy. Grouping 396,000 rows of `curve` into 12,000 curves in
-# PostgreSQL took 1.4 of a 2.6 s verdict at 2·10^7 samples.
-CURVE_CASES_SQL = CASES_SQL + """
-SELECT c.variant, c.partition_id, c.environ_id, c.check_name, array_agg(c.id) AS testcases,
-       array_agg(c.place) AS places
-FROM cases c GROUP BY c.variant, c.partition_id, c.environ_id, c.check_name
-"""
-
-CURVE_BLOCKS_SQL = """
+# The recent runs' blocks of values (0019): the key figures' (the point list {0}) or the
+# curves'. Grouping the same values into series in PostgreSQL took 1.4 of a 2.6 s
+# 4,000-line verdict (396,000 rows of `curve`) and 4.5 of an 11.5 s 100,000-line one
+# (3.3·10^6 key figures of `sample`) at 2·10^7 samples.
+BLOCKS_SQL = """
 SELECT b.check_name, b.metric_id, b.point_ids, b.testcase_ids, b.point_values
-FROM curve_block b
+FROM sample_block b
 WHERE b.started_at = ANY(%(times)s) AND b.run_id = ANY(%(runs)s::bigint[])
-  AND b.check_name = ANY(%(checks)s)
+  AND b.check_name = ANY(%(checks)s) AND (b.point_ids = '{0}') = %(key_figures)s
 """
 
 # What names a series: its newest test case's (looked up by id: through the grouped rows
@@ -159,13 +135,13 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
     system up to it (as many as ``rules`` read; with the times of the values where a rule
     needs them), by ``Series.key`` (check, params as jsonb text, partition, environ,
     metric, point id). A key figure the judged run measured holds at least the values its
-    rule judges by (``_key_grouped``), not necessarily all."""
+    rule judges by (``_key_figures``), not necessarily all."""
     bound = _recent(conn, run_id, checks, points, rules)
     if bound is None:
         return {}
     rows = []
     if 0 in points:
-        rows += key_series(_key_grouped(conn, bound, rules.values_judged()), bound)
+        rows += _key_figures(conn, bound, rules.values_judged())
     if set(points) - {0}:
         rows += [row for curve in _curves(conn, bound, points) for row in curve.rows]
     return named(conn, rows)
@@ -199,50 +175,40 @@ def _newest_first(bound: dict, judged: int, read, variant_of, short) -> list:
     if not again:
         return newest
     return [item for item in newest if variant_of(item) not in again] + read(
-        {**bound, "variants": sorted(again)})
+        {**bound, "variants": [UUID(bytes=bytes(variant)) for variant in sorted(again)]})
 
 
-def _key_grouped(conn: psycopg.Connection, bound: dict, judged: int) -> list[tuple]:
-    """KEY_SERIES_SQL's rows, read newest first as ``curves`` reads curves
-    (``_newest_first``): a 100,000-line verdict read 66 nights of each series to judge
-    by 33."""
-    def grouped(bound: dict) -> list[tuple]:
-        with db.planned(conn, db.HASH_JOINS):
-            return db.packed_arrays(conn.cursor(binary=True)).execute(
-                KEY_SERIES_SQL, bound).fetchall()
-
-    place = _judged_place(bound)
-    return _newest_first(bound, judged, grouped, lambda row: row[4],
-                         lambda row: len(row[1]) < judged and place in row[1])
+class KeyFigures(NamedTuple):
+    """A key figure's series as ``named`` takes it, with its variant (``_newest_first``)."""
+    newest: int
+    metric_id: int
+    point_id: int
+    values: tuple[float, ...]
+    times: tuple | None
+    measured: bool
+    variant: bytes
 
 
-def _judged_place(bound: dict) -> int | None:
-    """The judged run's place among the recent runs (1: the newest)."""
-    return bound["runs"].index(bound["run_id"]) + 1 if bound["run_id"] in bound["runs"] \
-        else None
+def _key_figures(conn: psycopg.Connection, bound: dict, judged: int) -> list[KeyFigures]:
+    """Every key-figure series of the recent runs, read newest first as ``curves`` reads
+    curves (``_newest_first``): a 100,000-line verdict read 66 nights of each series to
+    judge by 33. Named by its newest test case (the lowest id of the newest run)."""
+    def read(bound: dict) -> list[KeyFigures]:
+        found = []
+        for segments in _segments(conn, bound, key_figures=True):
+            values = segments.values[:, 0].tolist()
+            for first, last, newest, variant in zip(segments.firsts, segments.lasts,
+                                                    segments.newest_first_ids(),
+                                                    segments.variants()):
+                _, times, measured = segments.nights[tuple(segments.places[first:last])]
+                found.append(KeyFigures(newest, segments.metric_id, 0,
+                                        tuple(values[first:last]),
+                                        times if bound["with_times"] else None, measured,
+                                        variant))
+        return found
 
-
-def key_series(grouped: list[tuple], bound: dict) -> list[tuple]:
-    """Rows of KEY_SERIES_SQL (metric id, run places and values in no order, newest test
-    case) as ``named`` takes them (newest test case, metric id, point id 0, values oldest
-    first, times where asked, measured). Ordered as one matrix per length, not series by
-    series: 100,000 series of 34 nights each."""
-    times, with_times = bound["times"], bound["with_times"]
-    judged = _judged_place(bound)
-    by_length: dict[int, list[tuple]] = defaultdict(list)
-    for row in grouped:
-        by_length[len(row[1])].append(row)
-    found = []
-    for rows in by_length.values():
-        places = np.array([row[1] for row in rows], dtype=np.int64)
-        order = np.argsort(-places, axis=1, kind="stable")  # the oldest (last) place first
-        values_ = np.take_along_axis(np.stack([row[3] for row in rows]), order, axis=1)
-        places = np.take_along_axis(places, order, axis=1).tolist()
-        for row, ordered, night in zip(rows, values_.tolist(), places):
-            found.append((row[2] & ((1 << NEWEST_BITS) - 1), row[0], 0, tuple(ordered),
-                          tuple(times[p - 1] for p in night) if with_times else None,
-                          judged in night))
-    return found
+    return _newest_first(bound, judged, read, lambda row: row.variant,
+                         lambda row: row.measured and len(row.values) < judged)
 
 
 def _recent(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
@@ -259,68 +225,125 @@ def _recent(conn: psycopg.Connection, run_id: int, checks: list[str], points: li
 
 
 def _curves(conn: psycopg.Connection, bound: dict, points: list[int]) -> list[CurveNights]:
-    # Through judged_testcase the planner guesses 440 test cases for 132,000.
-    with db.planned(conn, db.HASH_JOINS):
-        cases = db.packed_arrays(conn.cursor(binary=True)).execute(
-            CURVE_CASES_SQL, bound).fetchall()
-    checks = sorted({case[3] for case in cases})
-    blocks = db.packed_arrays(conn.cursor(binary=True)).execute(
-        CURVE_BLOCKS_SQL, {**bound, "checks": checks}).fetchall() if checks else []
+    """Every curve of the recent runs at ``points``."""
+    rows = []
+    for segments in _segments(conn, bound, key_figures=False):
+        for first, last in zip(segments.firsts, segments.lasts):
+            runs, times, _ = segments.nights[tuple(segments.places[first:last])]
+            rows.append((segments.cases.variant(segments.series[first]),
+                         *segments.where(first), segments.metric_id,
+                         segments.check, segments.point_ids, segments.ids[first:last], runs,
+                         times, segments.values[first:last]))
     metrics = dict(conn.execute("SELECT id, name FROM metric").fetchall())
-    return _point_series(_curve_rows(cases, blocks, bound), set(points) - {0}, metrics,
-                         bound["run_id"], bound["with_times"])
+    return _point_series(rows, set(points) - {0}, metrics, bound["run_id"],
+                         bound["with_times"])
 
 
-def _curve_rows(cases: list[tuple], blocks: list[tuple], bound: dict) -> list[tuple]:
-    """Each curve's nights of one point list: (variant, partition id, environ id, metric id,
-    check, point ids, its test cases, runs and start times oldest first, and their values
-    as a matrix, nights × points), from CURVE_CASES_SQL's curves (their test cases and
-    places) and the runs' blocks of sweeps; a sweep of a test case not among the curves
-    (failed, superseded) is left out."""
-    if not cases or not blocks:
+class _Cases:
+    """The passed test cases of the recent runs (BLOCK_CASES_SQL), by id: each one's run's
+    place and its series (variant, partition and environ as one dense number)."""
+
+    def __init__(self, ids, places, variants, partitions, environs):
+        order = np.argsort(ids, kind="stable")
+        self.ids, self.places = ids[order], places[order]
+        halves = np.frombuffer(variants.tobytes(), ">u8").reshape(-1, 2)
+        by_series = np.lexsort((environs, partitions, halves[:, 1], halves[:, 0]))
+        keys = np.stack([halves[:, 0], halves[:, 1], partitions, environs])[:, by_series]
+        new = np.concatenate([[True], (keys[:, 1:] != keys[:, :-1]).any(axis=0)])
+        series = np.empty(len(ids), dtype=np.int64)
+        series[by_series] = np.cumsum(new) - 1
+        self.series = series[order]
+        firsts = by_series[new]  # a test case of each series
+        self._variants = variants[firsts].tobytes()
+        self.partitions, self.environs = partitions[firsts].tolist(), environs[firsts].tolist()
+
+    def variant(self, series: int) -> bytes:
+        """Series ``series``' variant: its 16 bytes."""
+        return self._variants[16 * series:16 * series + 16]
+
+    def find(self, testcases: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(whether each of ``testcases`` is one of these, where it is among them)."""
+        at = np.minimum(np.searchsorted(self.ids, testcases), len(self.ids) - 1)
+        return self.ids[at] == testcases, at
+
+
+class _Segments:
+    """The values of one check, metric and point list over the recent runs, ordered by
+    series, each series' oldest night first (then by test case): series ``i`` is rows
+    ``firsts[i]:lasts[i]``."""
+
+    def __init__(self, cases: _Cases, check: str, metric_id: int, point_ids: tuple,
+                 parts: list[tuple], nights: _NightsOf):
+        self.cases, self.check, self.metric_id, self.point_ids = cases, check, metric_id, \
+            point_ids
+        self.nights = nights
+        at = np.concatenate([part[0] for part in parts])
+        series, places = cases.series[at], cases.places[at]
+        ids = cases.ids[at]
+        order = np.lexsort((ids, -places, series))
+        self.series, places, ids = series[order], places[order], ids[order]
+        self.values = np.concatenate([part[1] for part in parts]).astype(np.float64)[order]
+        starts = np.flatnonzero(np.diff(self.series)) + 1
+        self.firsts, self.lasts = [0, *starts.tolist()], [*starts.tolist(), len(ids)]
+        self._places_array, self._ids_array = places, ids
+        self.places, self.ids = places.tolist(), ids.tolist()
+
+    def newest_first_ids(self) -> list[int]:
+        """Each series' lowest test case id of its newest night."""
+        night_starts = np.flatnonzero(np.concatenate(
+            [[True], (np.diff(self.series) != 0) | (np.diff(self._places_array) != 0)]))
+        lasts = np.asarray(self.lasts) - 1
+        return self._ids_array[night_starts[np.searchsorted(night_starts, lasts,
+                                                             side="right") - 1]].tolist()
+
+    def variants(self) -> list[bytes]:
+        """Each series' variant (16 bytes)."""
+        return [self.cases.variant(series) for series in self.series[self.firsts].tolist()]
+
+    def where(self, row: int) -> tuple[int, int]:
+        """The partition and environ ids of row ``row``'s series."""
+        series = self.series[row]
+        return self.cases.partitions[series], self.cases.environs[series]
+
+
+def _segments(conn: psycopg.Connection, bound: dict, key_figures: bool) -> list[_Segments]:
+    """The recent runs' blocks of key figures (or of curves), their values of the passed
+    test cases (not failed, not superseded) split into series, per check, metric and
+    point list."""
+    blocks = db.packed_arrays(conn.cursor(binary=True), numpy_ids=True).execute(
+        BLOCKS_SQL, {**bound, "key_figures": key_figures}).fetchall()
+    if not blocks:  # the test cases of the checks that have such blocks only
         return []
-    lengths = [len(case[4]) for case in cases]
-    testcases = np.concatenate([np.asarray(case[4], dtype=np.int64) for case in cases])
-    order = np.argsort(testcases)
-    testcases = testcases[order]
-    curve_of = np.repeat(np.arange(len(cases)), lengths)[order]
-    place_of = np.concatenate([np.asarray(case[5], dtype=np.int64) for case in cases])[order]
+    with db.planned(conn, db.HASH_JOINS):  # through judged_testcase the planner guesses
+        row = db.packed_arrays(conn.cursor(binary=True), numpy_ids=True).execute(  # 440
+            BLOCK_CASES_SQL, {**bound, "checks": sorted({block[0] for block in blocks})}
+        ).fetchone()  # test cases for 132,000
+    if row[0] is None:
+        return []
+    cases = _Cases(*row)
     shapes: dict[tuple, list[tuple]] = defaultdict(list)
     for check, metric, point_ids, block_cases, raw in blocks:
-        block_cases = np.asarray(block_cases, dtype=np.int64)
-        at = np.minimum(np.searchsorted(testcases, block_cases), len(testcases) - 1)
-        kept = testcases[at] == block_cases
-        if not kept.any():
-            continue
-        values = np.frombuffer(raw, ">f8").reshape(len(block_cases), len(point_ids))
-        shapes[(check, metric, point_ids)].append(
-            (block_cases[kept], curve_of[at[kept]], place_of[at[kept]], values[kept]))
-    rows, nights_of = [], _NightsOf(bound)
-    for (check, metric, point_ids), parts in shapes.items():
-        ids, curve, place = (np.concatenate([part[i] for part in parts]) for i in range(3))
-        order = np.lexsort((ids, -place, curve))  # each curve's oldest night first
-        ids, curve, place = ids[order].tolist(), curve[order], place[order].tolist()
-        values = np.concatenate([part[3] for part in parts]).astype(np.float64)[order]
-        starts = np.flatnonzero(np.diff(curve)) + 1
-        for first, last in zip([0, *starts.tolist()], [*starts.tolist(), len(ids)]):
-            variant, partition, environ = cases[curve[first]][:3]
-            rows.append((variant, partition, environ, metric, check, point_ids,
-                         ids[first:last], *nights_of[tuple(place[first:last])],
-                         values[first:last]))
-    return rows
+        kept, at = cases.find(block_cases)
+        if kept.any():
+            values = np.frombuffer(raw, ">f8").reshape(len(block_cases), len(point_ids))
+            shapes[(check, metric, point_ids)].append((at[kept], values[kept]))
+    nights = _NightsOf(bound)
+    return [_Segments(cases, check, metric, points, parts, nights)
+            for (check, metric, points), parts in shapes.items()]
 
 
 class _NightsOf(dict):
-    """Places (1: the newest run) → their runs and start times, each built once: most
-    curves were measured on the same nights."""
+    """Places (1: the newest run) → their runs, start times and whether the judged run is
+    among them, each built once: most series were measured on the same nights."""
 
     def __init__(self, bound: dict):
         super().__init__()
-        self.runs, self.times = bound["runs"], bound["times"]
+        self.runs, self.times, self.judged = bound["runs"], bound["times"], bound["run_id"]
 
-    def __missing__(self, places: tuple[int, ...]) -> tuple[list, list]:
-        found = self[places] = ([self.runs[p - 1] for p in places],
-                                [self.times[p - 1] for p in places])
+    def __missing__(self, places: tuple[int, ...]) -> tuple[list, tuple, bool]:
+        runs = [self.runs[p - 1] for p in places]
+        found = self[places] = (runs, tuple(self.times[p - 1] for p in places),
+                                self.judged in runs)
         return found
 
 
@@ -332,7 +355,7 @@ def named(conn: psycopg.Connection, rows: list[tuple]) -> dict[tuple, Series]:
         NEWEST_SQL, (sorted({row[0] for row in rows}),))}
     metrics = {mid: (name, unit) for mid, name, unit in conn.execute(
         "SELECT id, name, unit FROM metric")}
-    for testcase, metric_id, point_id, values_, times_, measured in rows:
+    for testcase, metric_id, point_id, values_, times_, measured, *_ in rows:
         check, params, partition, environ, system, nodes = newest[testcase]
         if isinstance(values_, np.ndarray):  # a column of a curve's nights
             values_ = values_.tolist()

@@ -215,9 +215,9 @@ def _copy_testcases(conn: psycopg.Connection, system: int, run_id: int, report: 
             "FROM STDIN") as copy:
         copy.write(_curve_lines(sweeps, report.started.isoformat()))
     with conn.cursor().copy(
-            "COPY curve_block (run_id, started_at, check_name, metric_id, point_ids, "
+            "COPY sample_block (run_id, started_at, check_name, metric_id, point_ids, "
             "testcase_ids, point_values) FROM STDIN") as copy:
-        for block in _curve_blocks(sweeps):
+        for block in _sample_blocks(_key_figures(ids, report.testcases, metrics) + sweeps):
             copy.write_row((run_id, report.started, *block))
     return count
 
@@ -293,11 +293,19 @@ def _curve_lines(sweeps: list[Sweep], started: str) -> str:
                    for s in sweeps)
 
 
-def _curve_blocks(sweeps: list[Sweep]) -> list[tuple]:
-    """The run's sweeps of one check, metric and point list as one block (0019): its test
-    cases in id order and their values as one matrix, big-endian float8."""
+def _key_figures(ids: list[int], testcases: list[TestCase],
+                 metrics: dict[tuple[str, str], int]) -> list[Sweep]:
+    """Every key figure of the report as a sweep of the one point 0."""
+    return [Sweep(tc_id, tc.check, metrics[(s.metric, s.unit)], (0,), (s.value,))
+            for tc_id, tc in zip(ids, testcases) for s in tc.key_samples]
+
+
+def _sample_blocks(sweeps: list[Sweep]) -> list[tuple]:
+    """The run's sweeps (key figures: of the point 0) of one check, metric and point list
+    as one block (0019): its test cases in id order and their values as one matrix,
+    big-endian float8."""
     blocks: dict[tuple, list[Sweep]] = defaultdict(list)
-    for sweep in sweeps:
+    for sweep in sorted(sweeps, key=lambda sweep: sweep.testcase_id):
         blocks[(sweep.check, sweep.metric_id, sweep.point_ids)].append(sweep)
     return [(check, metric_id, list(point_ids), [s.testcase_id for s in members],
              np.array([s.values for s in members], dtype=">f8").tobytes())

@@ -179,7 +179,7 @@ class SampleMonth:
     ends: datetime
     pruned_at: datetime | None
     #: Estimated sample rows (the planner's count) and bytes with indexes, the month's
-    #: curves (0015) and curve blocks (0019) included; 0 once pruned.
+    #: curves (0015) and blocks (0019) included; 0 once pruned.
     rows: int
     size: int
 
@@ -192,7 +192,7 @@ SELECT m.name, m.starts, m.ends, m.pruned_at,
        + coalesce(pg_total_relation_size(b.oid), 0) AS size
 FROM sample_month m LEFT JOIN pg_class c ON c.oid = to_regclass(m.name) AND m.pruned_at IS NULL
 LEFT JOIN pg_class k ON k.oid = to_regclass('curve' || substr(m.name, 7)) AND m.pruned_at IS NULL
-LEFT JOIN pg_class b ON b.oid = to_regclass('curve_block' || substr(m.name, 7))
+LEFT JOIN pg_class b ON b.oid = to_regclass('sample_block' || substr(m.name, 7))
                     AND m.pruned_at IS NULL
 ORDER BY m.starts
 """
@@ -276,11 +276,38 @@ class _Int8Array(_IntArray):
     code = "q"
 
 
-def packed_arrays(cursor: psycopg.Cursor) -> psycopg.Cursor:
+class _NumpyArray(_PackedArrayLoader):
+    """An array of one dimension as a numpy array of ``element`` (native byte order):
+    the 1.65·10^6 test cases a 100,000-line verdict reads, without a Python int each."""
+
+    element = ">i8"
+
+    def _unpacked(self, data, offset: int, shape: tuple[int, ...]) -> np.ndarray:
+        if len(shape) > 1:
+            return self._generic.load(data)
+        dtype = np.dtype([("length", ">i4"), ("value", self.element)])
+        values = np.frombuffer(data, dtype, shape[0], offset)["value"]
+        return values.astype(values.dtype.newbyteorder("="))
+
+
+class _Int8Numpy(_NumpyArray):
+    element = ">i8"
+
+
+class _UuidNumpy(_NumpyArray):
+    """uuid[] as 16-byte values (numpy void), compared and sorted as bytes."""
+
+    element = "V16"
+
+
+def packed_arrays(cursor: psycopg.Cursor, numpy_ids: bool = False) -> psycopg.Cursor:
     """``cursor`` (binary) loading float8[] as numpy arrays, int4[] and int8[] of one
-    dimension as tuples of ints, each at C speed."""
-    for name, loader in (("float8", _Float8Array), ("int4", _Int4Array),
-                         ("int8", _Int8Array)):
+    dimension as tuples of ints, each at C speed; ``numpy_ids``: int8[] and uuid[] as
+    numpy arrays (``_NumpyArray``)."""
+    loaders = [("float8", _Float8Array), ("int4", _Int4Array), ("int8", _Int8Array)]
+    if numpy_ids:
+        loaders += [("int8", _Int8Numpy), ("uuid", _UuidNumpy)]
+    for name, loader in loaders:
         cursor.adapters.register_loader(psycopg.postgres.types.get(name).array_oid, loader)
     return cursor
 
