@@ -3,6 +3,7 @@ baseline."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from perfguard.store.ingest import RunMeta, ingest_paths
@@ -111,3 +112,32 @@ def test_skipped_expected_failure_and_retried_cases_do_not_fail_a_run(
             "SELECT check_name || ':' || run_index, state FROM judged_testcase "
             "WHERE run_id = %s", (stored.run_id,)).fetchall())
     assert states["MpiHelloCheck:1"] == "pass" and "MpiHelloCheck:0" not in states
+
+
+def test_each_key_figure_names_the_point_of_its_curve_it_is(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """The verdict names which point of its curve a key figure is (the report and
+    --explain say "the size … point of its curve"), read from the sweeps kept whole: the
+    same points the samples give, for every key figure that is one of its curve's points
+    (the UCX bandwidth and latency figures of the real demo run)."""
+    from perfguard.judge import verdict as vd
+    from perfguard.store import db
+
+    [stored] = ingest_paths(tmp_path, migrated_dsn, [demo_report], RunMeta())
+    with db.connect(migrated_dsn) as conn:
+        lines = vd.with_key_points(conn, stored.run_id, vd.verdict(conn, stored.run_id))
+        from_samples = conn.execute(
+            """SELECT tc.check_name, tc.params::text, m.name,
+                      ((array_agg(pt.coords ORDER BY pt.id))[1])::text
+               FROM testcase tc JOIN run r ON r.id = tc.run_id
+               JOIN sample k ON k.testcase_id = tc.id AND k.point_id = 0
+               JOIN sample s ON s.testcase_id = tc.id AND s.metric_id = k.metric_id
+                            AND s.point_id <> 0 AND s.value = k.value
+               JOIN metric m ON m.id = k.metric_id JOIN point pt ON pt.id = s.point_id
+               WHERE r.id = %s GROUP BY 1, 2, 3""", (stored.run_id,)).fetchall()
+    named = {(line.check, line.metric, line.params.get("test")): line.key_point
+             for line in lines if line.key_point}
+    expected = {(check, metric, json.loads(params).get("test")): json.loads(coords)
+                for check, params, metric, coords in from_samples}
+    assert len(expected) >= 4 and named == expected, (named, expected)
+    assert any(vd.key_point_text(line).startswith(" (the size ") for line in lines)

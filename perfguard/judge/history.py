@@ -175,7 +175,7 @@ def _newest_first(bound: dict, judged: int, read, variant_of, short) -> list:
     if not again:
         return newest
     return [item for item in newest if variant_of(item) not in again] + read(
-        {**bound, "variants": [UUID(bytes=bytes(variant)) for variant in sorted(again)]})
+        {**bound, "variants": [UUID(bytes=variant) for variant in sorted(again)]})
 
 
 class KeyFigures(NamedTuple):
@@ -228,12 +228,12 @@ def _curves(conn: psycopg.Connection, bound: dict, points: list[int]) -> list[Cu
     """Every curve of the recent runs at ``points``."""
     rows = []
     for segments in _segments(conn, bound, key_figures=False):
-        for first, last in zip(segments.firsts, segments.lasts):
+        ids = segments.ids.tolist()
+        for first, last, variant in zip(segments.firsts, segments.lasts, segments.variants()):
             runs, times, _ = segments.nights[tuple(segments.places[first:last])]
-            rows.append((segments.cases.variant(segments.series[first]),
-                         *segments.where(first), segments.metric_id,
-                         segments.check, segments.point_ids, segments.ids[first:last], runs,
-                         times, segments.values[first:last]))
+            rows.append((variant, *segments.where(first), segments.metric_id, segments.check,
+                         segments.point_ids, ids[first:last], runs, times,
+                         segments.values[first:last]))
     metrics = dict(conn.execute("SELECT id, name FROM metric").fetchall())
     return _point_series(rows, set(points) - {0}, metrics, bound["run_id"],
                          bound["with_times"])
@@ -274,27 +274,25 @@ class _Segments:
 
     def __init__(self, cases: _Cases, check: str, metric_id: int, point_ids: tuple,
                  parts: list[tuple], nights: _NightsOf):
-        self.cases, self.check, self.metric_id, self.point_ids = cases, check, metric_id, \
-            point_ids
-        self.nights = nights
+        self.cases, self.check, self.metric_id = cases, check, metric_id
+        self.point_ids, self.nights = point_ids, nights
         at = np.concatenate([part[0] for part in parts])
-        series, places = cases.series[at], cases.places[at]
-        ids = cases.ids[at]
+        series, places, ids = cases.series[at], cases.places[at], cases.ids[at]
         order = np.lexsort((ids, -places, series))
-        self.series, places, ids = series[order], places[order], ids[order]
+        self.series, self.ids, places = series[order], ids[order], places[order]
         self.values = np.concatenate([part[1] for part in parts]).astype(np.float64)[order]
         starts = np.flatnonzero(np.diff(self.series)) + 1
         self.firsts, self.lasts = [0, *starts.tolist()], [*starts.tolist(), len(ids)]
-        self._places_array, self._ids_array = places, ids
-        self.places, self.ids = places.tolist(), ids.tolist()
+        #: Each row's run's place, as Python ints (sliced per series, looked up in nights).
+        self.places = places.tolist()
+        self._night_starts = np.flatnonzero(np.concatenate(
+            [[True], (np.diff(self.series) != 0) | (np.diff(places) != 0)]))
 
     def newest_first_ids(self) -> list[int]:
         """Each series' lowest test case id of its newest night."""
-        night_starts = np.flatnonzero(np.concatenate(
-            [[True], (np.diff(self.series) != 0) | (np.diff(self._places_array) != 0)]))
         lasts = np.asarray(self.lasts) - 1
-        return self._ids_array[night_starts[np.searchsorted(night_starts, lasts,
-                                                             side="right") - 1]].tolist()
+        starts = self._night_starts
+        return self.ids[starts[np.searchsorted(starts, lasts, side="right") - 1]].tolist()
 
     def variants(self) -> list[bytes]:
         """Each series' variant (16 bytes)."""
@@ -312,12 +310,14 @@ def _segments(conn: psycopg.Connection, bound: dict, key_figures: bool) -> list[
     point list."""
     blocks = db.packed_arrays(conn.cursor(binary=True), numpy_ids=True).execute(
         BLOCKS_SQL, {**bound, "key_figures": key_figures}).fetchall()
-    if not blocks:  # the test cases of the checks that have such blocks only
+    if not blocks:
         return []
-    with db.planned(conn, db.HASH_JOINS):  # through judged_testcase the planner guesses
-        row = db.packed_arrays(conn.cursor(binary=True), numpy_ids=True).execute(  # 440
-            BLOCK_CASES_SQL, {**bound, "checks": sorted({block[0] for block in blocks})}
-        ).fetchone()  # test cases for 132,000
+    # Only the checks that have such blocks; through judged_testcase PostgreSQL guesses
+    # 440 test cases for 132,000 and plans nested loops unless told not to.
+    checks = sorted({block[0] for block in blocks})
+    with db.planned(conn, db.HASH_JOINS):
+        row = db.packed_arrays(conn.cursor(binary=True), numpy_ids=True).execute(
+            BLOCK_CASES_SQL, {**bound, "checks": checks}).fetchone()
     if row[0] is None:
         return []
     cases = _Cases(*row)
