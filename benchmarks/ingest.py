@@ -18,7 +18,7 @@ On a new database of the embedded PostgreSQL (or ``--dsn``), dropped afterwards:
 3. At each checkpoint: the real ingest of a new report (samples/s with the table that
    big), the verdict of that run (its key-figure lines alone, then with every curve
    size), every Grafana query over one year, the bytes on disk per 10^9 samples
-   (the sample table and the whole sweeps kept beside it for the judge).
+   (the sample table, the whole sweeps beside it and the judge's blocks).
 4. After the last: the verdict of a 100,000-line run (50,000 test cases × 2 key figures,
    33 earlier nights), and `prune` of the oldest month.
 
@@ -239,8 +239,8 @@ def time_dashboards(conn: psycopg.Connection, newest_run: int) -> float:
 
 
 def bytes_on_disk(conn: psycopg.Connection) -> tuple[int, int]:
-    """(bytes of the sample partitions and of the curves kept beside them (0015, 0019),
-    with their indexes; bytes of everything else)."""
+    """(bytes of the sample partitions and of the curves and blocks kept beside them
+    (0015, 0019), with their indexes; bytes of everything else)."""
     samples = sum(conn.execute(
         "SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_partition_tree(%s) "
         "WHERE isleaf", (table,)).fetchone()[0] for table in ("sample", "curve", "sample_block"))
