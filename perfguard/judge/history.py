@@ -102,8 +102,8 @@ class Series(NamedTuple):
 class CurveNights:
     """One curve's nights (a variant, partition, environ and metric): what a curve's
     verdict screens before any ``Series`` is named."""
-    #: The digest of its check and parameters (0018's testcase.variant).
-    variant: object
+    #: The digest of its check and parameters (0018's testcase.variant), its 16 bytes.
+    variant: bytes
     check: str
     metric: str
     metric_id: int
@@ -368,8 +368,9 @@ def named(conn: psycopg.Connection, rows: list[tuple]) -> dict[tuple, Series]:
 
 def _point_series(curves, points: set[int], metrics: dict[int, str], run_id: int,
                   with_times: bool) -> list[CurveNights]:
-    """Each curve (``_curve_rows`` of one variant, partition, environ and metric) at its
-    points in ``points``; times only ``with_times``."""
+    """Each curve (``_curves``' rows of one variant, partition, environ and metric: one
+    per point list its nights listed) at its points in ``points``; times only
+    ``with_times``."""
     shapes: dict[tuple, list[tuple]] = defaultdict(list)
     for variant, partition, environ, metric, check, *shape in curves:
         shapes[(variant, partition, environ, metric, check)].append(shape)
