@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
@@ -304,14 +305,16 @@ class _Segments:
         return self.cases.partitions[series], self.cases.environs[series]
 
 
-def _segments(conn: psycopg.Connection, bound: dict, key_figures: bool) -> list[_Segments]:
+def _segments(conn: psycopg.Connection, bound: dict, key_figures: bool
+              ) -> Iterator[_Segments]:
     """The recent runs' blocks of key figures (or of curves), their values of the passed
     test cases (not failed, not superseded) split into series, per check, metric and
-    point list."""
+    point list: one at a time (a 100,000-line verdict's rows as Python ints, all at once,
+    took 200 MB more)."""
     blocks = db.packed_arrays(conn.cursor(binary=True), numpy_ids=True).execute(
         BLOCKS_SQL, {**bound, "key_figures": key_figures}).fetchall()
     if not blocks:
-        return []
+        return
     # Only the checks that have such blocks; through judged_testcase PostgreSQL guesses
     # 440 test cases for 132,000 and plans nested loops unless told not to.
     checks = sorted({block[0] for block in blocks})
@@ -319,17 +322,20 @@ def _segments(conn: psycopg.Connection, bound: dict, key_figures: bool) -> list[
         row = db.packed_arrays(conn.cursor(binary=True), numpy_ids=True).execute(
             BLOCK_CASES_SQL, {**bound, "checks": checks}).fetchone()
     if row[0] is None:
-        return []
+        return
     cases = _Cases(*row)
+    del row  # its arrays, unsorted: 100 MB for a 100,000-line verdict
     shapes: dict[tuple, list[tuple]] = defaultdict(list)
     for check, metric, point_ids, block_cases, raw in blocks:
         kept, at = cases.find(block_cases)
-        if kept.any():
-            values = np.frombuffer(raw, ">f8").reshape(len(block_cases), len(point_ids))
+        values = np.frombuffer(raw, ">f8").reshape(len(block_cases), len(point_ids))
+        if kept.all():  # no copy
+            shapes[(check, metric, point_ids)].append((at, values))
+        elif kept.any():
             shapes[(check, metric, point_ids)].append((at[kept], values[kept]))
     nights = _NightsOf(bound)
-    return [_Segments(cases, check, metric, points, parts, nights)
-            for (check, metric, points), parts in shapes.items()]
+    for (check, metric, points), parts in shapes.items():
+        yield _Segments(cases, check, metric, points, parts, nights)
 
 
 class _NightsOf(dict):
