@@ -44,8 +44,8 @@ def cmd_verdict(args: argparse.Namespace) -> int:
         print(vd.render(lines, show_baseline=bool(args.baseline)))
         if slow:
             print("\n" + fp.render_slow_links(slow))
-    print(f"run {run_id}: {'FAIL' if result.failed else 'PASS'} ({result.why})")
-    return 1 if result.failed else 0
+    print(result.line(run_id))
+    return result.exit_code
 
 
 def _add_changepoints(sub: argparse._SubParsersAction) -> None:

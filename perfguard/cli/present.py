@@ -37,8 +37,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         report = htmlreport.write(conn, run_id, path, baseline, args.markdown)
     if args.junit:
         htmlreport.copy_junit(report, args.junit)
-    print(f"run {run_id}: {'FAIL' if report.failed else 'PASS'} ({report.outcome.why}); "
-          f"report: {path}"
+    print(f"{report.outcome.line(run_id)}; report: {path}"
           + (f"; summary: {args.markdown}" if args.markdown else "")
           + (f"; JUnit: {args.junit}" if args.junit else ""))
     return 0

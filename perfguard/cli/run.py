@@ -62,7 +62,8 @@ def run_and_print(ctx: Context, request, ingest: bool) -> int:
     verdict = judge_stored(ctx, done)
     print(f"\nperfguard verdict for run {done.run_id} (report {done.report}):")
     print(verdict.text)
-    return 1 if verdict.failed else 0
+    print(verdict.run_line)
+    return verdict.exit_code
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -92,12 +92,13 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     outcome = workflows.nightly(args.ctx, tuple(args.tag or ["nightly"]), args.system,
                                 tuple(args.label))
     print(outcome.text)
-    status = "FAIL" if outcome.failed else "PASS"
+    print(outcome.run_line)
+    status = outcome.status
     if args.webhook:
         workflows.notify_webhook(args.webhook, workflows.summary(outcome, args.system))
     if args.mail_cmd:
         workflows.notify_mail(args.mail_cmd, f"perfguard nightly {status}", outcome.text)
-    return 1 if outcome.failed else 0
+    return outcome.exit_code
 
 
 def cmd_upgrade_check(args: argparse.Namespace) -> int:
@@ -106,7 +107,8 @@ def cmd_upgrade_check(args: argparse.Namespace) -> int:
     outcome = workflows.upgrade_check(args.ctx, args.baseline, args.nodes,
                                       tuple(args.tag or ["acceptance"]), args.system)
     print(outcome.text)
-    return 1 if outcome.failed else 0
+    print(outcome.run_line)
+    return outcome.exit_code
 
 
 def add(sub: argparse._SubParsersAction) -> None:

@@ -263,7 +263,7 @@ def _partition(data: dict, where: str) -> Partition:
     return Partition(
         name=name, descr=str(data.get("descr", "")),
         access=tuple(data.get("access") or []), environs=tuple(_require(data, "environs", where)),
-        features=tuple(dict.fromkeys(features)), max_jobs=int(data.get("max_jobs", 8)),
+        features=tuple(dict.fromkeys(features)), max_jobs=int(data.get("max_jobs", data.get("nodes", 2))),
         nodes=int(data.get("nodes", 2)), mpi_flavour=str(_require(data, "mpi", where)),
         srun_options=tuple(data.get("srun_options") or ["--mpi=pmix"]), provider=provider,
         node=node, measurement_options=tuple(data.get("measurement_options") or []),

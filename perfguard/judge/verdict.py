@@ -11,6 +11,7 @@ visible, never a silent pass.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -293,20 +294,56 @@ ORDER BY v.check_name, v.params::text, v.partition, v.environ, v.metric, v.point
 """
 
 
+#: A run's outcomes, as run_outcome says (0021), and the exit code each gives the CLI.
+OUTCOME_PASS, OUTCOME_FAIL, NOTHING_MEASURED = "pass", "fail", "nothing-measured"
+EXIT_CODES = {OUTCOME_PASS: 0, OUTCOME_FAIL: 1, NOTHING_MEASURED: 3}
+
+
 @dataclass(frozen=True)
 class RunOutcome:
-    """Whether a run failed, as the database's ``run_outcome`` view says (one rule for the
-    CLI, the report and Grafana)."""
+    """A run's outcome, as the database's ``run_outcome`` view says (one rule for the
+    CLI, the report and Grafana): pass, fail, or nothing-measured (skips, and fewer
+    measured test cases than the site's floor: a run that passes without measuring
+    would hide a cluster that lost its benchmarks)."""
     failed: bool
     why: str
+    outcome: str = OUTCOME_PASS
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.outcome]
+
+    @property
+    def word(self) -> str:
+        """PASS, FAIL or NOTHING-MEASURED: the run line's verdict."""
+        return self.outcome.upper()
+
+    def line(self, run_id: int) -> str:
+        """``run N: PASS (why)``: the last line `run`, `nightly` and `verdict` print."""
+        return f"run {run_id}: {self.word} ({self.why})"
 
 
 def outcome(conn: psycopg.Connection, run_id: int) -> RunOutcome:
-    row = conn.execute("SELECT failed, why FROM run_outcome WHERE run_id = %s",
+    row = conn.execute("SELECT failed, why, outcome FROM run_outcome WHERE run_id = %s",
                        (run_id,)).fetchone()
     if row is None:
         raise PerfguardError(f"run {run_id} is not stored")
-    return RunOutcome(row[0], row[1])
+    return RunOutcome(*row)
+
+
+def measured_floor(path: Path | None = None) -> float:
+    """``run: {min_measured_share: F}`` of the verdict rules: a run whose measured test
+    cases are fewer than F of those measured or skipped is nothing-measured (default 0:
+    only a run that measured none)."""
+    from perfguard.site.yamlfile import load_yaml
+
+    path = rules_file() if path is None else path
+    data = load_yaml(path, "verdict rules") if path.exists() else {}
+    share = ((data or {}).get("run") or {}).get("min_measured_share", 0.0)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise UsageError(f"{path}: run.min_measured_share must be a number from 0 to 1, "
+                         f"not {share!r}")
+    return float(share)
 
 
 def recorded(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = None
@@ -356,7 +393,9 @@ def record(conn: psycopg.Connection, run_id: int, lines: list[Line]) -> None:
         conn.execute("DELETE FROM verdict_line WHERE run_id = %s", (run_id,))
         with conn.cursor() as cursor:
             cursor.executemany(RECORD_SQL, [_recorded(run_id, line) for line in lines])
-        conn.execute("SELECT summarize_run(%s)", (run_id,))  # what run_outcome reads (0013)
+        conn.execute("UPDATE run SET measured_floor = %s WHERE id = %s",
+                     (measured_floor(), run_id))
+        conn.execute("SELECT summarize_run(%s)", (run_id,))  # what run_outcome reads (0021)
 
 
 def _recorded(run_id: int, line: Line) -> dict[str, Any]:
@@ -400,6 +439,24 @@ def plain(value: float | None) -> str:
 TABLE_WIDTH = 120
 
 
+def skip_notes(lines: list[Line]) -> dict[str, tuple[int, str]]:
+    """Skip reason → (note number, the note): each reason said once under the table, not
+    on every line it skipped. Reasons that differ only in their first word (the program
+    or shape they name: "osu_bw is not on PATH on node1 …") share one note that lists
+    those words."""
+    subjects: dict[str, dict[str, None]] = {}
+    for line in lines:
+        if line.status == SKIPPED and line.detail.strip():
+            subject, _, rest = line.detail.strip().partition(" ")
+            subjects.setdefault(rest, {})[subject] = None
+    notes: dict[str, tuple[int, str]] = {}
+    for number, (rest, words) in enumerate(subjects.items(), start=1):
+        note = f"{', '.join(words)} {rest}"
+        for word in words:
+            notes[f"{word} {rest}"] = (number, note)
+    return notes
+
+
 def _verdict_cell(line: Line) -> str:
     """The state and why: a test case that did not run to a figure ("test-failed: node
     node2 failed (NODE_FAIL)", "skipped: needs 8 nodes, …"), a line not yet judged."""
@@ -423,13 +480,15 @@ def render(lines: list[Line], show_baseline: bool = False) -> str:
     if show_baseline:
         header[3:3] = ["baseline", "change"]
     groups: dict[tuple, list[list[str]]] = {}
+    notes = skip_notes(lines)
     for line in lines:
         name = variant_name(line.check, line.params)
         bounds = "-" if line.low is None and line.high is None else \
             f"[{plain(line.low)}, {plain(line.high)}]"
         metric = name_of(line).removeprefix(name + " ")
+        note = notes.get(line.detail.strip()) if line.status == SKIPPED else None
         row = ["  " + metric, plain(line.value), line.unit, plain(line.reference), bounds,
-               _verdict_cell(line)]
+               f"{SKIPPED} [{note[0]}]" if note else _verdict_cell(line)]
         if show_baseline:
             change = "-" if line.change is None else f"{line.change:+.1%}"
             row[3:3] = [plain(line.baseline), change]
@@ -449,7 +508,10 @@ def render(lines: list[Line], show_baseline: bool = False) -> str:
         text.append(_fit(f"{name}  ({where})", TABLE_WIDTH))
         text += [formatted(row) for row in group]
     summary = ", ".join(f"{n} {s}" for s, n in counts(lines).items() if n or s in FAILING)
-    return "\n".join(text + ["", f"verdict: {summary}"])
+    notes = dict(skip_notes(lines).values())
+    said = [textwrap.fill(f"[{n}] {note}", TABLE_WIDTH, subsequent_indent="    ")
+            for n, note in sorted(notes.items())]
+    return "\n".join(text + ([""] + said if said else []) + ["", f"verdict: {summary}"])
 
 
 def variant_name(check: str, params: dict) -> str:

@@ -364,7 +364,7 @@ def _state_class(state: str) -> str:
 def render_markdown(report: Report, html_name: str | None = None) -> str:
     """A CI job summary: counts, then every line that is not a plain pass."""
     run = report.run
-    status = "FAIL" if report.failed else "PASS"
+    status = report.outcome.word
     out = [f"## perfguard run {run['id']} on {run['system']}: {status}", "",
            " · ".join(f"{n} {state}" for state, n in report.counts.items()), ""]
     if report.top:
@@ -419,11 +419,28 @@ def write_for_run(state: Path, dsn: str, run_id: int, baseline_id: int | None = 
 
 
 def copy_junit(report: Report, target: Path) -> None:
-    """The run's JUnit XML (written by ReFrame beside its JSON report) to ``target``."""
+    """The run's JUnit XML (written by ReFrame beside its JSON report) to ``target``, with
+    one more test suite, ``perfguard``, whose one test case is the run's outcome: a CI
+    that shows JUnit shows a run that failed or measured nothing as a failure, though
+    ReFrame counted its skipped tests as no failure."""
+    import xml.etree.ElementTree as ET
+
     from perfguard.errors import PerfguardError
 
     source = Path(report.run.get("report_path") or "").with_suffix(".xml")
     if not source.is_file():
         raise PerfguardError(f"run {report.run['id']} has no JUnit results ({source} is "
                              f"missing: runs stored before perfguard asked ReFrame for them)")
-    _atomic_write(target, source.read_text(encoding="utf-8"))
+    try:
+        tree = ET.fromstring(source.read_text(encoding="utf-8"))
+    except ET.ParseError as exc:
+        raise PerfguardError(f"{source}: not JUnit XML ({exc})") from None
+    outcome = report.outcome
+    suite = ET.SubElement(tree, "testsuite", name="perfguard", tests="1",
+                          failures="0" if outcome.outcome == vd.OUTCOME_PASS else "1",
+                          errors="0", skipped="0")
+    case = ET.SubElement(suite, "testcase", classname="perfguard",
+                         name=f"run {report.run['id']} outcome")
+    if outcome.outcome != vd.OUTCOME_PASS:
+        ET.SubElement(case, "failure", type=outcome.outcome, message=outcome.why)
+    _atomic_write(target, ET.tostring(tree, encoding="unicode", xml_declaration=True))

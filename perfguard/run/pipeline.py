@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import verdict as vd
 from perfguard.run.reframe import RunRequest, library_revision, run_reframe
@@ -25,6 +26,8 @@ class Completed:
     report: Path
     run_id: int | None
     message: str = ""
+    #: Why perfguard stopped reframe before it ended (run.reframe.StallWatchdog).
+    stalled: str | None = None
 
     @property
     def stored(self) -> bool:
@@ -48,15 +51,51 @@ class RunVerdict:
         that could not be stored fails."""
         return self.result is None or self.result.failed
 
+    @property
+    def exit_code(self) -> int:
+        """0 pass, 1 fail (or not stored), 3 nothing measured (vd.EXIT_CODES)."""
+        return 1 if self.result is None else self.result.exit_code
+
+    @property
+    def status(self) -> str:
+        """PASS, FAIL or NOTHING-MEASURED, as the run line says it."""
+        return "FAIL" if self.result is None else self.result.word
+
+    @property
+    def run_line(self) -> str:
+        """``run N: PASS (why)``, the last line `run`, `nightly` and `upgrade-check` print."""
+        if self.result is None:
+            return f"run not stored: FAIL ({self.completed.message})"
+        return self.result.line(self.completed.run_id)
+
 
 def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Completed:
     """Run reframe, then store the report (spooled with the reason when it cannot be)."""
+    if ingest and not request.dry_run:
+        require_current_schema(ctx)
     outcome = run_reframe(ctx, request)
     if request.dry_run or not ingest:
-        return Completed(outcome.returncode, outcome.report, None, "not ingested")
+        return Completed(outcome.returncode, outcome.report, None, "not ingested",
+                         outcome.stalled)
     RunMeta(request.trigger, request.labels, library_revision()).save_beside(outcome.report)
     [result] = ingest_paths(ctx.state, ctx.dsn, [outcome.report], RunMeta())
-    return Completed(outcome.returncode, outcome.report, result.run_id, result.message)
+    return Completed(outcome.returncode, outcome.report, result.run_id, result.message,
+                     outcome.stalled)
+
+
+def require_current_schema(ctx: Context) -> None:
+    """Before ReFrame starts: a database whose schema is behind could store nothing of
+    the run, so nothing is run. A database that cannot be reached is no reason to stop:
+    the report is spooled and stored later."""
+    try:
+        conn = db.connect(ctx.dsn)
+    except PerfguardError:
+        return
+    with conn:
+        try:
+            db.require_current(conn)
+        except db.SchemaBehind as exc:
+            raise UsageError(f"{exc}; nothing was run") from None
 
 
 def judge_stored(ctx: Context, completed: Completed, baseline: str | None = None,
@@ -72,7 +111,8 @@ def judge_stored(ctx: Context, completed: Completed, baseline: str | None = None
         after = fp.fingerprints(conn, completed.run_id)
         slow = fp.render_slow_links(fp.links_below_maximum(after))
         if baseline is None:
-            return RunVerdict(completed, lines, _joined(vd.render(lines), slow), result)
+            return RunVerdict(completed, lines, _joined(completed.stalled or "",
+                                                        vd.render(lines), slow), result)
         before_id = vd.resolve_run(conn, baseline)
         vd.with_baseline(lines, vd.verdict(conn, before_id))
         compared = sorted(nodes or after, key=fp.natural_key)

@@ -40,6 +40,8 @@ class RunRequest:
 class RunOutcome:
     returncode: int
     report: Path
+    #: Why perfguard stopped reframe (it made no progress), or None.
+    stalled: str | None = None
 
 
 def reframe_launcher() -> list[str]:
@@ -58,6 +60,11 @@ def reframe_launcher() -> list[str]:
                              "(the checkout's ./install.sh does)")
     return [found]
 
+
+#: A run whose reframe writes nothing under its run directory while none of its jobs is in
+#: Slurm's queue for this long is stopped (what finished is stored): docs/operations.md.
+STALL_MINUTES_ENV = "PERFGUARD_STALL_MINUTES"
+DEFAULT_STALL_MINUTES = 30.0
 
 #: Runs' ReFrame stage and output directories are kept this long (the report's evidence).
 KEEP_RUN_DIRS_DAYS = float(os.environ.get("PERFGUARD_KEEP_RUN_DIRS_DAYS", "30"))
@@ -134,6 +141,7 @@ def write_references(ctx: Context, system: str, directory: Path) -> Path:
 
     try:
         with db.connect(ctx.dsn) as conn:
+            db.require_current(conn)
             found = references_in_force(conn, system)
     except (PerfguardError, psycopg.Error) as exc:
         found = References(unavailable=f"{exc}".strip().splitlines()[0])
@@ -151,8 +159,10 @@ def run_reframe(ctx: Context, request: RunRequest) -> RunOutcome:
         needed.mkdir(parents=True, exist_ok=True)
     prune_run_directories(ctx.state)
     references = None if request.dry_run else write_references(ctx, request.system, directory)
-    process = subprocess.Popen(command, env=run_environment(ctx, references), cwd=workdir)
-    returncode = _wait_passing_on_termination(process)
+    env = run_environment(ctx, references)
+    process = subprocess.Popen(command, env=env, cwd=workdir)
+    watchdog = StallWatchdog(directory, env, stall_minutes())
+    returncode = _wait_passing_on_termination(process, watchdog)
     if not report.exists() and returncode == 0 and not request.dry_run:
         raise UsageError(f"no check selected on system {request.system}"
                          + "".join(f" -n {n}" for n in request.names)
@@ -160,21 +170,105 @@ def run_reframe(ctx: Context, request: RunRequest) -> RunOutcome:
                          + ": nothing ran (`reframe -l` with the same filters lists them)")
     if not report.exists() and not request.dry_run:
         raise PerfguardError(f"reframe exited with {returncode} and wrote no report "
-                             f"({report}); see {ctx.state / 'log' / 'reframe.log'}")
-    return RunOutcome(returncode, report)
+                             f"({report}); see {ctx.state / 'log' / 'reframe.log'}"
+                             + (f"; {watchdog.stopped}" if watchdog.stopped else ""))
+    return RunOutcome(returncode, report, watchdog.stopped)
 
 
-def _wait_passing_on_termination(process: subprocess.Popen) -> int:
+def stall_minutes() -> float:
+    """``$PERFGUARD_STALL_MINUTES`` (default 30): how long a run may make no progress."""
+    text = os.environ.get(STALL_MINUTES_ENV, str(DEFAULT_STALL_MINUTES))
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = -1.0
+    if not minutes > 0:
+        raise UsageError(f"{STALL_MINUTES_ENV}={text!r}: expected a positive number of "
+                         f"minutes")
+    return minutes
+
+
+class StallWatchdog:
+    """Ends a reframe that makes no progress, so a scheduled nightly cannot run forever.
+
+    Progress is a file written under the run's stage and output directories (job output,
+    a build or a Spack install writing its log, a new test's stage) or one of the run's
+    jobs in Slurm's queue (a job pending behind the site's other jobs is no stall). With
+    neither for ``minutes``, reframe is sent SIGTERM: it ends its tests, writes the report
+    of those that finished, and perfguard stores it.
+    """
+
+    def __init__(self, directory: Path, env: dict[str, str], minutes: float) -> None:
+        self.directory, self.env, self.limit_s = directory, env, minutes * 60
+        self.poll_s = min(30.0, max(1.0, self.limit_s / 4))
+        self.last_progress = time.monotonic()
+        self.newest = 0.0
+        self.stopped: str | None = None
+
+    def _newest_write(self) -> float:
+        newest = 0.0
+        for root, dirs, files in os.walk(self.directory):
+            for name in (*dirs, *files):
+                try:
+                    newest = max(newest, os.stat(os.path.join(root, name)).st_mtime)
+                except OSError:
+                    continue
+        return newest
+
+    def _jobs_queued(self) -> bool:
+        """Any job whose working directory is under this run's directory, in the queue."""
+        try:
+            queue = subprocess.run(["squeue", "-h", "--me", "-o", "%Z"], env=self.env,
+                                   capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return True  # Slurm cannot say: not a stall of ours
+        if queue.returncode != 0:
+            return True
+        return any(line.strip().startswith(str(self.directory))
+                   for line in queue.stdout.splitlines())
+
+    def stalled(self) -> bool:
+        """Whether reframe has made no progress for the limit (checked every poll)."""
+        newest = self._newest_write()
+        if newest > self.newest or self._jobs_queued():
+            self.newest = max(newest, self.newest)
+            self.last_progress = time.monotonic()
+            return False
+        idle = time.monotonic() - self.last_progress
+        if idle < self.limit_s:
+            return False
+        self.stopped = (f"reframe made no progress for {idle / 60:.1f} min (nothing written "
+                        f"under {self.directory}, none of its jobs in Slurm's queue): "
+                        f"perfguard stopped it and stored the tests that finished; the "
+                        f"limit is ${STALL_MINUTES_ENV} ({self.limit_s / 60:g} min)")
+        print(f"perfguard: {self.stopped}", file=sys.stderr, flush=True)
+        return True
+
+
+def _wait_passing_on_termination(process: subprocess.Popen,
+                                 watchdog: StallWatchdog | None = None) -> int:
     """Wait for reframe; a SIGTERM to us (scancel, kill, a CI timeout) is passed on, so
     reframe stops, writes the report of every test that finished, and we store it.
-    Ctrl-C reaches reframe from the terminal itself; we only keep waiting."""
-    if threading.current_thread() is not threading.main_thread():
-        return process.wait()
+    Ctrl-C reaches reframe from the terminal itself; we only keep waiting. A reframe the
+    watchdog finds stalled is sent SIGTERM the same way (SIGKILL a minute later)."""
+    on_main = threading.current_thread() is threading.main_thread()
     previous = {signal.SIGTERM: signal.signal(signal.SIGTERM,
                                               lambda *_: process.send_signal(signal.SIGTERM)),
-                signal.SIGINT: signal.signal(signal.SIGINT, lambda *_: None)}
+                signal.SIGINT: signal.signal(signal.SIGINT, lambda *_: None)} \
+        if on_main else {}
     try:
-        return process.wait()
+        while watchdog is not None:
+            try:
+                return process.wait(timeout=watchdog.poll_s)
+            except subprocess.TimeoutExpired:
+                if watchdog.stalled():
+                    process.send_signal(signal.SIGTERM)
+                    break
+        try:
+            return process.wait(timeout=60 if watchdog is not None else None)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -93,7 +93,7 @@ def summary(outcome: RunVerdict, system: str) -> dict:
                  "status": line.status, "detail": line.detail}
                 for line in outcome.lines if line.status in vd.FAILING]
     return {"system": system, "run_id": outcome.completed.run_id,
-            "status": "fail" if outcome.failed else "pass", "counts": counts,
+            "status": outcome.status.lower(), "counts": counts,
             "failures": failures, "report": str(outcome.completed.report),
             "html_report": str(outcome.html) if outcome.html else None}
 

@@ -73,6 +73,10 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta,
     where it is now.
     """
     report = load(path)
+    if report.dry_run:
+        raise ReportError(f"{path}: a --dry-run report (ReFrame generated job scripts; no "
+                          f"test ran, nothing was measured): not stored. Run without "
+                          f"--dry-run to measure")
     report.path = (kept_at or path).resolve()
     try:
         # Its month's partition first, in a transaction of its own: creating one locks
@@ -367,7 +371,10 @@ def ingest_paths(state: Path, dsn: str, reports: list[Path],
             results.append(_keep_for_later(state, report, str(exc)))
         return results
     with conn:
-        db.require_current(conn)
+        try:
+            db.require_current(conn)
+        except PerfguardError as exc:  # kept, to be stored once the schema is upgraded
+            return [_keep_for_later(state, report, str(exc)) for report in reports]
         for report in reports:
             results.append(_ingest_one(state, conn, report, default_meta))
     return results

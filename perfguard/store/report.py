@@ -133,6 +133,12 @@ class Report:
     user: str
     testcases: list[TestCase]
 
+    @property
+    def dry_run(self) -> bool:
+        """ReFrame generated job scripts only (``--dry-run``): nothing ran, nothing was
+        measured, and its test cases say "pass"."""
+        return "--dry-run" in self.cmdline.split()
+
 
 @contextmanager
 def no_cyclic_gc():

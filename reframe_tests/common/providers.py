@@ -208,9 +208,14 @@ class BinaryProvider(rfm.RegressionTestPlugin):
                   for name in dict.fromkeys(self.programs_on_node_path)]
         self.prerun_cmds = [*probes, *self.prerun_cmds]
 
-    @run_after("run")
+    @run_before("sanity")
     def skip_where_the_node_lacks_a_program(self):
-        """After the job, before sanity: a missing program is a skip, with the node."""
+        """After the job, before sanity: a missing program is a skip, with the node.
+
+        Before sanity, not after run: ReFrame 4.10's asynchronous policy keeps a test that
+        leaves in ``run_wait`` (a ``run_after('run')`` hook that skips or fails) in its
+        partition's running set, so every such skip held one of the partition's
+        ``max_jobs`` slots for good and the run spun forever once they were all held."""
         if not self.programs_on_node_path or self.is_dry_run():
             return
         try:  # from the stage directory (hooks run elsewhere)

@@ -110,12 +110,19 @@ def upgrade(conn: psycopg.Connection, up_to: int | None = None) -> list[Migratio
     return newly
 
 
+class SchemaBehind(PerfguardError):
+    """The database lacks migrations this perfguard needs: nothing can be stored yet."""
+
+
 def require_current(conn: psycopg.Connection) -> None:
     pending = [m for m in migrations() if m.version not in applied(conn)]
     conn.commit()
     if pending:
-        raise PerfguardError(f"database schema is behind ({len(pending)} migration(s) pending); "
-                             f"run `perfguard db upgrade`")
+        raise SchemaBehind(
+            f"database schema is behind ({len(pending)} migration(s) pending, from "
+            f"{pending[0].version:04d} {pending[0].name}): run `perfguard db upgrade "
+            f"--dsn OWNER_DSN` with the role that owns the schema (the embedded cluster: "
+            f"`perfguard db upgrade`)")
 
 
 #: A query that reads a run's history in bulk: sorts in memory, and no JIT. Its cost

@@ -1,0 +1,97 @@
+"""A site's first week: no run that hangs, no run that passes without measuring, no
+report stored for a run that never ran, a schema that is behind found before anything
+runs (issue 38).
+
+Real Slurm and PostgreSQL of the test cluster; real `perfguard` command lines.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import psycopg
+
+from perfguard.store import spool
+from tests.conftest import DATA, TEST_STATE, counts, perfguard
+
+#: The benchmark programs come from the nodes' PATH only (Debian has no OMB package).
+SYSTEM_ONLY = {"PERFGUARD_PREFIX": "", "PERFGUARD_REPLAY": "", "PERFGUARD_SPACK_ENV": ""}
+
+
+def test_programs_missing_on_every_node_skip_every_check_and_the_run_measured_nothing(
+        migrated_dsn: str) -> None:
+    """Every OMB check skips after its job found the program missing; none keeps its
+    partition's job slot (the embedded max_jobs is 4, OMB has 10 variants: before the fix
+    the fifth was never submitted and reframe spun until killed). The reason is said
+    once, and the run is nothing-measured, exit 3, not PASS."""
+    started = time.monotonic()
+    result = perfguard("run", "-t", "omb", "--dsn", migrated_dsn, state=TEST_STATE,
+                       env={**os.environ, **SYSTEM_ONLY})
+    took = time.monotonic() - started
+    out = result.stdout.split("perfguard verdict for run")[-1]  # after ReFrame's own
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert took < 300, took
+    assert re.search(r"^run \d+: NOTHING-MEASURED \(0 test case\(s\) measured, 10 skipped",
+                     out, re.M), out
+    assert out.count("is not on PATH on node") == 1, out
+    note = re.search(r"^\[1\] (.+?) is not on PATH on node\d", out, re.M | re.S)
+    assert note and {"osu_latency", "osu_bw", "osu_allreduce"} <= set(
+        re.split(r",\s+", note.group(1))), out
+    assert len(re.findall(r"^  -  .*skipped \[1\]$", out, re.M)) == 10, out
+    with psycopg.connect(migrated_dsn) as conn:
+        outcome = conn.execute("SELECT outcome, failed, measured FROM run_outcome").fetchall()
+    assert outcome == [("nothing-measured", False, 0)]
+
+
+def test_a_dry_run_report_is_refused_by_ingest(migrated_dsn: str) -> None:
+    dry = perfguard("run", "-n", "MpiHelloCheck", "--dry-run", state=TEST_STATE, check=True)
+    report = Path(re.search(r"^report: (\S+)$", dry.stdout, re.M).group(1))
+    before = counts(migrated_dsn)
+    result = perfguard("ingest", str(report), "--dsn", migrated_dsn, state=TEST_STATE)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "a --dry-run report (ReFrame generated job scripts; no test ran" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert counts(migrated_dsn) == before
+
+
+def test_a_run_that_makes_no_progress_is_stopped_and_what_it_has_is_stored(
+        migrated_dsn: str) -> None:
+    """A local job that writes nothing for longer than $PERFGUARD_STALL_MINUTES: the
+    watchdog ends reframe, the report is stored, and the run fails saying why."""
+    started = time.monotonic()
+    result = perfguard("run", "-n", "StallingCheck", "--dsn", migrated_dsn, "--",
+                       "-c", str(DATA / "stalling_checks"), state=TEST_STATE,
+                       env={**os.environ, "PERFGUARD_STALL_MINUTES": "0.3"})
+    took = time.monotonic() - started
+    assert took < 200, took
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "reframe made no progress for 0.3 min" in result.stderr, result.stderr
+    assert re.search(r"^run \d+: FAIL", result.stdout, re.M), result.stdout
+    with psycopg.connect(migrated_dsn) as conn:
+        states = conn.execute("SELECT check_name, state FROM judged_testcase").fetchall()
+    assert states == [("StallingCheck", "test-failed")]
+
+
+def test_a_schema_that_is_behind_is_found_before_reframe_starts(fresh_dsn: str) -> None:
+    result = perfguard("run", "-n", "MpiHelloCheck", "--dsn", fresh_dsn, state=TEST_STATE)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "database schema is behind (21 migration(s) pending, from 0001" in result.stderr
+    assert "perfguard db upgrade --dsn OWNER_DSN" in result.stderr
+    assert "nothing was run" in result.stderr
+    assert "[ RUN" not in result.stdout and "Traceback" not in result.stderr
+
+
+def test_a_report_that_meets_a_schema_behind_is_spooled(fresh_dsn: str, tmp_path: Path
+                                                         ) -> None:
+    kept = perfguard("run", "-n", "MpiHelloCheck", "--no-ingest", "--dsn", fresh_dsn,
+                     state=TEST_STATE, check=True)
+    report = Path(re.search(r"^report: (\S+)$", kept.stdout, re.M).group(1))
+    state = tmp_path / "state"
+    result = perfguard("ingest", str(report), "--dsn", fresh_dsn, state=state)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "spooled as" in result.stderr and "schema is behind" in result.stderr
+    [spooled] = spool.spooled(state)
+    assert spooled.read_bytes() == report.read_bytes()
