@@ -18,6 +18,8 @@ from perfguard.errors import PerfguardError
 from perfguard.run.workflows import next_occurrence
 from tests.conftest import TEST_STATE, perfguard
 
+REPLAY = Path(__file__).parent / "data" / "replay"
+
 
 @pytest.fixture()
 def dsn(layout) -> str:
@@ -37,27 +39,52 @@ def wait_for_run(dsn: str, label: str, timeout: float) -> tuple:
     raise AssertionError(f"no run labelled {label} within {timeout}s")
 
 
-def test_recurring_nightly_runs_ingests_and_reschedules_without_anyone_typing(
+def test_recurring_nightly_runs_its_driver_off_the_measured_nodes_and_reschedules(
         dsn: str, layout) -> None:
+    """The driver job sits in the service partition, so the collectives that take every
+    compute node run at once; the next night is submitted to the same partition."""
     label = f"scheduled-{uuid.uuid4().hex[:8]}"
-    submitted = perfguard("nightly", "--submit-recurring", "--at", "now+2", "-t", "sanity",
-                          "--label", label, state=TEST_STATE)
+    submitted = perfguard("nightly", "--submit-recurring", "--at", "now", "-t", "collectives",
+                          "--label", label, state=TEST_STATE,
+                          env={"PERFGUARD_REPLAY": str(REPLAY)})
     assert submitted.returncode == 0, submitted.stderr
     try:
-        run_id, trigger = wait_for_run(dsn, label, 180)
+        run_id, trigger = wait_for_run(dsn, label, 300)
         assert trigger == "nightly"
-        verdict = perfguard("verdict", str(run_id), "--dsn", dsn)
-        assert verdict.returncode == 0 and "MpiHelloCheck" in verdict.stdout
-        deadline = time.monotonic() + 60
+        with psycopg.connect(dsn) as conn:
+            cases = conn.execute("SELECT result, nodelist FROM testcase WHERE run_id = %s "
+                                 "AND check_name = 'OsuCollectiveCheck'", (run_id,)).fetchall()
+        assert len(cases) == 3, cases  # allreduce, alltoall, barrier: each on every node
+        assert all(result == "pass" and sorted(nodes) == ["node1", "node2", "node3", "node4"]
+                   for result, nodes in cases), cases
+        drivers = slurm(layout, "sacct", "-n", "-X", "-P", "--name", "perfguard-nightly",
+                        "-o", "Partition,NodeList")
+        assert "service|service1" in drivers.splitlines(), drivers
         pending = ""
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and "BeginTime" not in pending:
-            pending = subprocess.run(
-                ["squeue", "-h", "-n", "perfguard-nightly", "-t", "PENDING", "-o", "%r %S"],
-                env=layout.client_env(), capture_output=True, text=True).stdout
+            pending = slurm(layout, "squeue", "-h", "-n", "perfguard-nightly", "-t",
+                            "PENDING", "-o", "%P %r %S")
             time.sleep(2)
-        assert "BeginTime" in pending and "T02:30:00" in pending  # the default schedule
+        assert pending.startswith("service BeginTime") and "T02:30:00" in pending, pending
     finally:
         perfguard("nightly", "--cancel-recurring", state=TEST_STATE)
+
+
+def test_driver_partition_refuses_a_measured_or_unknown_partition(dsn: str) -> None:
+    measured = perfguard("nightly", "--print-scrontab", "--partition", "compute",
+                         state=TEST_STATE)
+    assert measured.returncode == 2
+    assert "would hold node[1-4] of partition compute" in measured.stderr
+    unknown = perfguard("nightly", "--submit-recurring", "--partition", "nosuch",
+                        state=TEST_STATE)
+    assert unknown.returncode == 2
+    assert "--partition nosuch: Slurm has no such partition" in unknown.stderr
+
+
+def slurm(layout, *argv: str) -> str:
+    return subprocess.run(list(argv), env=layout.client_env(), capture_output=True,
+                          text=True, check=True).stdout
 
 
 class Hook(BaseHTTPRequestHandler):
@@ -109,6 +136,8 @@ def test_scrontab_entry_and_missing_client(dsn: str) -> None:
     command = lines[-2]
     assert command.startswith("15 3 * * 1-5 cd ")
     assert f"PERFGUARD_STATE_DIR={TEST_STATE}" in command
+    assert "PERFGUARD_DSN=" in command  # every night alike, not the submitting shell's
+    assert "#SCRON --partition=service" in lines  # the driver off the measured nodes
     assert command.endswith("nightly --system local --webhook https://chat.example/hook")
     installed = perfguard("nightly", "--install-scrontab", state=TEST_STATE)
     if installed.returncode != 0:  # Debian's slurm-client has no scrontab binary

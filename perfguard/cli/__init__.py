@@ -48,6 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"perfguard: error: --site {args.site}: no such directory", file=sys.stderr)
             return 2
         os.environ["PERFGUARD_SITE"] = str(args.site.resolve())
+    elif os.environ.get("PERFGUARD_SITE") and not Path(os.environ["PERFGUARD_SITE"]).is_dir():
+        print(f"perfguard: error: PERFGUARD_SITE={os.environ['PERFGUARD_SITE']}: no such "
+              f"directory (unset it to use the shipped defaults, or `perfguard site init "
+              f"DIR` to write one)", file=sys.stderr)
+        return 2
     args.ctx = Context.resolve(args.state_dir, getattr(args, "dsn", None))
     args.state_dir = args.ctx.state
     try:

@@ -22,7 +22,10 @@ def _add_workflows(sub: argparse._SubParsersAction) -> None:
                                         "\"mail -s 'perfguard nightly' hpc-admins@site\"")
     nig.add_argument("--schedule", default="30 2 * * *",
                      help="cron schedule for the scrontab entry (default: 02:30 daily)")
-    nig.add_argument("--partition", help="partition the scrontab job itself runs in")
+    nig.add_argument("--partition",
+                     help="partition the scheduled driver job runs in (scrontab or "
+                          "--submit-recurring): a service or login partition, never one the "
+                          "nightly measures (default on the embedded cluster: service)")
     group = nig.add_mutually_exclusive_group()
     group.add_argument("--print-scrontab", action="store_true",
                        help="print the scrontab entry instead of running")
@@ -69,6 +72,8 @@ def _nightly_arguments(args: argparse.Namespace) -> list[str]:
 def cmd_nightly(args: argparse.Namespace) -> int:
     from perfguard.run import workflows
 
+    if args.print_scrontab or args.install_scrontab or args.submit_recurring:
+        args.partition = workflows.driver_partition(args.ctx, args.system, args.partition)
     if args.print_scrontab or args.install_scrontab:
         entry = workflows.scrontab_entry(args.ctx, args.schedule,
                                          _nightly_arguments(args), args.partition)

@@ -68,7 +68,7 @@ def _check_ports(layout: ClusterLayout) -> None:
     the ports of our own running daemons (a live node beside a dead one) are ours."""
     dead = set(dead_nodes(layout))
     ours = {s.name for s in SERVICES if s.running(layout)}
-    ours |= {f"slurmd {n.name}" for n in layout.node_specs() if n.name not in dead}
+    ours |= {f"slurmd {n.name}" for n in layout.slurmd_specs() if n.name not in dead}
     for name, port in layout.all_ports().items():
         if name in ours or name.split()[0] in ours:
             continue

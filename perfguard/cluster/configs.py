@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import socket
 
-from perfguard.cluster.layout import CLUSTER_NAME, MEASUREMENT_LICENSE, PARTITION, ClusterLayout
+from perfguard.cluster.layout import (
+    CLUSTER_NAME,
+    MEASUREMENT_LICENSE,
+    PARTITION,
+    SERVICE_NODE,
+    SERVICE_PARTITION,
+    ClusterLayout,
+)
 
 SLURMDBD_DB = "slurm_acct_db"
 SLURMDBD_DB_USER = "slurm"
@@ -61,7 +68,7 @@ def slurm_conf(layout: ClusterLayout) -> str:
     ]
     host_cpus = len(layout.host_cpus)
     domains = layout.numa_domains
-    for node in layout.node_specs():
+    for node in layout.slurmd_specs():
         # Every slurmd sees all host CPUs as its sockets x cores; host CPUs the node
         # does not model (an uneven split) are reserved with CpuSpecList.
         reserved = [c for c in range(host_cpus) if c not in node.cpus]
@@ -78,6 +85,10 @@ def slurm_conf(layout: ClusterLayout) -> str:
     lines.append(
         f"PartitionName={PARTITION} Nodes={layout.node_range} Default=YES "
         "MaxTime=120 State=UP OverSubscribe=NO"
+    )
+    lines.append(  # drivers (nightly) share it, each on one CPU
+        f"PartitionName={SERVICE_PARTITION} Nodes={SERVICE_NODE} MaxTime=240 State=UP "
+        "OverSubscribe=FORCE:8"
     )
     return "\n".join(lines) + "\n"
 

@@ -20,6 +20,12 @@ from perfguard.secrets import write_private
 
 CLUSTER_NAME = "perfguard"
 PARTITION = "compute"
+#: Where a scheduled nightly's driver job runs, never on a node it measures (a site's
+#: login or service partition): one virtual node of its own, shared by such jobs.
+SERVICE_PARTITION = "service"
+SERVICE_NODE = "service1"
+#: The service node's slurmd port, below the compute nodes' (every daemon's is lower).
+SERVICE_NODE_PORT = 39
 DEFAULT_NODES = 4
 DEFAULT_PORT_BASE = 16800
 #: slurmd of node K listens on port_base + FIRST_NODE_PORT + K - 1: after every daemon's
@@ -82,7 +88,7 @@ class ClusterLayout:
             "slurmdbd": self.slurmdbd_port,
             "postgresql": self.postgres_port,
         }
-        ports.update({f"slurmd {n.name}": n.port for n in self.node_specs()})
+        ports.update({f"slurmd {n.name}": n.port for n in self.slurmd_specs()})
         return ports
 
     # --- nodes -------------------------------------------------------------
@@ -101,9 +107,16 @@ class ClusterLayout:
         return tuple(cpus[s * per_socket:(s + 1) * per_socket] for s in range(sockets))
 
     def node_specs(self) -> list[NodeSpec]:
+        """The compute nodes: what the checks measure."""
         cpus = tuple(c for domain in self.numa_domains for c in domain)
         return [NodeSpec(f"node{index + 1}", self.port_base + FIRST_NODE_PORT + index, cpus)
                 for index in range(self.nodes)]
+
+    def slurmd_specs(self) -> list[NodeSpec]:
+        """Every slurmd the cluster runs: the compute nodes and the service node."""
+        cpus = tuple(c for domain in self.numa_domains for c in domain)
+        return [*self.node_specs(),
+                NodeSpec(SERVICE_NODE, self.port_base + SERVICE_NODE_PORT, cpus)]
 
     def topology(self) -> dict:
         """The embedded system in the topology-file format of site_config/systems/.

@@ -172,9 +172,9 @@ def start_slurmctld(layout: ClusterLayout) -> None:
 def start_nodes(layout: ClusterLayout) -> None:
     """Start every node whose slurmd is not running (all at first, a dead one when
     healing), then wait until every node is back in service."""
-    dead = [node for node in layout.node_specs() if not node_pids(layout, node.name)]
+    dead = [node for node in layout.slurmd_specs() if not node_pids(layout, node.name)]
     live = {namespace_id(read_pid(layout.pid_file(f"slurmd-{node.name}")))
-            for node in layout.node_specs() if node not in dead}
+            for node in layout.slurmd_specs() if node not in dead}
     for node in dead:  # all before any new node: a new namespace may reuse a dead one's number
         _clear_dead_node(layout, node.name, live)
     for node in dead:
@@ -202,7 +202,7 @@ def _node_hosts_file(layout: ClusterLayout) -> Path:
     """The host's /etc/hosts plus every node name on 127.0.0.1: each slurmd binds to
     what its name resolves to (CommunicationParameters=NoInAddrAny), i.e. loopback."""
     hosts = layout.etc / "hosts"
-    names = " ".join(n.name for n in layout.node_specs())
+    names = " ".join(n.name for n in layout.slurmd_specs())
     host_entries = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
     hosts.write_text(host_entries.rstrip("\n")
                      + f"\n# perfguard virtual nodes\n127.0.0.1 {names}\n")
@@ -221,7 +221,7 @@ def _clear_dead_node(layout: ClusterLayout, node: str, live: set[str | None]) ->
 
 def dead_nodes(layout: ClusterLayout) -> list[str]:
     """Nodes whose slurmd is not running."""
-    return [n.name for n in layout.node_specs()
+    return [n.name for n in layout.slurmd_specs()
             if not pid_alive(read_pid(layout.pid_file(f"slurmd-{n.name}")))]
 
 
@@ -262,7 +262,7 @@ def node_states(layout: ClusterLayout) -> dict[str, str]:
 
 def _all_nodes_idle(layout: ClusterLayout) -> bool:
     states = node_states(layout)
-    names = {n.name for n in layout.node_specs()}
+    names = {n.name for n in layout.slurmd_specs()}
     if set(states) != names:
         return False
     stuck = [n for n, s in states.items() if s.startswith(("down", "drain"))]
@@ -273,11 +273,11 @@ def _all_nodes_idle(layout: ClusterLayout) -> bool:
 
 
 def nodes_running(layout: ClusterLayout) -> bool:
-    return all(node_pids(layout, n.name) for n in layout.node_specs())
+    return all(node_pids(layout, n.name) for n in layout.slurmd_specs())
 
 
 def nodes_pids(layout: ClusterLayout) -> list[int]:
-    return [p for n in layout.node_specs() for p in node_pids(layout, n.name)]
+    return [p for n in layout.slurmd_specs() for p in node_pids(layout, n.name)]
 
 
 # --- PostgreSQL -------------------------------------------------------------

@@ -188,6 +188,19 @@ class System:
         raise PerfguardError(f"{self.path}: no partition {name!r}")
 
 
+def slurm_partition(access: tuple[str, ...]) -> str | None:
+    """The Slurm partition a ReFrame partition's ``access`` options name (``-p X``,
+    ``--partition=X``); None: Slurm's default partition."""
+    for index, option in enumerate(access):
+        if option.startswith("--partition="):
+            return option.split("=", 1)[1]
+        if option.startswith("-p") and len(option) > 2:
+            return option[2:]
+        if option in ("-p", "--partition") and index + 1 < len(access):
+            return access[index + 1]
+    return None
+
+
 # --- loading --------------------------------------------------------------------
 def parse_cpu_list(text: str | int | list, where: str) -> tuple[int, ...]:
     """'0-13,28-41' → (0, 1, …, 13, 28, …, 41)."""
@@ -263,7 +276,8 @@ def _partition(data: dict, where: str) -> Partition:
     return Partition(
         name=name, descr=str(data.get("descr", "")),
         access=tuple(data.get("access") or []), environs=tuple(_require(data, "environs", where)),
-        features=tuple(dict.fromkeys(features)), max_jobs=int(data.get("max_jobs", data.get("nodes", 2))),
+        features=tuple(dict.fromkeys(features)),
+        max_jobs=int(data.get("max_jobs", data.get("nodes", 2))),
         nodes=int(data.get("nodes", 2)), mpi_flavour=str(_require(data, "mpi", where)),
         srun_options=tuple(data.get("srun_options") or ["--mpi=pmix"]), provider=provider,
         node=node, measurement_options=tuple(data.get("measurement_options") or []),

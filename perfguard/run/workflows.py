@@ -187,12 +187,84 @@ def next_occurrence(schedule: str, after: datetime) -> datetime:
         raise UsageError(f"schedule {schedule!r} is not a cron schedule: {exc}") from None
 
 
+def _slurm(ctx: Context, *argv: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(list(argv), capture_output=True, text=True, env=ctx.slurm_env(),
+                              timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PerfguardError(f"{argv[0]} failed: {exc} (is Slurm's client installed and "
+                             f"slurmctld reachable?)") from None
+
+
+def partition_nodes(ctx: Context) -> dict[str, set[str]]:
+    """Slurm's partitions → their nodes; the default partition also as ``""``."""
+    listing = _slurm(ctx, "sinfo", "-h", "-a", "-o", "%P %N")
+    if listing.returncode != 0:
+        raise PerfguardError(f"sinfo failed: {listing.stderr.strip()}")
+    found: dict[str, set[str]] = {}
+    for line in listing.stdout.splitlines():
+        name, _, hostlist = line.strip().partition(" ")
+        expanded = _slurm(ctx, "scontrol", "show", "hostnames", hostlist)
+        nodes = set(expanded.stdout.split())
+        found.setdefault(name.rstrip("*"), set()).update(nodes)
+        if name.endswith("*"):
+            found.setdefault("", set()).update(nodes)
+    return found
+
+
+def measured_partitions(ctx: Context, system: str) -> list[str]:
+    """The Slurm partitions a nightly on ``system`` (``sys`` or ``sys:part``) measures
+    (``""``: the default partition), from the system's topology file."""
+    from perfguard.contract.topology import load_system, slurm_partition
+    from perfguard.site import paths
+
+    name, _, only = system.partition(":")
+    files = paths.topology_files(ctx.state)
+    for path in files:
+        found = load_system(path)
+        if found.name == name:
+            return [slurm_partition(p.access) or "" for p in found.partitions
+                    if not only or p.name == only]
+    raise UsageError(f"no system {name!r} in the topology files "
+                     f"({', '.join(str(p) for p in files) or 'none'})")
+
+
+def driver_partition(ctx: Context, system: str, asked: str | None) -> str:
+    """Where the scheduled nightly's driver job runs: ``asked`` (else the embedded
+    cluster's service partition), a partition Slurm has that shares no node with one the
+    nightly measures. A driver on a measured node holds it while the checks that need
+    every node (collectives, exclusive) wait for it until the time limit."""
+    from perfguard.cluster.layout import SERVICE_PARTITION
+
+    partition = asked or (SERVICE_PARTITION if ctx.embedded is not None else None)
+    if partition is None:
+        raise UsageError("--partition: name the partition the nightly's driver job runs in, "
+                         "a service or login partition whose nodes the checks do not "
+                         "measure (or schedule it from a login node with cron or a systemd "
+                         "timer: docs/operations.md)")
+    nodes = partition_nodes(ctx)
+    if partition not in nodes:
+        raise UsageError(f"--partition {partition}: Slurm has no such partition (it has "
+                         f"{', '.join(sorted(p for p in nodes if p))})")
+    for measured in measured_partitions(ctx, system):
+        shared = nodes[partition] & nodes.get(measured, set())
+        if shared:
+            raise UsageError(
+                f"--partition {partition}: the nightly's driver job would hold "
+                f"{fp.compact_nodes(sorted(shared, key=fp.natural_key))} of partition "
+                f"{measured or 'default'}, which the nightly measures; its checks would wait "
+                f"for those nodes until their time limit. Name a service or login partition "
+                f"(or schedule from a login node with cron or a systemd timer)")
+    return partition
+
+
 def submit_recurring(ctx: Context, schedule: str, arguments: list[str],
                      at: str | None = None, partition: str | None = None) -> str:
     """Submit the nightly as a batch job that, once done, submits its next occurrence.
 
     One pending job at a time (earlier pending ones are cancelled); ``at`` overrides the
-    first start (any sbatch --begin value, e.g. now+30).
+    first start (any sbatch --begin value, e.g. now+30). ``partition`` (driver_partition)
+    is the driver's, every night: the next night's submission names it again.
     """
     state, env = ctx.state, ctx.slurm_env()
     begin = at or next_occurrence(schedule, datetime.now()).strftime("%Y-%m-%dT%H:%M:%S")
@@ -200,6 +272,7 @@ def submit_recurring(ctx: Context, schedule: str, arguments: list[str],
     exported = ctx.scheduled_environment()
     prefix = "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in exported.items())
     again = [perfguard, "nightly", "--submit-recurring", "--schedule", shlex.quote(schedule),
+             *(["--partition", shlex.quote(partition)] if partition else []),
              *map(shlex.quote, arguments)]
     script = (f"cd {shlex.quote(str(state))}; "
               f"{prefix} {perfguard} nightly {' '.join(map(shlex.quote, arguments))}; "

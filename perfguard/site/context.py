@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfguard.cluster.layout import ClusterLayout
-from perfguard.errors import PerfguardError
+from perfguard.errors import PerfguardError, UsageError
 from perfguard.site import paths
 
 
@@ -61,11 +61,22 @@ class Context:
         return {**os.environ, "SLURM_CONF": str(self.embedded.slurm_conf)}
 
     def scheduled_environment(self) -> dict[str, str]:
-        """What a scheduled nightly needs to find this context again."""
+        """What a scheduled nightly needs to find this context again, every night alike
+        (never the submitting shell's environment, which sbatch would otherwise copy):
+        state and site directories, the DSN, and the embedded cluster's slurm.conf. A DSN
+        with a password in it is refused: Slurm shows a job's command line to others."""
+        from urllib.parse import urlsplit
+
         environment = {"PERFGUARD_STATE_DIR": str(self.state)}
         if self.site is not None:
             environment["PERFGUARD_SITE"] = str(self.site)
-        if self.embedded is not None:  # a site's own DSN stays in its environment file
-            environment.update(SLURM_CONF=str(self.embedded.slurm_conf),
-                               PERFGUARD_DSN=self.embedded.dsn)
+        if self.embedded is not None:
+            environment["SLURM_CONF"] = str(self.embedded.slurm_conf)
+        dsn = self.dsn
+        inline = urlsplit(dsn).password if "://" in dsn else ("password=" in dsn or None)
+        if inline:
+            raise UsageError("the DSN carries a password, which a schedule would show in "
+                             "Slurm's job records: put it in a passfile and name that "
+                             "(postgresql://USER@HOST/DB?passfile=~/.pgpass)")
+        environment["PERFGUARD_DSN"] = dsn
         return environment

@@ -90,20 +90,20 @@ def site_folder(folder: str, pattern: str = "*.yaml") -> list[Path]:
     return [found[name] for name in sorted(found)]
 
 
-def embedded_topology_file() -> Path | None:
+def embedded_topology_file(state: Path | None = None) -> Path | None:
     """The topology file `perfguard cluster up` wrote for this state's embedded cluster
     (read from its cluster.json), if one is up; the checks treat it as any other."""
-    record = state_dir() / "cluster.json"
+    record = (state or state_dir()) / "cluster.json"
     if not record.exists():
         return None
     path = json.loads(record.read_text()).get("topology_file")
     return Path(path) if path and Path(path).exists() else None
 
 
-def topology_files() -> list[Path]:
+def topology_files(state: Path | None = None) -> list[Path]:
     """Every topology file ReFrame's systems come from: the site's and shipped ones, and
-    the embedded cluster's."""
-    embedded = embedded_topology_file()
+    the embedded cluster's (of ``state``, default: this process's state directory)."""
+    embedded = embedded_topology_file(state)
     return [*site_folder("systems"), *([embedded] if embedded else [])]
 
 

@@ -198,6 +198,7 @@ class OsuCollectiveCheck(OsuBenchmark):
 
     benchmark = parameter(["osu_allreduce", "osu_alltoall", "osu_barrier"])
     descr = "OMB collectives across nodes"
+    tags = OsuBenchmark.tags | {"collectives"}
     #: Nodes to span; 0 takes the partition's ``num_nodes`` (topology ``nodes``).
     num_nodes = variable(int, value=0)
     max_size = 1048576
