@@ -27,7 +27,7 @@ import psycopg
 import pytest
 import yaml
 
-from tests.conftest import TEST_PORT_BASE, perfguard
+from tests.conftest import TEST_PORT_BASE, TEST_STATE, perfguard
 
 USER = "perfguard-site"
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -210,7 +210,6 @@ def test_an_ordinary_user_runs_perfguard_from_the_wheel_against_a_foreign_cluste
 def test_a_run_prints_no_deprecation_warning() -> None:
     """ReFrame warns about deprecated API when it loads the check library, whatever runs:
     a dry run of one check loads all of them and must print no warning."""
-    from tests.conftest import TEST_STATE
 
     result = perfguard("run", "--dry-run", "-n", "MpiHelloCheck", state=TEST_STATE)
     assert result.returncode == 0, result.stderr
@@ -222,18 +221,32 @@ def test_a_run_prints_no_deprecation_warning() -> None:
 def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_path: Path
                                                                   ) -> None:
     """`site init --detect` runs the detection through srun on a compute node of each
-    partition and writes one system; `site show` then reads it from the site. Without
-    Slurm it says what to run instead."""
+    partition named and writes one system whose jobs go to that partition, with the MPI
+    and binary provider the node has and the notes of what it lacks; `site show` then
+    reads it from the site. Without Slurm it says what to run instead."""
     from perfguard.contract.topology import load_system
 
     site = tmp_path / "site"
     env = {"SLURM_CONF": str(layout.slurm_conf)}
-    made = perfguard("site", "init", str(site), "--system", "mine", "--detect", env=env)
+    made = perfguard("site", "init", str(site), "--system", "mine", "--detect",
+                     "--partition", "compute", env=env)
     assert made.returncode == 0, made.stderr
     assert f"partitions compute: wrote {site / 'systems' / 'mine.yaml'}" in made.stdout
+    written = (site / "systems" / "mine.yaml").read_text()
+    assert "# note (compute): no RDMA device" in written
+    assert "# note (compute): neither spack nor osu_latency on PATH" in written
     system = load_system(site / "systems" / "mine.yaml")
-    assert [p.name for p in system.partitions] == ["compute"]
-    assert system.partitions[0].node.cores == os.cpu_count()
+    [part] = system.partitions
+    assert part.name == "compute" and part.access == ("--partition=compute",)
+    assert part.mpi_flavour == "openmpi-tcp" and part.provider == {"kind": "system"}
+    assert part.nodes == 4 and part.node.cores == os.cpu_count()
+    checked = perfguard("--site", str(site), "site", "check", "--system", "mine",
+                        state=TEST_STATE)
+    assert checked.returncode == 0, checked.stdout
+    wrong = perfguard("site", "init", str(tmp_path / "w"), "--detect", "--partition", "gpu",
+                      env=env)
+    assert wrong.returncode == 1 and "--partition gpu: Slurm has no such partition" in \
+        wrong.stderr
     shown = perfguard("--site", str(site), "site", "show")
     assert re.search(r"systems/mine\.yaml\s+site\s", shown.stdout), shown.stdout
     bare = perfguard("site", "init", str(tmp_path / "other"), env={"PATH": "/nonexistent"})

@@ -95,3 +95,64 @@ def test_a_report_that_meets_a_schema_behind_is_spooled(fresh_dsn: str, tmp_path
     assert "spooled as" in result.stderr and "schema is behind" in result.stderr
     [spooled] = spool.spooled(state)
     assert spooled.read_bytes() == report.read_bytes()
+
+
+def site_with(tmp_path: Path, edit) -> Path:  # noqa: ANN001 - the text edit
+    """A site directory whose one system is the test cluster's topology, edited."""
+    import json
+
+    record = json.loads((TEST_STATE / "cluster.json").read_text())
+    text = Path(record["topology_file"]).read_text().replace("system: local", "system: mine")
+    site = tmp_path / "site"
+    (site / "systems").mkdir(parents=True)
+    (site / "systems" / "mine.yaml").write_text(edit(text))
+    return site
+
+
+def test_a_wrong_site_file_is_one_error_before_anything_is_submitted(
+        layout, migrated_dsn: str, tmp_path: Path) -> None:
+    """A misspelled key, CPUs the nodes lack, a partition Slurm lacks and a bad CPU list:
+    each named with file, place and fix by `site check` and by `run`, which submits no
+    job (no ReFrame traceback, not one failed job per check)."""
+    cases = [
+        (lambda t: t.replace("measurement_options:", "measurment_options:"),
+         "partitions[0].measurment_options: unknown key (did you mean "
+         "'measurement_options'?)"),
+        (lambda t: t.replace("      - 1\n", "      - 7\n", 1),
+         "node.numa names CPUs 7, but Slurm's nodes of partition compute have 2 CPUs"),
+        (lambda t: t.replace("--partition=compute", "--partition=gpu"),
+         "access names Slurm partition gpu, which Slurm does not have (it has compute, "
+         "service)"),
+        (lambda t: t.replace("      cpus:\n      - 1\n", "      cpus: 0-1x\n"),
+         "partitions[0] (compute).node.numa[1].cpus: bad CPU list '0-1x'"),
+    ]
+    jobs_before = slurm_jobs(layout)
+    for edit, message in cases:
+        site = site_with(tmp_path / str(len(message)), edit)
+        checked = perfguard("--site", str(site), "site", "check", "--system", "mine",
+                            state=TEST_STATE)
+        assert checked.returncode == 2 and message in checked.stdout, checked.stdout
+        assert str(site / "systems" / "mine.yaml") in checked.stdout
+        run = perfguard("--site", str(site), "run", "--system", "mine", "-n", "MpiHelloCheck",
+                        "--dsn", migrated_dsn, state=TEST_STATE)
+        assert run.returncode == 2 and message in run.stderr, run.stdout + run.stderr
+        assert "nothing was run" in run.stderr and "Traceback" not in run.stderr + run.stdout
+    assert slurm_jobs(layout) == jobs_before
+    right = site_with(tmp_path / "right", lambda t: t)
+    checked = perfguard("--site", str(right), "site", "check", "--system", "mine",
+                        state=TEST_STATE)
+    assert checked.returncode == 0 and "system mine fits Slurm's partitions" in checked.stdout
+
+
+def slurm_jobs(layout) -> list[str]:  # noqa: ANN001 - the cluster layout
+    import subprocess
+
+    return subprocess.run(["sacct", "-n", "-X", "-a", "-S", "now-1days", "-o", "JobID"],
+                          env=layout.client_env(), capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def test_a_site_directory_that_is_not_there_is_an_error() -> None:
+    missing = perfguard("site", "show", env={"PERFGUARD_SITE": "/nonexistent/site"})
+    assert missing.returncode == 2
+    assert "PERFGUARD_SITE=/nonexistent/site: no such directory" in missing.stderr

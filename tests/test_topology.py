@@ -37,8 +37,12 @@ def test_cpu_lists() -> None:
 @pytest.mark.parametrize("edit, message", [
     (lambda t: t.replace("numa: 0}", "numa: 7}", 1), "on NUMA 7, which the node does not have"),
     (lambda t: t.replace("mlx4_0: PIX", "mlx4_9: PIX"), r"unknown HCAs \['mlx4_9'\]"),
-    (lambda t: t.replace("mlx4_0: PIX", "mlx4_0: NEAR"), r"levels \['NEAR'\]"),
-    (lambda t: t.replace("    mpi: openmpi-openib\n", ""), "missing 'mpi'"),
+    (lambda t: t.replace("mlx4_0: PIX", "mlx4_0: NEAR"),
+     r"partitions\[0\].node.gpus\[0\].affinity.mlx4_0: 'NEAR' is not one of"),
+    (lambda t: t.replace("    mpi: openmpi-openib\n", ""), r"partitions\[0\]: missing 'mpi'"),
+    (lambda t: t.replace("max_jobs:", "max_job:"),
+     r"partitions\[0\].max_job: unknown key \(did you mean 'max_jobs'\?\)"),
+    (lambda t: t.replace("cpus: 0-13", "cpus: 0-1x"), r"numa\[0\].cpus: bad CPU list '0-1x'"),
     (lambda t: t.replace("kind: spack", "kind: conda"), "binary_provider.kind"),
     (lambda t: t + "  - [oops\n", "not valid YAML for a topology file"),
 ])

@@ -17,8 +17,12 @@ def _add_topology(sub: argparse._SubParsersAction) -> None:
                     "(e.g. through srun) and commit the result under site_config/systems/.")
     det.add_argument("--system", default="mycluster")
     det.add_argument("--partition", default="gpu")
-    det.add_argument("--mpi", default="openmpi-ucx",
-                     help="MPI flavour (a key of site_config/mpi_flavours.yaml)")
+    det.add_argument("--mpi", default=None,
+                     help="MPI flavour (a key of site_config/mpi_flavours.yaml; default: what "
+                          "ompi_info and the HCAs say: openmpi-ucx, openmpi-openib or "
+                          "openmpi-tcp)")
+    det.add_argument("--nodes", type=int, default=None,
+                     help="nodes the multi-node checks span (default: 2)")
     det.add_argument("-o", "--output", type=Path, help="file (default: stdout)")
     det.set_defaults(func=cmd_topology_detect)
 
@@ -27,7 +31,7 @@ def cmd_topology_detect(args: argparse.Namespace) -> int:
     from perfguard.site.detect import as_topology_yaml, detect
 
     found = detect()
-    text = as_topology_yaml(found, args.system, args.partition, args.mpi)
+    text = as_topology_yaml(found, args.system, args.partition, args.mpi, args.nodes)
     for note in found.notes:
         print(f"perfguard: {note}", file=sys.stderr)
     if args.output:
@@ -43,6 +47,17 @@ def _add_site(sub: argparse._SubParsersAction) -> None:
     show = actions.add_parser("show", help="the site directory and, for each setting file, "
                                            "whether the site's or the shipped one is used")
     show.set_defaults(func=cmd_site_show)
+    chk = actions.add_parser(
+        "check", help="check every setting file, and a system's topology against Slurm",
+        description="Loads every topology file (schema: unknown or misspelled keys, types; "
+                    "meaning: CPU lists, HCAs, GPU affinity), the thresholds and verdict rules; "
+                    "then the system's partitions against Slurm: the partition exists, has "
+                    "the nodes and the CPUs the file names. `perfguard run` does the same "
+                    "before it submits anything. Exit 0: right; 2: a problem, named.")
+    chk.add_argument("--system", default=None, help="the system to check against Slurm "
+                     "(sys or sys:part; default: local where an embedded cluster runs, "
+                     "else files only)")
+    chk.set_defaults(func=cmd_site_check)
     init = actions.add_parser(
         "init", help="write a starting site directory",
         description="Creates systems/ and thresholds/ and a README; on a Slurm cluster it "
@@ -52,6 +67,9 @@ def _add_site(sub: argparse._SubParsersAction) -> None:
     init.add_argument("--system", default="mycluster", help="the system's name")
     init.add_argument("--detect", action="store_true",
                       help="run the topology detection now (one node per partition)")
+    init.add_argument("--partition", action="append", default=[],
+                      help="a partition to describe (repeatable; default: every partition "
+                           "Slurm has; leave out service and login partitions)")
     init.set_defaults(func=cmd_site_init)
 
 
@@ -62,10 +80,31 @@ def cmd_site_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_site_check(args: argparse.Namespace) -> int:
+    from perfguard.site import check
+
+    checked, problems = check.file_problems(args.ctx)
+    system = args.system or ("local" if args.ctx.embedded is not None else None)
+    if not problems and system:
+        found = check.find_system(args.ctx, system)
+        problems = check.slurm_problems(args.ctx, found, check.selected_partitions(found, system))
+    for path in checked:
+        print(f"read {path}")
+    for problem in problems:
+        print(f"problem: {problem}")
+    if problems:
+        return 2
+    print(f"ok: {len(checked)} files" + (f"; system {system} fits Slurm's partitions, "
+                                         f"nodes and CPUs" if system else
+                                         "; no system checked against Slurm (--system)"))
+    return 0
+
+
 def cmd_site_init(args: argparse.Namespace) -> int:
     from perfguard.site import directory as site
 
-    for note in site.init(args.directory.resolve(), args.system, args.detect):
+    for note in site.init(args.ctx, args.directory.resolve(), args.system, args.detect,
+                          args.partition):
         print(note)
     return 0
 

@@ -14,6 +14,7 @@ from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import verdict as vd
 from perfguard.run.reframe import RunRequest, library_revision, run_reframe
+from perfguard.site import check
 from perfguard.site.context import Context
 from perfguard.store import db
 from perfguard.store.ingest import RunMeta, ingest_paths
@@ -71,6 +72,7 @@ class RunVerdict:
 
 def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Completed:
     """Run reframe, then store the report (spooled with the reason when it cannot be)."""
+    check.require_runnable(ctx, request.system, against_slurm=not request.dry_run)
     if ingest and not request.dry_run:
         require_current_schema(ctx)
     outcome = run_reframe(ctx, request)

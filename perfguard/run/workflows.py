@@ -19,11 +19,13 @@ from pathlib import Path
 
 from croniter import CroniterError, croniter
 
+from perfguard.contract.topology import slurm_partition
 from perfguard.errors import AlreadyRunning, PerfguardError, UsageError
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import verdict as vd
 from perfguard.run.pipeline import RunVerdict, run_pipeline
 from perfguard.run.reframe import RunRequest
+from perfguard.site import check, slurm
 from perfguard.site.context import Context
 from perfguard.store import db
 
@@ -187,46 +189,12 @@ def next_occurrence(schedule: str, after: datetime) -> datetime:
         raise UsageError(f"schedule {schedule!r} is not a cron schedule: {exc}") from None
 
 
-def _slurm(ctx: Context, *argv: str) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(list(argv), capture_output=True, text=True, env=ctx.slurm_env(),
-                              timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise PerfguardError(f"{argv[0]} failed: {exc} (is Slurm's client installed and "
-                             f"slurmctld reachable?)") from None
-
-
-def partition_nodes(ctx: Context) -> dict[str, set[str]]:
-    """Slurm's partitions → their nodes; the default partition also as ``""``."""
-    listing = _slurm(ctx, "sinfo", "-h", "-a", "-o", "%P %N")
-    if listing.returncode != 0:
-        raise PerfguardError(f"sinfo failed: {listing.stderr.strip()}")
-    found: dict[str, set[str]] = {}
-    for line in listing.stdout.splitlines():
-        name, _, hostlist = line.strip().partition(" ")
-        expanded = _slurm(ctx, "scontrol", "show", "hostnames", hostlist)
-        nodes = set(expanded.stdout.split())
-        found.setdefault(name.rstrip("*"), set()).update(nodes)
-        if name.endswith("*"):
-            found.setdefault("", set()).update(nodes)
-    return found
-
-
 def measured_partitions(ctx: Context, system: str) -> list[str]:
     """The Slurm partitions a nightly on ``system`` (``sys`` or ``sys:part``) measures
-    (``""``: the default partition), from the system's topology file."""
-    from perfguard.contract.topology import load_system, slurm_partition
-    from perfguard.site import paths
-
-    name, _, only = system.partition(":")
-    files = paths.topology_files(ctx.state)
-    for path in files:
-        found = load_system(path)
-        if found.name == name:
-            return [slurm_partition(p.access) or "" for p in found.partitions
-                    if not only or p.name == only]
-    raise UsageError(f"no system {name!r} in the topology files "
-                     f"({', '.join(str(p) for p in files) or 'none'})")
+    (``slurm.DEFAULT``: the default partition), from the system's topology file."""
+    found = check.find_system(ctx, system)
+    return [slurm_partition(p.access) or slurm.DEFAULT
+            for p in check.selected_partitions(found, system)]
 
 
 def driver_partition(ctx: Context, system: str, asked: str | None) -> str:
@@ -242,12 +210,12 @@ def driver_partition(ctx: Context, system: str, asked: str | None) -> str:
                          "a service or login partition whose nodes the checks do not "
                          "measure (or schedule it from a login node with cron or a systemd "
                          "timer: docs/operations.md)")
-    nodes = partition_nodes(ctx)
-    if partition not in nodes:
+    found = slurm.nodes(ctx)
+    if partition not in found.partitions:
         raise UsageError(f"--partition {partition}: Slurm has no such partition (it has "
-                         f"{', '.join(sorted(p for p in nodes if p))})")
+                         f"{', '.join(found.named())})")
     for measured in measured_partitions(ctx, system):
-        shared = nodes[partition] & nodes.get(measured, set())
+        shared = found.partitions[partition] & found.partitions.get(measured, set())
         if shared:
             raise UsageError(
                 f"--partition {partition}: the nightly's driver job would hold "

@@ -3,7 +3,8 @@
 Sources, each optional (a missing tool leaves its part empty and says so):
 ``lscpu -p`` for NUMA domains and cores, ``ibv_devinfo -v`` and sysfs for HCAs,
 ``nvidia-smi topo -m`` for GPUs and their PCIe affinity to each HCA, ``nvidia-smi
---query-gpu`` for their model.
+--query-gpu`` for their model; ``ompi_info --parsable`` for the MPI flavour, and what is
+on the node's PATH (spack, osu_latency) for where the benchmarks come from.
 """
 
 from __future__ import annotations
@@ -27,6 +28,33 @@ class Detected:
     hcas: list[dict[str, Any]] = field(default_factory=list)
     gpus: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Open MPI's PML and BTL components (``ompi_info``); None: no Open MPI on the node.
+    ompi_components: set[str] | None = None
+    #: Programs found on the node's PATH, of those that decide the binary provider.
+    programs: set[str] = field(default_factory=set)
+
+    @property
+    def rdma(self) -> bool:
+        return any(h.get("link_layer") in ("InfiniBand", "Ethernet") and
+                   h.get("state") == "PORT_ACTIVE" for h in self.hcas)
+
+    def mpi_flavour(self) -> str:
+        """The key of mpi_flavours.yaml the node's MPI is: UCX or openib over an RDMA
+        port, TCP without one."""
+        components = self.ompi_components or set()
+        if self.rdma and "pml:ucx" in components:
+            return "openmpi-ucx"
+        if self.rdma and "btl:openib" in components:
+            return "openmpi-openib"
+        return "openmpi-tcp"
+
+    def binary_provider(self) -> dict[str, str]:
+        """Spack where the node has it (the stack to install named), else the node's
+        own programs."""
+        if "spack" in self.programs:
+            return {"kind": "spack",
+                    "env": "gcc-openmpi-ucx-cuda" if self.gpus else "gcc-openmpi-ucx"}
+        return {"kind": "system"}
 
 
 def parse_lscpu(text: str) -> dict[int, list[int]]:
@@ -161,8 +189,37 @@ def _sysfs_rate(name: str, port: int) -> float | None:
     return float(match.group(1)) if match else None
 
 
+#: Programs whose presence on a node decides its binary provider.
+PROVIDER_PROGRAMS = ("spack", "osu_latency")
+
+
+def parse_ompi_info(text: str) -> set[str]:
+    """``ompi_info --parsable`` → its components as ``pml:ucx``, ``btl:openib`` …"""
+    return {":".join(line.split(":")[1:3]) for line in text.splitlines()
+            if line.startswith(("mca:pml:", "mca:btl:"))}
+
+
+def _software(found: Detected) -> None:
+    found.programs = {p for p in PROVIDER_PROGRAMS if shutil.which(p)}
+    ompi = _run(["ompi_info", "--parsable"])
+    if ompi is None:
+        found.notes.append("ompi_info not on PATH: no Open MPI found on the node; mpi is a "
+                           "guess (a key of mpi_flavours.yaml)")
+    else:
+        found.ompi_components = parse_ompi_info(ompi)
+    if "spack" in found.programs:
+        provider = found.binary_provider()
+        found.notes.append(f"binary_provider spack: install the stack before the first run "
+                           f"(`perfguard spack install {provider['env']}`)")
+    elif "osu_latency" not in found.programs:
+        found.notes.append("neither spack nor osu_latency on PATH: the OMB checks will skip "
+                           "(nothing-measured) until binary_provider names where OMB is "
+                           "(kind prefix or spack; docs/adopting.md)")
+
+
 def detect() -> Detected:
     found = Detected()
+    _software(found)
     lscpu = _run(["lscpu", "-p"])
     if lscpu is None:
         found.notes.append("lscpu not available: NUMA domains unknown")
@@ -188,11 +245,13 @@ def detect() -> Detected:
     return found
 
 
-def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str) -> str:
-    """A topology file for one partition, to review and commit under site_config/systems/."""
+def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str | None = None,
+                     nodes: int | None = None) -> str:
+    """A topology file for one partition, to review and commit under site_config/systems/:
+    its jobs go to the Slurm partition of the same name; ``mpi`` None: the node's own."""
     hca_names = {h["name"] for h in found.hcas}
     node = {
-        "numa": [{"id": node, "cpus": _compact(cpus)}
+        "numa": [{"id": node, "cpus": compact_cpus(cpus)}
                  for node, cpus in sorted(found.numa.items())],
         "hcas": [{"name": h["name"], "port": h["port"], "link_layer": h.get("link_layer", ""),
                   "rate_gbps": h.get("rate_gbps", 0), "numa": h["numa"],
@@ -205,14 +264,16 @@ def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str) -> 
                  for g in found.gpus],
     }
     document = {"system": system, "partitions": [{
-        "name": partition, "environs": ["gnu-openmpi"], "features": ["mpi", "ucx"],
-        "mpi": mpi, "binary_provider": {"kind": "spack", "env": "gcc-openmpi-ucx"},
+        "name": partition, "access": [f"--partition={partition}"],
+        "environs": ["gnu-openmpi"], "features": ["mpi", "ucx"],
+        **({"nodes": nodes} if nodes else {}),
+        "mpi": mpi or found.mpi_flavour(), "binary_provider": found.binary_provider(),
         "node": node}]}
     header = "".join(f"# note: {n}\n" for n in found.notes)
     return header + yaml.safe_dump(document, sort_keys=False)
 
 
-def _compact(cpus: list[int]) -> str:
+def compact_cpus(cpus: list[int]) -> str:
     """[0, 1, 2, 5] → '0-2,5'."""
     ranges: list[str] = []
     start = prev = None

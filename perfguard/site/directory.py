@@ -8,7 +8,6 @@ comes from.
 from __future__ import annotations
 
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,8 @@ from pathlib import Path
 import yaml
 
 from perfguard.errors import PerfguardError
-from perfguard.site import paths
+from perfguard.site import paths, slurm
+from perfguard.site.context import Context
 
 README = """\
 # perfguard site directory
@@ -45,52 +45,71 @@ def describe() -> str:
     return "\n".join(lines)
 
 
-def partitions() -> list[str]:
-    """The Slurm partitions this host can see (empty without Slurm)."""
-    if shutil.which("sinfo") is None:
-        return []
-    listing = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True,
-                             timeout=60)
-    return sorted(set(listing.stdout.split())) if listing.returncode == 0 else []
+def partitions(ctx: Context) -> dict[str, int]:
+    """The Slurm partitions this host can see → their node counts (empty without Slurm)."""
+    try:
+        found = slurm.nodes(ctx)
+    except PerfguardError:
+        return {}
+    return {name: len(found.partitions[name]) for name in found.named()}
 
 
-def detect_command(system: str, partition: str) -> list[str]:
+#: Nodes the multi-node checks span where a partition has more: collectives over a whole
+#: large partition would wait for all of it every night.
+DEFAULT_SPAN = 4
+
+
+def detect_command(system: str, partition: str, nodes: int) -> list[str]:
     """Topology detection on one node of ``partition``: facts from a compute node, never
     from the host that runs perfguard. The YAML comes back on srun's standard output, so
     the site directory need not be on a filesystem the node sees."""
     return ["srun", f"--partition={partition}", "-N1", "-n1", "--exclusive",
             sys.executable, "-m", "perfguard.cli", "topology", "detect",
-            "--system", system, "--partition", partition]
+            "--system", system, "--partition", partition,
+            "--nodes", str(min(nodes, DEFAULT_SPAN))]
 
 
-def init(site: Path, system: str, detect: bool) -> list[str]:
-    """Write a starting site directory; returns what was done or what to run."""
+def init(ctx: Context, site: Path, system: str, detect: bool, only: list[str] | None = None
+         ) -> list[str]:
+    """Write a starting site directory; returns what was done or what to run. ``only``:
+    the partitions to describe (default: every one; a service partition is no compute
+    partition to measure)."""
     if site.exists() and any(site.iterdir()):
         raise PerfguardError(f"site directory {site} exists and is not empty")
     for folder in paths.SITE_FOLDERS:
         (site / folder).mkdir(parents=True, exist_ok=True)
     (site / "README.md").write_text(README.format(site=site))
     notes = [f"wrote {site / 'README.md'}"]
-    found = partitions()
+    found = partitions(ctx)
     if not found:
         return notes + ["no Slurm here (sinfo not found or failing): on a cluster, run "
                         "`perfguard topology detect --system NAME --partition PART -o "
                         f"{site}/systems/NAME-PART.yaml` on one node of each partition"]
+    unknown = sorted(set(only or []) - set(found))
+    if unknown:
+        raise PerfguardError(f"--partition {', '.join(unknown)}: Slurm has no such partition "
+                             f"(it has {', '.join(found)})")
+    found = {name: count for name, count in found.items() if not only or name in only}
     detected: list[dict] = []
-    for partition in found:
-        command = detect_command(system, partition)
+    comments: list[str] = []
+    for partition, count in found.items():
+        command = detect_command(system, partition, count)
         if not detect:
             notes.append(f"to describe partition {partition}: {shlex.join(command)} "
                          f"> {site}/systems/{system}-{partition}.yaml")
             continue
-        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                                env=ctx.slurm_env())
         if result.returncode != 0:
             raise PerfguardError(f"topology detect on partition {partition} failed "
                                  f"(exit {result.returncode}): {result.stderr.strip()[-400:]}")
         detected.append(yaml.safe_load(result.stdout))
-    if detected:  # one system, one entry per partition
+        comments += [line.replace("# note:", f"# note ({partition}):", 1)
+                     for line in result.stdout.splitlines() if line.startswith("# note:")]
+    if detected:  # one system, one entry per partition, each one's notes kept
         merged = {**detected[0], "partitions": [p for d in detected for p in d["partitions"]]}
         target = site / "systems" / f"{system}.yaml"
-        target.write_text(yaml.safe_dump(merged, sort_keys=False))
+        target.write_text("".join(f"{line}\n" for line in comments)
+                          + yaml.safe_dump(merged, sort_keys=False))
         notes.append(f"partitions {', '.join(found)}: wrote {target}")
     return notes
