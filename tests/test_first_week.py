@@ -156,3 +156,39 @@ def test_a_site_directory_that_is_not_there_is_an_error() -> None:
     missing = perfguard("site", "show", env={"PERFGUARD_SITE": "/nonexistent/site"})
     assert missing.returncode == 2
     assert "PERFGUARD_SITE=/nonexistent/site: no such directory" in missing.stderr
+
+
+def test_first_setup_mistakes_say_what_to_fix(layout, migrated_dsn: str) -> None:
+    """The writer's DSN given to `db upgrade`, a passfile that is not there, a database
+    name that is wrong: each names the fix, none is an internal error."""
+    from urllib.parse import urlsplit
+
+    where = urlsplit(migrated_dsn)
+    granted = perfguard("db", "grant", "firstweek_writer", "--kind", "writer", "--dsn",
+                        migrated_dsn, env={"PERFGUARD_GRANT_PASSWORD": "w-secret"})
+    assert granted.returncode == 0, granted.stderr
+    writer = f"postgresql://firstweek_writer:w-secret@{where.netloc.split('@')[1]}{where.path}"
+    upgrade = perfguard("db", "upgrade", "--dsn", writer)
+    assert upgrade.returncode == 2, upgrade.stderr
+    assert "db upgrade needs the owner role of the schema; role firstweek_writer may not " \
+           "change it" in upgrade.stderr and "w-secret" not in upgrade.stderr
+    no_passfile = migrated_dsn.split("?")[0] + "?passfile=/nonexistent/pgpass"
+    missing = perfguard("db", "upgrade", "--dsn", no_passfile)
+    assert "the passfile /nonexistent/pgpass does not exist or cannot be read" in missing.stderr
+    wrong_db = migrated_dsn.replace(where.path, "/no_such_db")
+    unknown = perfguard("db", "upgrade", "--dsn", wrong_db)
+    assert 'database "no_such_db" does not exist (check the database name' in unknown.stderr
+    for result in (missing, unknown):
+        assert result.returncode == 1 and "internal error" not in result.stderr
+
+
+def test_a_reader_that_stops_reading_is_no_error() -> None:
+    """`perfguard site show | head -1`: the pipe closes early; exit 141, nothing said."""
+    import subprocess
+    import sys
+
+    shown = subprocess.Popen([sys.executable, "-m", "perfguard.cli", "site", "show"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    shown.stdout.close()
+    assert shown.wait(timeout=60) == 141
+    assert shown.stderr.read() == b""

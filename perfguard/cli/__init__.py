@@ -63,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("perfguard: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `perfguard site show | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 141  # 128 + SIGPIPE, as a shell reports a command its pipe's reader left
     except Exception as exc:  # a bug of ours: one line, the traceback only on request
         if os.environ.get("PERFGUARD_DEBUG"):
             raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,10 +35,28 @@ def connect(dsn: str) -> psycopg.Connection:
     except psycopg.OperationalError as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise PerfguardError(f"database {redact(dsn)} is unreachable: "
-                             f"{redact_secrets(reason)}") from exc
+                             f"{redact_secrets(reason)}{_connect_hint(dsn, reason)}") from exc
     except psycopg.ProgrammingError as exc:  # a DSN libpq cannot parse
         raise UsageError(f"database DSN {redact(dsn)!r} is invalid: "
                          f"{redact_secrets(str(exc))}") from exc
+
+
+def _connect_hint(dsn: str, reason: str) -> str:
+    """What to fix for the failures a first setup meets: no password found, no database."""
+    if "no password supplied" in reason:
+        try:
+            passfile = psycopg.conninfo.conninfo_to_dict(dsn).get("passfile") \
+                or os.environ.get("PGPASSFILE") or str(Path.home() / ".pgpass")
+        except psycopg.ProgrammingError:
+            return ""
+        if not os.access(passfile, os.R_OK):
+            return (f" (the passfile {passfile} does not exist or cannot be read: create it, "
+                    f"mode 0600, with a line HOST:PORT:DB:USER:PASSWORD)")
+        return (f" (the passfile {passfile} has no line for this host, port, database and "
+                f"user: HOST:PORT:DB:USER:PASSWORD)")
+    if "does not exist" in reason and "database" in reason:
+        return " (check the database name in the DSN; the DBA creates it: docs/adopting.md)"
+    return ""
 
 
 def redact(dsn: str) -> str:
@@ -87,7 +106,20 @@ def applied(conn: psycopg.Connection) -> dict[int, str]:
 
 def upgrade(conn: psycopg.Connection, up_to: int | None = None) -> list[Migration]:
     """Apply every pending migration (up to version ``up_to``: an older schema, to test a
-    migration on data stored before it), each in its own transaction; refuse edited ones."""
+    migration on data stored before it), each in its own transaction; refuse edited ones.
+    Only the schema's owner may: the writer and reader roles are told so."""
+    try:
+        return _upgrade(conn, up_to)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        conn.rollback()
+        user = conn.execute("SELECT current_user").fetchone()[0]
+        raise UsageError(
+            f"db upgrade needs the owner role of the schema; role {user} may not change it "
+            f"({str(exc).splitlines()[0]}): run `perfguard db upgrade --dsn OWNER_DSN` as "
+            f"the role that owns the database (docs/adopting.md)") from None
+
+
+def _upgrade(conn: psycopg.Connection, up_to: int | None) -> list[Migration]:
     conn.execute(_LEDGER)
     done = applied(conn)
     conn.commit()
