@@ -277,7 +277,8 @@ def test_dashboard_json_and_provisioning() -> None:
     provisioning = REPO_ROOT / "dashboards" / "provisioning"
     [source] = yaml.safe_load((provisioning / "datasources" / "perfguard.yaml").read_text())[
         "datasources"]
-    assert source["uid"] == dashboards.DATASOURCE_UID and source["user"] == "perfguard_grafana"
+    assert source["uid"] == dashboards.DATASOURCE_UID
+    assert source["user"] == "${PERFGUARD_GRAFANA_USER}"  # the granted reader (adopting.md)
     [provider] = yaml.safe_load((provisioning / "dashboards" / "perfguard.yaml").read_text())[
         "providers"]
     assert provider["type"] == "file"

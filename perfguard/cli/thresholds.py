@@ -16,10 +16,10 @@ def _add_thresholds(sub: argparse._SubParsersAction) -> None:
     actions = th.add_subparsers(dest="action", required=True, metavar="ACTION")
     tset = actions.add_parser(
         "set", parents=[DSN], help="set the threshold of one scope (closes the previous one)",
-        description="Bounds: '10%%' / '-5%%' are fractions of the reference, plain numbers are "
+        description="Bounds: '10%' / '-5%' are fractions of the reference, plain numbers are "
                     "absolute limits. Example: thresholds set --system local --check "
                     "UcxPerftestCheck --param test=tag_bw --metric bw --reference 5000 "
-                    "--lower=-10%% --unit MB/s --direction higher")
+                    "--lower=-10% --unit MB/s --direction higher")
     tset.add_argument("--system", required=True)
     tset.add_argument("--partition")
     tset.add_argument("--environ")

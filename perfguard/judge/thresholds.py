@@ -251,7 +251,8 @@ def to_yaml(system: str, thresholds: list[Threshold]) -> str:
     for t in thresholds:
         data = asdict(t)
         entries.append({k: data[k] for k in _YAML_KEYS if data[k] not in (None, {}, "")})
-    return yaml.safe_dump({"system": system, "thresholds": entries}, sort_keys=False)
+    return yaml.safe_dump({"system": system, "thresholds": entries}, sort_keys=False,
+                          allow_unicode=True)
 
 
 def from_yaml(path: Path) -> list[Threshold]:

@@ -270,7 +270,7 @@ def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str | No
         "mpi": mpi or found.mpi_flavour(), "binary_provider": found.binary_provider(),
         "node": node}]}
     header = "".join(f"# note: {n}\n" for n in found.notes)
-    return header + yaml.safe_dump(document, sort_keys=False)
+    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
 
 
 def compact_cpus(cpus: list[int]) -> str:

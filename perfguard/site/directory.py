@@ -38,6 +38,7 @@ def describe() -> str:
     site = paths.site_dir()
     lines = [f"site directory: {site or '(none: shipped defaults only)'}",
              f"shipped defaults: {paths.DEFAULTS_DIR}",
+             f"dashboards: {paths.DASHBOARDS_DIR} (Grafana provisioning: docs/grafana.md)",
              f"state directory: {paths.state_dir()}", ""]
     for name, source in paths.layered_files().items():
         origin = "site" if site is not None and source.is_relative_to(site) else "shipped"
@@ -110,6 +111,6 @@ def init(ctx: Context, site: Path, system: str, detect: bool, only: list[str] | 
         merged = {**detected[0], "partitions": [p for d in detected for p in d["partitions"]]}
         target = site / "systems" / f"{system}.yaml"
         target.write_text("".join(f"{line}\n" for line in comments)
-                          + yaml.safe_dump(merged, sort_keys=False))
+                          + yaml.safe_dump(merged, sort_keys=False, allow_unicode=True))
         notes.append(f"partitions {', '.join(found)}: wrote {target}")
     return notes

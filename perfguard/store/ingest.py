@@ -397,8 +397,9 @@ def _ingest_one(state: Path, conn: psycopg.Connection, report: Path,
         if not report.is_file():
             return IngestResult(report, None, False, message=str(exc))
         parked = reject(state, report, str(exc))
+        reason = str(exc).removeprefix(f"{report}: ")  # the result names the report itself
         return IngestResult(report, None, False,
-                            message=f"{exc} (parked as {parked}; it will not be retried)")
+                            message=f"{reason} (parked as {parked}; it will not be retried)")
     except PerfguardError as exc:
         conn.rollback()
         return _keep_for_later(state, report, str(exc))
