@@ -64,6 +64,7 @@ def partition_config(system, part, **overrides) -> dict:
             "binary_provider": dict(part.provider),
             "nodes_share_host": part.nodes_share_host,
             "gres_gpus": part.gres_gpus,
+            "memory_mib": part.node.memory_mib,
         },
     }
     extras = overrides.pop("extras", {})

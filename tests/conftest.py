@@ -157,19 +157,22 @@ def dry_run_stages(system: str, *names: str, setvars: tuple[str, ...] = (),
 
 
 def verdict_rows(stdout: str) -> list[dict]:
-    """The metric rows of `perfguard verdict`'s table: {variant, check, where, metric,
-    cells, verdict}, each under its variant heading (cells are 2+ spaces apart)."""
-    rows, variant, where = [], None, None
+    """The metric rows of `perfguard verdict`'s table: {variant, check, where, nodes, metric,
+    cells, verdict}, each under its variant heading (cells are 2+ spaces apart); the skip
+    notes under the table ([1] …) are no rows."""
+    rows, variant, where, nodes = [], None, None, ""
     table = stdout.split("\nverdict:")[0]
     table = table[table.rindex("\n  metric") + 1:]  # after ReFrame's own output, if any
+    table = re.split(r"\n\n\[\d+\] ", table)[0]
     for line in table.splitlines():
         if not line.strip() or line.startswith("run "):
             continue
         if not line.startswith("  "):
             variant, _, where = line.partition("  (")
-            where = where.rstrip(")")
+            where, _, nodes = where.rstrip(")").partition(" on ")
         elif variant is not None:
             cells = re.split(r"\s{2,}", line.strip())
             rows.append({"variant": variant, "check": variant.split()[0], "where": where,
-                         "metric": cells[0], "cells": cells, "verdict": cells[-1]})
+                         "nodes": nodes, "metric": cells[0], "cells": cells,
+                         "verdict": cells[-1]})
     return rows

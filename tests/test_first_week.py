@@ -41,6 +41,8 @@ def test_programs_missing_on_every_node_skip_every_check_and_the_run_measured_no
     assert note and {"osu_latency", "osu_bw", "osu_allreduce"} <= set(
         re.split(r",\s+", note.group(1))), out
     assert len(re.findall(r"^  -  .*skipped \[1\]$", out, re.M)) == 10, out
+    assert re.search(r"^OsuPt2PtCheck %benchmark=osu_bw .*\(compute/gnu-openmpi on node", out,
+                     re.M), out  # the table names each variant's nodes
     with psycopg.connect(migrated_dsn) as conn:
         outcome = conn.execute("SELECT outcome, failed, measured FROM run_outcome").fetchall()
     assert outcome == [("nothing-measured", False, 0)]
@@ -192,3 +194,15 @@ def test_a_reader_that_stops_reading_is_no_error() -> None:
     shown.stdout.close()
     assert shown.wait(timeout=60) == 141
     assert shown.stderr.read() == b""
+
+
+def test_a_himeno_size_the_nodes_cannot_hold_is_skipped_saying_so(layout) -> None:
+    """The embedded nodes declare 2048 MiB (RealMemory and node.memory_mib): XL (14.4 GiB
+    on one node) is skipped before it is submitted; L (1.8 GiB) is not."""
+    dry = perfguard("run", "-t", "himeno", "--dry-run", state=TEST_STATE)
+    assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr
+    assert "size XL needs 14407 MiB per node on 1 node(s), the partition's nodes have 2048 " \
+           "MiB (node.memory_mib)" in dry.stdout, dry.stdout[-3000:]
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", dry.stdout)  # ReFrame's colours
+    assert re.search(r"DRY\s*\] HimenoCheck %size=L %nodes=1 %ranks_step=1 ", shown)
+    assert not re.search(r"SKIP.*%size=L %nodes=1 %ranks_step=1 ", shown)

@@ -7,6 +7,7 @@ import socket
 from perfguard.cluster.layout import (
     CLUSTER_NAME,
     MEASUREMENT_LICENSE,
+    NODE_MEMORY_MIB,
     PARTITION,
     SERVICE_NODE,
     SERVICE_PARTITION,
@@ -76,7 +77,7 @@ def slurm_conf(layout: ClusterLayout) -> str:
         lines.append(
             f"NodeName={node.name} NodeHostname={node.name} NodeAddr=127.0.0.1 "
             f"Port={node.port} CPUs={host_cpus} Boards=1 SocketsPerBoard={len(domains)} "
-            f"CoresPerSocket={len(domains[0])} ThreadsPerCore=1 RealMemory=2048{spec} "
+            f"CoresPerSocket={len(domains[0])} ThreadsPerCore=1 RealMemory={NODE_MEMORY_MIB}{spec} "
             f"Feature=embedded,cpu State=UNKNOWN"
         )
     if layout.leaves:

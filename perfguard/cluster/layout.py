@@ -27,6 +27,8 @@ SERVICE_NODE = "service1"
 #: The service node's slurmd port, below the compute nodes' (every daemon's is lower).
 SERVICE_NODE_PORT = 39
 DEFAULT_NODES = 4
+#: Memory each virtual node declares to Slurm (RealMemory) and in its topology.
+NODE_MEMORY_MIB = 2048
 DEFAULT_PORT_BASE = 16800
 #: slurmd of node K listens on port_base + FIRST_NODE_PORT + K - 1: after every daemon's
 #: port (PostgreSQL is +32), so 64 nodes and more never take another daemon's port.
@@ -147,6 +149,7 @@ class ClusterLayout:
                 "env_vars": {"OMPI_MCA_mpi_yield_when_idle": "1"},
                 "srun_options": ["--mpi=pmix"],
                 "node": {
+                    "memory_mib": NODE_MEMORY_MIB,
                     "numa": [{"id": i, "cpus": list(d)} for i, d in enumerate(domains)],
                     "hcas": [{"name": EMBEDDED_HCA, "port": 1, "link_layer": "loopback",
                               "numa": len(domains) - 1}],

@@ -81,6 +81,8 @@ class NodeTopology:
     numa: tuple[Numa, ...]
     hcas: tuple[Hca, ...]
     gpus: tuple[Gpu, ...]
+    #: Memory of one node; None: not stated (checks that need much do not skip on it).
+    memory_mib: int | None = None
 
     def hca(self, name: str) -> Hca:
         for hca in self.hcas:
@@ -256,7 +258,8 @@ def _node(data: dict, where: str) -> NodeTopology:
             raise PerfguardError(f"{where}: GPU {gpu.index} affinity names unknown HCAs "
                                  f"{sorted(unknown)} or levels {sorted(bad)} "
                                  f"(levels: {', '.join(AFFINITY_ORDER)})")
-    return NodeTopology(numa, hcas, gpus)
+    memory = data.get("memory_mib")
+    return NodeTopology(numa, hcas, gpus, int(memory) if memory else None)
 
 
 def _partition(data: dict, where: str) -> Partition:

@@ -141,7 +141,7 @@ class Judgement:
 
     @property
     def band(self) -> tuple[float, float] | None:
-        """The values a run may take and still be within noise (``_side`` is 0 inside)."""
+        """The values a run may take and still be within noise (``side`` is 0 inside)."""
         return self._band(self.rule.k)
 
     @property
@@ -210,7 +210,7 @@ def _stdevs(matrix: np.ndarray, kept: np.ndarray, counts: np.ndarray) -> np.ndar
     return np.sqrt(np.add.reduce(off * off, axis=1) / np.maximum(counts - 1, 1))
 
 
-def _side(value: float, centre: float, noise: float, better: str, rule: Rule) -> int:
+def side(value: float, centre: float, noise: float, better: str, rule: Rule) -> int:
     """-1 worse, +1 better, 0 within noise (beyond both k·noise and min_change)."""
     change = (value - centre) / abs(centre) if centre else 0.0
     if abs(value - centre) <= rule.k * noise or abs(change) <= rule.min_change:
@@ -246,7 +246,7 @@ def judge(history: list[float], recent: list[float], better: str,
         return Judgement(INCONCLUSIVE, centre, noise, change, (),
                          f"noise ±{noise / abs(centre):.1%} too large to tell a change", rule)
     recent = recent[-rule.confirm:]
-    sides = [_side(v, centre, noise, better, rule) for v in recent]
+    sides = [side(v, centre, noise, better, rule) for v in recent]
     mine = sides[-1]
     beyond = tuple(i for i, (v, side) in enumerate(zip(recent, sides))
                    if side == mine and mine != 0 and abs(v - value) <= rule.agree * noise)
@@ -273,7 +273,7 @@ def judge(history: list[float], recent: list[float], better: str,
 def _level(recent: list[float], value: float, centre: float, noise: float, better: str,
            rule: Rule) -> float:
     """Where the recent nights that agree with the judged value lie on average, in noise
-    from the centre, signed as ``_side`` signs (< 0 worse); a spike that does not agree is
+    from the centre, signed as ``side`` signs (< 0 worse); a spike that does not agree is
     left out, as it is of the nights beyond."""
     agreeing = [v for v in recent if abs(v - value) <= rule.agree * noise]
     shift = (statistics.fmean(agreeing) - centre) / noise
@@ -290,7 +290,7 @@ def split(series: list[float] | tuple[float, ...],
 def movement(series: list[float] | tuple[float, ...], rule: Rule = DEFAULT_RULE) -> int:
     """+1 (-1) where ``judge_series`` could find the last value of ``series`` moved up
     (down), else 0: only when its history is long enough and the value is off the
-    history's median by more than ``min_change`` (``_side`` is 0 otherwise), whatever
+    history's median by more than ``min_change`` (``side`` is 0 otherwise), whatever
     the noise. Which way, so that sizes of a curve that moved apart are not taken for
     one band."""
     return int(movements(np.asarray(series, dtype=np.float64).reshape(-1, 1), rule)[0])

@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import curves, history
 from perfguard.judge import rules as judge
+from perfguard.judge.fingerprint import compact_nodes
 from perfguard.site.paths import site_file
 from perfguard.store import db
 
@@ -43,7 +44,7 @@ SELECT k.testcase_id, k.check_name, k.params, k.params::text AS params_text, k.p
        k.environ,
        k.testcase_state, k.fail_reason, k.metric, k.unit, k.value,
        '{}'::jsonb AS point, 0 AS point_id, k.threshold_id, k.reference, k.lower_limit,
-       k.upper_limit, k.status, k.started_at, d.better
+       k.upper_limit, k.status, k.started_at, d.better, k.nodelist
 FROM key_verdict k
 LEFT JOIN metric_direction d ON d.check_name = k.check_name AND d.metric = k.metric
 WHERE k.run_id = %(run_id)s
@@ -52,7 +53,7 @@ SELECT tc.id, tc.check_name, tc.params, tc.params::text, p.name, e.name, tc.stat
        tc.fail_reason,
        m.name, m.unit, s.value, pt.coords, pt.id, th.id, th.reference, th.lower_limit,
        th.upper_limit, threshold_status(s.value, th.id, th.lower_limit, th.upper_limit),
-       r.started_at, d.better
+       r.started_at, d.better, tc.nodelist
 FROM run r
 JOIN system sy ON sy.id = r.system_id
 JOIN judged_testcase tc ON tc.run_id = r.id
@@ -76,7 +77,7 @@ ORDER BY 2, 4, 5, 6, 9
 # key-figure index (1.2 s for a run of 50,000 test cases; 33 ms so).
 TESTCASES_WITHOUT_SAMPLES = """
 SELECT tc.id AS testcase_id, tc.check_name, tc.params, p.name AS partition,
-       e.name AS environ, tc.state AS testcase_state, tc.fail_reason
+       e.name AS environ, tc.state AS testcase_state, tc.fail_reason, tc.nodelist
 FROM judged_testcase tc JOIN partition p ON p.id = tc.partition_id
 JOIN environ e ON e.id = tc.environ_id
 WHERE tc.run_id = %(run_id)s
@@ -108,6 +109,8 @@ class Line:
     series: tuple[float, ...] = ()
     #: For a key figure taken from a curve: the curve's point it is ({"size": 4194304}).
     key_point: dict[str, Any] | None = None
+    #: The nodes its test case ran on (the table names them per variant).
+    nodes: tuple[str, ...] = ()
 
     @property
     def change(self) -> float | None:
@@ -171,7 +174,7 @@ def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
     for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
                           "-", None, "", {}, None, None, None, row["testcase_state"],
-                          row["fail_reason"] or ""))
+                          row["fail_reason"] or "", nodes=tuple(row["nodelist"] or ())))
     return lines
 
 
@@ -257,7 +260,8 @@ def _line(row: dict, values: list[float], rule: judge.Rule,
     line = Line(row["check_name"], row["params"], row["partition"], row["environ"],
                 row["metric"], row["value"], row["unit"], row["point"], row["reference"],
                 row["lower_limit"], row["upper_limit"], row["status"],
-                row["fail_reason"] or "", better=row["better"], series=tuple(values))
+                row["fail_reason"] or "", better=row["better"], series=tuple(values),
+                nodes=tuple(row["nodelist"] or ()))
     if line.status == FAIL:
         return line
     if row["testcase_state"] != PASS:
@@ -492,7 +496,10 @@ def render(lines: list[Line], show_baseline: bool = False) -> str:
         if show_baseline:
             change = "-" if line.change is None else f"{line.change:+.1%}"
             row[3:3] = [plain(line.baseline), change]
-        groups.setdefault((name, f"{line.partition}/{line.environ}"), []).append(row)
+        where = f"{line.partition}/{line.environ}" + (
+            f" on {compact_nodes(line.nodes)}"
+            if line.nodes else "")
+        groups.setdefault((name, where), []).append(row)
     rows = [header] + [row for group in groups.values() for row in group]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     widths[0] = min(widths[0], 40)
@@ -525,6 +532,17 @@ def name_of(line: Line) -> str:
     return f"{variant_name(line.check, line.params)} {line.metric}{point}"
 
 
+def run_mark(value: float, index: int, j: judge.Judgement, better: str,
+             rule: judge.Rule) -> str:
+    """One recent run as the judge saw it: within the band, or beyond it on its side, and
+    whether it counted towards the decision (beyond on the judged run's side, agreeing)."""
+    side = judge.side(value, j.centre, j.noise, better, rule)
+    if side == 0:
+        return "within"
+    where = "beyond, worse" if side < 0 else "beyond, better"
+    return where + (", counted" if index in j.beyond else ", not counted")
+
+
 def explain(line: Line) -> str:
     """The history, the noise estimate, the rule and the decision behind one line."""
     rule = line.judgement.rule if line.judgement else judge.DEFAULT_RULE
@@ -535,6 +553,10 @@ def explain(line: Line) -> str:
     if line.low is not None or line.high is not None:
         out.append(f"  threshold: reference {plain(line.reference)}, limits "
                    f"[{plain(line.low)}, {plain(line.high)}] (acceptance floor)")
+    if line.metric.endswith(" curve"):  # judged size by size against each size's history
+        out.append("  judged as a whole curve, each size against its own history: "
+                   "`perfguard report` plots it")
+        return "\n".join([*out, f"  decision: {line.status} — {line.detail}"])
     earlier, recent = judge.split(line.series, rule)
     used = earlier[-rule.window:]
     out.append(f"  history: {len(used)} runs before the last {len(recent)} ({rule.min_history} "
@@ -548,8 +570,8 @@ def explain(line: Line) -> str:
                    f"{rule.min_change:.0%} from the median; {rule.needed} of the last "
                    f"{rule.confirm} runs beyond, this one included, and on average "
                    f"{rule.level:g}σ ({plain(rule.level * j.noise)}) off, decide")
-        marks = ["beyond" if i in j.beyond else "within" for i in range(len(recent))]
-        out.append("  last runs: " + ", ".join(f"{plain(v)} ({m})"
-                                               for v, m in zip(recent, marks)))
+        out.append("  last runs: " + ", ".join(
+            f"{plain(v)} ({run_mark(v, i, j, line.better or 'lower', rule)})"
+            for i, v in enumerate(recent)))
     out.append(f"  decision: {line.status}" + (f" — {line.detail}" if line.detail else ""))
     return "\n".join(out)

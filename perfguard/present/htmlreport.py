@@ -181,10 +181,13 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
         baseline_id = row[0] if row else None
     else:
         vd.with_baseline(lines, vd.stored_verdict(conn, baseline_id))
-    changes = fp.diff(fp.fingerprints(conn, baseline_id), fp.fingerprints(conn, run_id)) \
+    current = fp.fingerprints(conn, run_id)
+    # each node against its own last fingerprint up to the baseline, not only the nodes
+    # the baseline run happened to use
+    changes = fp.diff(fp.fingerprints_as_of(conn, baseline_id, list(current)), current) \
         if baseline_id is not None else []
     report = Report(run, lines, baseline_id, changes,
-                    slow_links=fp.links_below_maximum(fp.fingerprints(conn, run_id)),
+                    slow_links=fp.links_below_maximum(current),
                     outcome=vd.outcome(conn, run_id), nodes=_nodes(conn, run_id))
     with db.planned(conn, db.HASH_JOINS):
         _add_curves(conn, report)

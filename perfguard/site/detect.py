@@ -32,6 +32,8 @@ class Detected:
     ompi_components: set[str] | None = None
     #: Programs found on the node's PATH, of those that decide the binary provider.
     programs: set[str] = field(default_factory=set)
+    #: MemTotal of /proc/meminfo (what Himeno's sizes are checked against).
+    memory_mib: int | None = None
 
     @property
     def rdma(self) -> bool:
@@ -217,9 +219,19 @@ def _software(found: Detected) -> None:
                            "(kind prefix or spack; docs/adopting.md)")
 
 
+def parse_meminfo(text: str) -> int | None:
+    """``/proc/meminfo`` → MemTotal in MiB."""
+    match = re.search(r"^MemTotal:\s+(\d+) kB", text, re.M)
+    return int(match.group(1)) // 1024 if match else None
+
+
 def detect() -> Detected:
     found = Detected()
     _software(found)
+    try:
+        found.memory_mib = parse_meminfo(Path("/proc/meminfo").read_text())
+    except OSError:
+        found.notes.append("/proc/meminfo not readable: node memory unknown")
     lscpu = _run(["lscpu", "-p"])
     if lscpu is None:
         found.notes.append("lscpu not available: NUMA domains unknown")
@@ -251,6 +263,7 @@ def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str | No
     its jobs go to the Slurm partition of the same name; ``mpi`` None: the node's own."""
     hca_names = {h["name"] for h in found.hcas}
     node = {
+        **({"memory_mib": found.memory_mib} if found.memory_mib else {}),
         "numa": [{"id": node, "cpus": compact_cpus(cpus)}
                  for node, cpus in sorted(found.numa.items())],
         "hcas": [{"name": h["name"], "port": h["port"], "link_layer": h.get("link_layer", ""),

@@ -33,6 +33,19 @@ from reframe_tests.himeno.parser import parse
 #: (XS: mimax 33, mjmax 33, mkmax 65); the arrays are one larger in every dimension.
 GRIDS = {"XS": (32, 32, 64), "S": (64, 64, 128), "M": (128, 128, 256),
          "L": (256, 256, 512), "XL": (512, 512, 1024)}
+#: Single-precision arrays Himeno allocates over the grid: p, a[4], b[3], c[3], bnd, wrk1,
+#: wrk2 (each one larger than the interior in every dimension).
+ARRAYS = 14
+
+
+def memory_mib(size: str, nodes: int) -> int:
+    """What one node of a ``nodes``-node run holds of the grid (XL: ~14.4 GiB in all)."""
+    cells = 1
+    for extent in GRIDS[size]:
+        cells *= extent + 1
+    return -(-cells * 4 * ARRAYS // (nodes * 2**20))
+
+
 #: Ranks per node as a share of the node's cores: 1 rank, a quarter, half, all.
 RANK_STEPS = {"1": 0, "quarter": 4, "half": 2, "all": 1}
 
@@ -77,6 +90,11 @@ class HimenoCheck(rfm.RegressionTest, MeasuredCheck):
         nodes = self.node_limit() or 1
         self.skip_saying_if(self.nodes > nodes,
                             f"needs {self.nodes} nodes, {self.node_limit_source()} {nodes}")
+        needed, has = memory_mib(self.size, self.nodes), \
+            self.current_partition.extras.get("memory_mib")
+        self.skip_saying_if(has is not None and needed > has,
+                            f"size {self.size} needs {needed} MiB per node on {self.nodes} "
+                            f"node(s), the partition's nodes have {has} MiB (node.memory_mib)")
         cores = self.current_partition.processor.num_cpus or 1
         divisor = RANK_STEPS[self.ranks_step]
         self.ranks_per_node = 1 if divisor == 0 else max(1, cores // divisor)
