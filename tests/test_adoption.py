@@ -20,12 +20,12 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
 import psycopg
 import pytest
-import yaml
 
 from tests.conftest import TEST_PORT_BASE, TEST_STATE, perfguard
 
@@ -121,83 +121,108 @@ def site_user():
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_an_ordinary_user_runs_perfguard_from_the_wheel_against_a_foreign_cluster(
+ADOPTING = CHECKOUT / "docs" / "adopting.md"
+
+
+def doc_commands(path: Path) -> list[tuple[str, str]]:
+    """(who, command) of every line of the doc's ``sh`` blocks, in order: ``user``, or
+    ``dba`` for a ``sh dba`` block."""
+    commands, who = [], None
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            info = line[3:].split()
+            who = None if who or not info or info[0] != "sh" else \
+                ("dba" if info[1:] == ["dba"] else "user")
+        elif who and line.strip() and not line.lstrip().startswith("#"):
+            commands.append((who, line))
+    return commands
+
+
+def test_the_adoption_doc_is_what_the_test_runs() -> None:
+    """Every block of docs/adopting.md is one the adoption test knows how to run."""
+    commands = doc_commands(ADOPTING)
+    assert {who for who, _ in commands} == {"user", "dba"}
+    assert any("--detect" in c for _, c in commands)
+    assert any("--submit-recurring" in c for _, c in commands)
+
+
+def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_itself(
         site_user) -> None:
+    """docs/adopting.md, command by command: the user's blocks as the user (the exports of
+    earlier blocks in force), the admins' as root with the owner's DSN."""
     base, cluster_state = site_user
     started = base / "started"  # files of the user's newer than this are this test's
     started.touch()
     record = json.loads((cluster_state / "cluster.json").read_text())
     owner_dsn = record["dsn"]
-    # --- the admins: schema by its owner, a writer role for the user ------------------
-    assert perfguard("db", "upgrade", "--dsn", owner_dsn).returncode == 0
-    granted = perfguard("db", "grant", USER, "--kind", "writer", "--dsn", owner_dsn,
-                        env={"PERFGUARD_GRANT_PASSWORD": "site-secret"})
-    assert granted.returncode == 0 and f"role {USER}: writer" in granted.stdout, granted.stderr
+    port = owner_dsn.split("@127.0.0.1:")[1].split("/")[0]
     wheel = build_wheel(base)
     deps = linked_dependencies(base)
     home = base / "home"
     home.mkdir()
     shutil.chown(home, USER, USER)
-    # --- the user: its venv, its site, its state, its passfile ------------------------
-    made = as_user(home, "/usr/bin/python3", "-m", "venv", str(home / "venv"))
-    assert made.returncode == 0, made.stderr
-    purelib = next((home / "venv" / "lib").glob("python3*/site-packages"))
-    installed = as_user(home, "pip", "install", "-q", "--no-deps", "--no-index", str(wheel))
-    assert installed.returncode == 0, installed.stderr
-    as_user(home, "sh", "-c", f"echo {deps} > {purelib / 'site-deps.pth'}")
-    site = home / "site"
-    as_user(home, "mkdir", "-p", str(site / "systems"))
-    topology = yaml.safe_load(Path(record["topology_file"]).read_text())
-    topology["system"] = "sitea"
-    (site / "systems" / "sitea.yaml").write_text(yaml.safe_dump(topology, sort_keys=False))
-    port = owner_dsn.split("@127.0.0.1:")[1].split("/")[0]
-    passfile = home / "pgpass"
-    passfile.write_text(f"127.0.0.1:{port}:perfguard:{USER}:site-secret\n")
-    for path in (site, site / "systems", site / "systems" / "sitea.yaml", passfile):
-        shutil.chown(path, USER, USER)
-    passfile.chmod(0o600)
-    env = {"PERFGUARD_SITE": str(site), "PERFGUARD_STATE_DIR": str(home / "state"),
-           "SLURM_CONF": record["slurm_conf"],
-           "PERFGUARD_DSN": f"postgresql://{USER}@127.0.0.1:{port}/perfguard"
-                            f"?passfile={passfile}"}
-
-    shown = as_user(home, "perfguard", "site", "show", env=env)
-    assert shown.returncode == 0, shown.stderr
-    assert f"systems/sitea.yaml               site     {site}" in shown.stdout
-    assert str(purelib / "perfguard" / "shipped") in shown.stdout  # defaults: the wheel's
-
-    helped = as_user(home, "perfguard", "--help", env=env)
-    assert helped.returncode == 0 and "site" in helped.stdout, helped.stderr
-    dry = as_user(home, "perfguard", "run", "--dry-run", "--system", "seedfdr", "-n",
-                  "OsuPt2PtCheck.*osu_latency.*H-H", env=env)
-    assert dry.returncode == 0 and "@seedfdr:gpu" in dry.stdout, dry.stdout[-2000:]
-
-    ran = as_user(home, "perfguard", "run", "--system", "sitea", "-n", "MpiHelloCheck",
-                  "-n", "UcxPerftestCheck", "-S", "UcxPerftestCheck.iterations=2000", env=env)
-    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
-    assert "deprecat" not in (ran.stdout + ran.stderr).lower()
-    assert "verdict: " in ran.stdout and "0 test-failed" in ran.stdout, ran.stdout[-2000:]
-    run_id = ran.stdout.split("perfguard verdict for run ")[1].split()[0]
-    verdict = as_user(home, "perfguard", "verdict", run_id, env=env)
-    assert verdict.returncode == 0 and "UcxPerftestCheck" in verdict.stdout, verdict.stderr
-    report = as_user(home, "perfguard", "report", run_id, "-o", str(home / "report.html"),
-                     env=env)
-    assert report.returncode == 0 and (home / "report.html").exists(), report.stderr
-    nightly = as_user(home, "perfguard", "nightly", "--system", "sitea", "-t", "demo",
-                      env=env)
-    assert nightly.returncode == 0, nightly.stdout[-3000:] + nightly.stderr[-2000:]
-
-    # jobs ran under the user's name; the runs are stored; the writer cannot change DDL
-    jobs = subprocess.run(["sacct", "-n", "-P", "-X", "-a", "-o", "User", "-S", "now-1hour"],
-                          capture_output=True, text=True,
-                          env={**os.environ, "SLURM_CONF": record["slurm_conf"]})
-    assert jobs.stdout.split() and set(jobs.stdout.split()) == {USER}, jobs.stdout
-    with psycopg.connect(owner_dsn) as conn:
-        stored = conn.execute("SELECT count(*) FROM run r JOIN system s ON s.id = r.system_id "
-                              "WHERE s.name = 'sitea'").fetchone()[0]
-    assert stored == 2
-    ddl = as_user(home, "psql", env["PERFGUARD_DSN"], "-c", "DROP TABLE sample")
+    site_names = [  # the doc's site-specific names → the test cluster's
+        ("mycluster", "sitea"), ("--partition batch", "--partition compute"),
+        ("/path/to/perfguard-0.1.0-py3-none-any.whl", str(wheel)),
+        ("dbhost:5432", f"127.0.0.1:{port}"), ("hpcuser", USER),
+        ("PERFGUARD_GRANT_PASSWORD=...", "PERFGUARD_GRANT_PASSWORD=site-secret"),
+        (":PASSWORD", ":site-secret"),
+        ("-t nightly", "-t demo -S UcxPerftestCheck.iterations=2000"),
+        ("--schedule '30 2 * * *'", "--schedule '* * * * *' --at now -t sanity")]
+    user_env = {"SLURM_CONF": record["slurm_conf"],  # the site's /etc/slurm
+                "PERFGUARD_STATE_DIR": str(home / "state"),
+                "PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1"}  # no network: deps linked below
+    exports: list[str] = []
+    for who, command in doc_commands(ADOPTING):
+        for doc, ours in site_names:
+            command = command.replace(doc, ours)
+        if who == "dba":
+            done = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                                  env={**os.environ, "OWNER_DSN": owner_dsn,
+                                       "PATH": f"{Path(sys.executable).parent}:"
+                                               f"{os.environ['PATH']}"}, timeout=300)
+        else:
+            done = as_user(home, "bash", "-c", "\n".join([*exports, command]), env=user_env)
+        if "--install-scrontab" in command and done.returncode != 0:
+            assert "scrontab is not installed" in done.stderr, done.stderr
+        else:
+            assert done.returncode == 0, (command, done.stdout[-3000:], done.stderr[-2000:])
+        assert "deprecat" not in (done.stdout + done.stderr).lower(), command
+        if command.startswith("export "):
+            exports.append(command)
+        if "pip install" in command:  # the project's dependencies, linked (no network)
+            [purelib] = (home / "perfguard-venv" / "lib").glob("python3*/site-packages")
+            as_user(home, "sh", "-c", f"echo {deps} > {purelib / 'site-deps.pth'}")
+        if command.startswith("perfguard site show"):
+            assert re.search(r"systems/sitea\.yaml\s+site\s", done.stdout), done.stdout
+            assert f"dashboards: {purelib / 'perfguard' / 'shipped' / 'dashboards'}" in \
+                done.stdout
+    try:
+        with psycopg.connect(owner_dsn) as conn:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and scheduled_runs(conn) < 2:
+                time.sleep(3)
+            assert scheduled_runs(conn) >= 2, "the nightly did not fire twice by itself"
+            stored = conn.execute("SELECT count(*) FROM run r JOIN system s ON "
+                                  "s.id = r.system_id WHERE s.name = 'sitea'").fetchone()[0]
+        assert stored >= 3  # the first run and two nights
+    finally:
+        as_user(home, "perfguard", "nightly", "--cancel-recurring",
+                env={**user_env, "PATH": f"{home / 'perfguard-venv' / 'bin'}:/usr/bin:/bin"})
+    # jobs ran under the user's name: drivers in service, checks in compute
+    jobs = subprocess.run(["sacct", "-n", "-P", "-X", "-a", "-o", "User,JobName,Partition",
+                           "-S", "now-1hour"], capture_output=True, text=True,
+                          env={**os.environ, "SLURM_CONF": record["slurm_conf"]}).stdout
+    rows = [line.split("|") for line in jobs.split()]
+    assert rows and {user for user, _, _ in rows} == {USER}, jobs
+    assert {p for _, name, p in rows if name == "perfguard-nightly"} == {"service"}, jobs
+    assert {p for _, name, p in rows if name.startswith("rfm_")} == {"compute"}, jobs
+    user_dsn = f"postgresql://{USER}:site-secret@127.0.0.1:{port}/perfguard"
+    ddl = subprocess.run(["psql", user_dsn, "-c", "DROP TABLE sample"], capture_output=True,
+                         text=True)
     assert ddl.returncode != 0 and "must be owner" in ddl.stderr, ddl.stderr
+    with psycopg.connect(f"postgresql://grafana:site-secret@127.0.0.1:{port}/perfguard") as g:
+        assert g.execute("SELECT count(*) FROM run_outcome").fetchone()[0] >= 3
     # nothing of the user's outside its own home (state and site live there)
     stray = subprocess.run(["find", "/var/tmp", "/tmp", "/dev/shm", str(CHECKOUT),
                             "-xdev", "-user", USER, "-newer", str(started), "-not", "-path",
@@ -205,6 +230,10 @@ def test_an_ordinary_user_runs_perfguard_from_the_wheel_against_a_foreign_cluste
                            capture_output=True, text=True)
     assert stray.stdout.split() == [], stray.stdout
 
+
+def scheduled_runs(conn: psycopg.Connection) -> int:
+    return conn.execute("SELECT count(*) FROM run r JOIN system s ON s.id = r.system_id "
+                        "WHERE s.name = 'sitea' AND r.trigger = 'nightly'").fetchone()[0]
 
 
 def test_a_run_prints_no_deprecation_warning() -> None:
