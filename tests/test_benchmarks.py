@@ -27,6 +27,12 @@ def test_verdict_quality_runs() -> None:
     assert "| worst |" in out and "| mean |" in out
 
 
+def test_run_quality_runs() -> None:
+    out = run_benchmark("run_quality.py")
+    assert "| 300 lines | 299 |" in out and "| false pages / month |" in out
+    assert "| 300 lines | driver +0.3 µs small latency |" in out and "| cause named |" in out
+
+
 def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
     """With the cluster's own role and passfile (no PGPASSFILE): the DSN's options
     survive into the benchmark's database, which is dropped afterwards."""

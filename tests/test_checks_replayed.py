@@ -82,16 +82,18 @@ def test_run_passes_and_skips_are_not_failures(replayed) -> None:
     result, _, testcases = replayed
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "test-failed" not in re.sub(r"\d+ test-failed", "", result.stdout)
-    verdict = result.stdout.splitlines()[-1]
+    *_, verdict, run_line = result.stdout.splitlines()
+    assert re.fullmatch(r"run \d+: PASS \(no line failed or regressed\)", run_line), run_line
     assert verdict.startswith("verdict:") and "0 fail, 0 regression, 0 test-failed" in verdict
     assert re.search(r"\b6 skipped\b", verdict), verdict  # Himeno quarter/half, 1/2/4 nodes
     skipped = [tc for tc in testcases if tc["result"] == "skip"]
     assert len(skipped) == 6
     assert {tc["ranks_step"] for tc in skipped} == {"quarter", "half"}
     # why is stored and said, though ReFrame's report keeps no skip message
-    said = [line for line in result.stdout.splitlines() if "skipped: " in line]
-    assert len(said) == 6 and all("core(s) per node: this step is the 1-rank run" in line
-                                  for line in said), said
+    rows = [line for line in result.stdout.splitlines() if line.endswith(" skipped [1]")]
+    said = [line for line in result.stdout.splitlines() if line.startswith("[1] ")]
+    assert len(rows) == 6 and len(said) == 1, (rows, said)  # the reason said once
+    assert "core(s) per node: this step is the 1-rank run" in said[0], said
 
 
 def test_every_omb_shape_ran_with_every_size_stored(replayed) -> None:

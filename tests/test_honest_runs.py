@@ -83,7 +83,8 @@ def test_shapes_that_cannot_fit_the_nodes_given_are_skipped_before_submission(
                        "^OsuCollectiveCheck%hca=lo%benchmark=osu_barrier",
                        "-S", "nodes_available=2", state=TEST_STATE,
                        env={"PERFGUARD_REPLAY": str(DATA / "replay")})
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 3, result.stdout + result.stderr  # its one check skipped
+    assert "NOTHING-MEASURED" in result.stdout.splitlines()[-1]
     [case] = [c for c in report_of(result.stdout)
               if c["name"].startswith("OsuCollectiveCheck")]
     assert case["result"] == "skip"
@@ -98,9 +99,9 @@ def test_a_program_the_node_lacks_is_a_skip_that_names_the_node(migrated_dsn: st
     result = perfguard("run", "--dsn", migrated_dsn, "-n", UCX_LAT,
                        "-S", "UcxPerftestCheck.programs_on_node_path=perfguard-no-such-program",
                        "-S", "UcxPerftestCheck.iterations=2000", state=TEST_STATE)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-2000:]  # nothing
     [case] = [c for c in report_of(result.stdout) if c["name"].startswith("UcxPerftestCheck")]
     assert case["result"] == "skip" and case["jobid"], case  # skipped after its job
-    assert re.search(r"skipped: perfguard-no-such-program is not on PATH on node\d",
-                     result.stdout), result.stdout[-2000:]
-    assert "1 skipped" in result.stdout.splitlines()[-1]
+    assert re.search(r"^\[\d\] perfguard-no-such-program is not on PATH on node\d",
+                     result.stdout, re.M), result.stdout[-2000:]  # said once, under the table
+    assert "1 skipped" in result.stdout.splitlines()[-2]  # the counts, then "run N: …"

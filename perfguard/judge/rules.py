@@ -49,8 +49,11 @@ class Rule:
     #: The recent nights that agree with the judged one lie on average beyond this many
     #: noise (k marks a night; level confirms a shift).
     level: float = 1.8
-    #: Noise above which a 25 % change would not be told from noise: inconclusive.
+    #: Noise above which a 25 % change would not be told from noise: such a noisy line is
+    #: judged only for shifts of ``noisy_level`` noise or more (a 3x latency on a 40 %
+    #: line), "noise too large" for anything smaller.
     max_detectable: float = 0.25
+    noisy_level: float = 3.0
     #: Floor of the noise, relative to the centre (a flat history is not noise-free).
     min_noise: float = 0.001
     #: Baseline from the runs since the judged nodes' environment last changed only.
@@ -242,9 +245,9 @@ def judge(history: list[float], recent: list[float], better: str,
     centre, noise = base or baseline(history)
     noise = max(noise, rule.min_noise * abs(centre))
     change = (value - centre) / abs(centre) if centre else None
-    if centre and max(rule.k, rule.level) * noise / abs(centre) > rule.max_detectable:
-        return Judgement(INCONCLUSIVE, centre, noise, change, (),
-                         f"noise ±{noise / abs(centre):.1%} too large to tell a change", rule)
+    noisy = bool(centre) and max(rule.k, rule.level) * noise / abs(centre) > rule.max_detectable
+    if noisy:
+        rule = dataclasses.replace(rule, level=max(rule.level, rule.noisy_level))
     recent = recent[-rule.confirm:]
     sides = [side(v, centre, noise, better, rule) for v in recent]
     mine = sides[-1]
@@ -260,6 +263,11 @@ def judge(history: list[float], recent: list[float], better: str,
         return Judgement(state, centre, noise, change, beyond,
                          f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
                          f"more than {rule.k:g}σ, {abs(level):.1f}σ on average", rule)
+    if noisy:
+        return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
+                         f"{size}; noise ±{noise / abs(centre):.1%} too large to tell this "
+                         f"change (a shift of {rule.level:g}σ on its recent runs is judged)",
+                         rule)
     if len(beyond) >= rule.needed:
         return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
                          f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
@@ -278,6 +286,18 @@ def _level(recent: list[float], value: float, centre: float, noise: float, bette
     agreeing = [v for v in recent if abs(v - value) <= rule.agree * noise]
     shift = (statistics.fmean(agreeing) - centre) / noise
     return shift if better == "higher" else -shift
+
+
+def evidence(recent: list[float], j: Judgement, better: str) -> tuple[int, tuple[float, ...]]:
+    """(side of the judged run, the worse-signed noise from the centre of each recent run
+    that agrees with it) for findings; (0, ()) without a baseline."""
+    if j.centre is None or not j.noise:
+        return 0, ()
+    rule, value = j.rule, recent[-1]
+    sign = 1 if better == "lower" else -1
+    mine = side(value, j.centre, j.noise, better, rule)
+    agreeing = [v for v in recent[-rule.confirm:] if abs(v - value) <= rule.agree * j.noise]
+    return mine, tuple(sign * (v - j.centre) / j.noise for v in (agreeing if mine else [value]))
 
 
 def split(series: list[float] | tuple[float, ...],

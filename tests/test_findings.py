@@ -1,0 +1,81 @@
+"""Findings and the family-wise page: pure logic on judged lines (perfguard.judge.findings)."""
+
+from __future__ import annotations
+
+import random
+
+from perfguard.judge import findings as fd
+
+
+def site_lines(nodes: int = 40, hcas: int = 2, rng: random.Random | None = None,
+               z: float = 0.0) -> list[fd.Evidence]:
+    """Pair lines node i → i+1 per HCA and size, within their noise (side 0)."""
+    rng = rng or random.Random(1)
+    lines = []
+    for i in range(nodes):
+        node, peer = f"node{i + 1}", f"node{(i + 1) % nodes + 1}"
+        for h in range(hcas):
+            for size in ("8", "64K", "4M"):
+                lines.append(fd.Evidence(
+                    f"osu_bw {node}-{peer} mlx5_{h} @{size}", "compute", f"osu_bw @{size}",
+                    (node, peer), (f"{node}:mlx5_{h}", f"{peer}:mlx5_{h}"), 0, False,
+                    z + rng.gauss(0, 0.5), 1))
+    return lines
+
+
+def moved(line: fd.Evidence, z: float, confirmed: bool = True, change: float = -0.48,
+          nights: int = 2) -> fd.Evidence:
+    return fd.Evidence(line.name, line.partition, line.group, line.nodes, line.devices, -1,
+                       confirmed, z, nights, change)
+
+
+def test_a_bad_hca_is_one_finding_naming_it_and_pages() -> None:
+    lines = site_lines()
+    bad = [i for i, line in enumerate(lines) if "node7:mlx5_1" in line.devices]
+    for i in bad:
+        lines[i] = moved(lines[i], 6.0)
+    found = fd.findings(lines)
+    assert [(f.subject, f.paged, len(f.lines)) for f in found] == [("node7:mlx5_1", True, 6)]
+    assert found[0].summary().startswith("node7:mlx5_1: 6 of 6 line(s) worse, median -48.0%")
+
+
+def test_one_night_of_fabric_load_is_named_once_and_does_not_page() -> None:
+    lines = [moved(line, 3.0, confirmed=False, change=-0.08, nights=1)
+             for line in site_lines()]
+    [finding] = fd.findings(lines)
+    assert finding.subject == "partition compute" and not finding.paged
+    assert "one night: fabric load or a shared change" in finding.summary()
+
+
+def test_a_fingerprint_change_that_night_explains_and_pages_at_once() -> None:
+    lines = site_lines()
+    small = [i for i, line in enumerate(lines) if line.name.endswith("@8")]
+    for i in small:
+        lines[i] = moved(lines[i], 4.0, confirmed=False, change=0.17, nights=1)
+    nodes = {node for line in lines for node in line.nodes}
+    [finding] = fd.findings(lines, environment={"driver 5.14 → 5.15": nodes})
+    assert finding.kind == fd.ENVIRONMENT and finding.paged
+    assert "that night driver 5.14 → 5.15" in finding.summary()
+
+
+def test_noise_at_scale_does_not_page_but_one_clear_level_does() -> None:
+    """4,000 lines, 20 of them confirmed by the line rule at a modest z (its false
+    alarms at 0.5 % a line): no page. One line confirmed far beyond: a page."""
+    rng = random.Random(7)
+    lines = site_lines(nodes=667, hcas=2, rng=rng)[:4000]
+    for i in rng.sample(range(4000), 20):
+        lines[i] = moved(lines[i], 3.5, change=-0.03)
+    assert not any(f.paged for f in fd.findings(lines))
+    lines[11] = moved(lines[11], 7.0)
+    paged = [f for f in fd.findings(lines) if f.paged]
+    assert [f.subject for f in paged] == [lines[11].name]
+
+
+def test_bonferroni_bar_grows_with_the_lines() -> None:
+    policy = fd.Policy(alpha=1e-4)
+    assert round(policy.critical_z(300), 2) == 4.97 and round(policy.critical_z(4000), 2) == 5.45
+
+
+def test_a_spike_beside_a_middling_night_is_less_than_a_level() -> None:
+    assert fd.pooled_z([9.0, 1.0]) < fd.pooled_z([4.0, 4.0])
+    assert fd.pooled_z([50.0, 50.0]) == fd.pooled_z([80.0, 80.0])  # a night counts at most
