@@ -485,3 +485,34 @@ def test_a_curve_whose_nights_list_different_points_keeps_each_points_nights() -
     assert series[(3, 20)] == (105, 3, 20, (2.3, 2.5), (night(3), night(5)), True)
     assert {(row[1], row[2], row[4]) for row in rows({10}, False)} == {
         (3, 10, None), (4, 10, None)}
+
+
+def test_a_step_on_every_line_is_one_finding_that_pages(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """Every key figure 5 % worse for two nights: one finding naming the shared cause,
+    paged, stored, and said before the table and in the run line."""
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.95] * 2)
+    result = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
+    assert result.returncode == 1, result.stdout
+    block = result.stdout.split("findings (")[1].split("\n\n")[0]
+    paged = re.findall(r"^  PAGE  (\S+): (\d+) of \d+ line\(s\) worse, median -\d+\.\d%", block,
+                       re.M)
+    assert len(paged) == 1 and int(paged[0][1]) >= 2, block
+    assert re.search(rf"^run {runs[-1]}: FAIL \(1 finding\(s\) paged: {re.escape(paged[0][0])}",
+                     result.stdout, re.M), result.stdout[-500:]
+    with psycopg.connect(migrated_dsn) as conn:
+        stored = conn.execute("SELECT subject, paged, lines FROM finding WHERE run_id = %s "
+                              "AND paged", (runs[-1],)).fetchall()
+    assert stored == [(paged[0][0], True, int(paged[0][1]))]
+
+
+def test_a_step_with_a_fingerprint_change_that_night_pages_at_once(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """The night the kernel changed on the nodes, the lines that moved are explained by it
+    and page on that first night (without a change, its lines wait for a second night)."""
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.9],
+                        kernel_from=20)
+    result = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
+    assert result.returncode == 1, result.stdout
+    assert re.search(r"^  PAGE  kernel \S+ → 6\.1\.0-99-amd64: \d+ of \d+ line\(s\) worse",
+                     result.stdout, re.M), result.stdout

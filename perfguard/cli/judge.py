@@ -22,11 +22,13 @@ def _add_verdict(sub: argparse._SubParsersAction) -> None:
 
 def cmd_verdict(args: argparse.Namespace) -> int:
     from perfguard.judge import fingerprint as fp
+    from perfguard.judge import run_findings
     from perfguard.judge import verdict as vd
 
     with connect(args) as conn:
         run_id = vd.resolve_run(conn, args.run)
         lines = vd.judge_and_record(conn, run_id)  # again: thresholds or rules may change
+        found = run_findings.stored(conn, run_id)
         result = vd.outcome(conn, run_id)
         if args.baseline:
             before = vd.resolve_run(conn, args.baseline)
@@ -41,6 +43,8 @@ def cmd_verdict(args: argparse.Namespace) -> int:
             raise UsageError(f"no line of run {run_id} is named like {args.explain!r}")
         print("\n\n".join(vd.explain(line) for line in chosen))
     else:
+        if found:
+            print(run_findings.render(found, len(lines)) + "\n")
         print(vd.render(lines, show_baseline=bool(args.baseline)))
         if slow:
             print("\n" + fp.render_slow_links(slow))

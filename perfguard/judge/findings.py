@@ -203,9 +203,12 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
             explained = _within_shared_shift([lines[i] for i in explained], explained)
         finding = Finding(kind, subject, [lines[i] for i in explained], total,
                           environment=[subject] if kind == ENVIRONMENT else [])
-        # evidence over every line the cause takes part in, moved or not: a node whose
-        # three noisiest of ten lines moved is no node fault
-        finding.evidence = stouffer(lines[i].z for i in covered[kind, subject])
+        # evidence over every line of the cause, moved or not, of the measurements that
+        # moved (a slow HCA's bandwidth lines, not its latency ones): a node whose three
+        # noisiest of ten lines moved is no node fault
+        moved_groups = {lines[i].group for i in explained}
+        finding.evidence = stouffer(lines[i].z for i in covered[kind, subject]
+                                    if lines[i].group in moved_groups)
         found.append(finding)
         moved -= set(explained)
     # a line alone is a finding once the line rule confirmed it (a level, not one night)

@@ -11,6 +11,7 @@ visible, never a silent pass.
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +112,14 @@ class Line:
     key_point: dict[str, Any] | None = None
     #: The nodes its test case ran on (the table names them per variant).
     nodes: tuple[str, ...] = ()
+    #: A regression line: whether a paged finding holds it (None: not judged so, or a
+    #: run recorded before findings): only then does it fail the run.
+    paged: bool | None = None
+
+    @property
+    def change_vs_centre(self) -> float | None:
+        """The judged value against its history's centre (the baseline of the rule)."""
+        return self.judgement.change if self.judgement else None
 
     @property
     def change(self) -> float | None:
@@ -170,12 +179,18 @@ def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
     bases = judge.baselines([judge.judged_history(v, rule) for v, rule in zip(values, rules_of)])
     lines = [_line(*line) for line in zip(rows, values, rules_of, bases)]
     if with_curves:
-        lines += _curve_lines(conn, run_id, rules)
+        nodes = {_variant(line): line.nodes for line in lines}
+        lines += [dataclasses.replace(line, nodes=nodes.get(_variant(line), ()))
+                  for line in _curve_lines(conn, run_id, rules)]
     for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
                           "-", None, "", {}, None, None, None, row["testcase_state"],
                           row["fail_reason"] or "", nodes=tuple(row["nodelist"] or ())))
     return lines
+
+
+def _variant(line: Line) -> tuple:
+    return line.check, _frozen(line.params), line.partition, line.environ
 
 
 def _curve_lines(conn: psycopg.Connection, run_id: int, rules: judge.Rules) -> list[Line]:
@@ -281,17 +296,17 @@ def _line(row: dict, values: list[float], rule: judge.Rule,
 RECORD_SQL = """
 INSERT INTO verdict_line (run_id, check_name, params, partition, environ, metric, point, value,
                           unit, status, centre, noise, band_low, band_high, detail, reference,
-                          lower_limit, upper_limit, better)
+                          lower_limit, upper_limit, better, paged)
 VALUES (%(run_id)s, %(check)s, %(params)s, %(partition)s, %(environ)s, %(metric)s, %(point)s,
         %(value)s, %(unit)s, %(status)s, %(centre)s, %(noise)s, %(low)s, %(high)s, %(detail)s,
-        %(reference)s, %(lower_limit)s, %(upper_limit)s, %(better)s)
+        %(reference)s, %(lower_limit)s, %(upper_limit)s, %(better)s, %(paged)s)
 """
 
 RECORDED_SQL = """
 SELECT v.check_name, v.params, v.params::text AS params_text, v.partition, v.environ,
        v.metric, v.point,
        coalesce(pt.id, -1) AS point_id, v.value, v.unit, v.status, v.centre, v.noise,
-       v.detail, v.reference, v.lower_limit, v.upper_limit, v.better
+       v.detail, v.reference, v.lower_limit, v.upper_limit, v.better, v.paged
 FROM verdict_line v LEFT JOIN point pt ON pt.coords = v.point
 WHERE v.run_id = %(run_id)s
 ORDER BY v.check_name, v.params::text, v.partition, v.environ, v.metric, v.point::text
@@ -371,7 +386,7 @@ def recorded(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = 
                           row["metric"], row["value"], row["unit"], row["point"],
                           row["reference"], row["lower_limit"], row["upper_limit"],
                           row["status"], row["detail"], better=row["better"],
-                          judgement=judgement, series=tuple(values)))
+                          judgement=judgement, series=tuple(values), paged=row["paged"]))
     return with_key_points(conn, run_id, lines)
 
 
@@ -381,8 +396,11 @@ def judge_and_record(conn: psycopg.Connection, run_id: int) -> list[Line]:
     first: a first large run judged with the planner's empty-table guesses took minutes."""
     conn.execute("SELECT analyze_results(started_at) FROM run WHERE id = %s",  # as the
                  (run_id,))  # owner: a writer may not (0010, 0011)
+    from perfguard.judge import run_findings
+
     lines = verdict(conn, run_id)
-    record(conn, run_id, lines)
+    found, critical = run_findings.find(conn, run_id, lines)
+    record(conn, run_id, lines, run_findings.rows(run_id, found, critical))
     return lines
 
 
@@ -391,12 +409,18 @@ def stored_verdict(conn: psycopg.Connection, run_id: int) -> list[Line]:
     return recorded(conn, run_id) or judge_and_record(conn, run_id)
 
 
-def record(conn: psycopg.Connection, run_id: int, lines: list[Line]) -> None:
-    """Store a run's verdict (replacing an earlier one) for the dashboards and reports."""
+def record(conn: psycopg.Connection, run_id: int, lines: list[Line],
+           findings: list[tuple] = ()) -> None:
+    """Store a run's verdict and findings (replacing earlier ones) for the dashboards and
+    reports (run_findings.rows makes the findings' rows)."""
+    from perfguard.judge.run_findings import INSERT_SQL
+
     with conn.transaction():
         conn.execute("DELETE FROM verdict_line WHERE run_id = %s", (run_id,))
+        conn.execute("DELETE FROM finding WHERE run_id = %s", (run_id,))
         with conn.cursor() as cursor:
             cursor.executemany(RECORD_SQL, [_recorded(run_id, line) for line in lines])
+            cursor.executemany(INSERT_SQL, findings)
         conn.execute("UPDATE run SET measured_floor = %s WHERE id = %s",
                      (measured_floor(), run_id))
         conn.execute("SELECT summarize_run(%s)", (run_id,))  # what run_outcome reads (0021)
@@ -411,7 +435,7 @@ def _recorded(run_id: int, line: Line) -> dict[str, Any]:
             "status": line.status, "centre": j.centre if j else None,
             "noise": j.noise if j else None, "low": low, "high": high, "detail": line.detail,
             "reference": line.reference, "lower_limit": line.low, "upper_limit": line.high,
-            "better": line.better}
+            "better": line.better, "paged": line.paged}
 
 
 def with_baseline(lines: list[Line], baseline: list[Line]) -> list[Line]:

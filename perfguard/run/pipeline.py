@@ -12,6 +12,7 @@ from pathlib import Path
 
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import fingerprint as fp
+from perfguard.judge import run_findings
 from perfguard.judge import verdict as vd
 from perfguard.run.reframe import RunRequest, library_revision, run_reframe
 from perfguard.site import check
@@ -109,11 +110,12 @@ def judge_stored(ctx: Context, completed: Completed, baseline: str | None = None
                                          f"is kept in the spool ({completed.report.name})")
     with db.connect(ctx.dsn) as conn:
         lines = vd.judge_and_record(conn, completed.run_id)
+        found = run_findings.render(run_findings.stored(conn, completed.run_id), len(lines))
         result = vd.outcome(conn, completed.run_id)
         after = fp.fingerprints(conn, completed.run_id)
         slow = fp.render_slow_links(fp.links_below_maximum(after))
         if baseline is None:
-            return RunVerdict(completed, lines, _joined(completed.stalled or "",
+            return RunVerdict(completed, lines, _joined(completed.stalled or "", found,
                                                         vd.render(lines), slow), result)
         before_id = vd.resolve_run(conn, baseline)
         vd.with_baseline(lines, vd.verdict(conn, before_id))
@@ -121,7 +123,7 @@ def judge_stored(ctx: Context, completed: Completed, baseline: str | None = None
         before = fp.fingerprints_as_of(conn, before_id, compared)
         changes = fp.diff(before, {n: facts for n, facts in after.items() if n in compared})
     return RunVerdict(completed, lines, _joined(
-        vd.render(lines, show_baseline=True), slow,
+        found, vd.render(lines, show_baseline=True), slow,
         f"fingerprint changes since run {before_id} (each node against its own state "
         f"then):\n" + fp.render(changes)), result)
 

@@ -1,0 +1,134 @@
+"""A run's findings: what each judged line gives as evidence, the fingerprint changes of
+that night, the policy of verdict_rules.yaml (``findings:``), and the stored findings the
+CLI, the report, JUnit and Grafana show (migration 0022). The grouping and the paging
+rule themselves are perfguard.judge.findings (pure)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import psycopg
+from psycopg.rows import dict_row
+
+from perfguard.errors import UsageError
+from perfguard.judge import findings as fd
+from perfguard.judge import fingerprint as fp
+from perfguard.judge import rules as judge
+from perfguard.judge.verdict import IMPROVEMENT, REGRESSION, Line, rules_file
+
+#: Parameters that name where a line ran, not what it measured (its group leaves them out).
+WHERE_PARAMS = ("hca",)
+
+
+def policy(path: Path | None = None) -> fd.Policy:
+    """``findings:`` of the verdict rules (any field of findings.Policy), else the
+    defaults benchmarks/run_quality.py measured."""
+    from perfguard.site.yamlfile import load_yaml
+
+    path = rules_file() if path is None else path
+    data = (load_yaml(path, "verdict rules") if path.exists() else {}) or {}
+    given = data.get("findings") or {}
+    fields = {f.name for f in dataclasses.fields(fd.Policy)}
+    unknown = set(given) - fields if isinstance(given, dict) else {"(not a mapping)"}
+    if unknown:
+        raise UsageError(f"{path}: findings: unknown keys {sorted(unknown)} (known: "
+                         f"{', '.join(sorted(fields))})")
+    for key, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise UsageError(f"{path}: findings.{key} must be a positive number, not "
+                             f"{value!r}")
+    return dataclasses.replace(fd.DEFAULT_POLICY, **given)
+
+
+def evidence_of(line: Line, rules: fd.Policy) -> fd.Evidence:
+    """A judged line as findings read it. A curve that regressed (judged size by size)
+    counts as a two-night level at the most one night may count."""
+    params = {k: v for k, v in sorted(line.params.items()) if k not in WHERE_PARAMS}
+    group = " ".join([line.check, *(f"{k}={v}" for k, v in params.items()), line.metric])
+    hca = line.params.get("hca")
+    gpu = "D" in str(line.params.get("transfer", "")) or line.params.get("memory") == "cuda"
+    devices = tuple([*(f"{n}:{hca}" for n in line.nodes if hca),
+                     *(f"{n}:gpu" for n in line.nodes if gpu)])
+    base = fd.Evidence(f"{line.check}{_params(line)} {line.metric}", line.partition, group,
+                       line.nodes, devices, change=line.change_vs_centre)
+    if line.metric.endswith(" curve") and line.status in (REGRESSION, IMPROVEMENT):
+        side = -1 if line.status == REGRESSION else 1
+        return dataclasses.replace(base, side=side, confirmed=True, nights=2,
+                                   z=-side * rules.night_cap * math.sqrt(2))
+    j = line.judgement
+    if j is None or j.centre is None or line.better is None or not line.series:
+        return base
+    recent = judge.split(line.series, j.rule)[1]
+    side, distances = judge.evidence(recent, j, line.better)
+    return dataclasses.replace(base, side=side, confirmed=line.status in (REGRESSION,
+                                                                          IMPROVEMENT),
+                               z=fd.pooled_z(distances, rules), nights=len(distances))
+
+
+def _params(line: Line) -> str:
+    return "".join(f" %{k}={v}" for k, v in sorted(line.params.items()))
+
+
+PREVIOUS_RUN_SQL = """
+SELECT p.id FROM run r JOIN run p ON p.system_id = r.system_id AND p.started_at < r.started_at
+WHERE r.id = %s ORDER BY p.started_at DESC, p.id DESC LIMIT 1
+"""
+
+
+def night_changes(conn: psycopg.Connection, run_id: int) -> dict[str, set[str]]:
+    """Each fingerprint change since the previous run of the system (every node against
+    its own last fingerprint) → the nodes it happened on."""
+    current = fp.fingerprints(conn, run_id)
+    row = conn.execute(PREVIOUS_RUN_SQL, (run_id,)).fetchone()
+    if row is None or not current:
+        return {}
+    before = fp.fingerprints_as_of(conn, row[0], list(current))
+    return {f"{c.field} {c.before} → {c.after}": set(c.nodes)
+            for c in fp.diff(before, current)
+            if c.field not in (fp.NO_EARLIER_STATE, fp.NOT_MEASURED)}
+
+
+def find(conn: psycopg.Connection, run_id: int, lines: list[Line]
+         ) -> tuple[list[fd.Finding], float]:
+    """The run's findings and the evidence a finding needed to page; each line in a
+    paged finding is marked ``paged`` (a regression elsewhere does not fail the run)."""
+    rules = policy()
+    evidence = [evidence_of(line, rules) for line in lines]
+    found = fd.findings(evidence, rules, environment=night_changes(conn, run_id))
+    paged = {id(e) for f in found if f.paged for e in f.lines}
+    for line, given in zip(lines, evidence):
+        line.paged = id(given) in paged if line.status == REGRESSION else None
+    return found, rules.critical_z(len(lines))
+
+
+INSERT_SQL = """
+INSERT INTO finding (run_id, ordinal, kind, subject, summary, lines, evidence, critical,
+                     change, confirmed, paged, environment)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+
+
+def rows(run_id: int, found: list[fd.Finding], critical: float) -> list[tuple]:
+    """What ``record`` stores: the findings worth an admin's eyes (paged, confirmed, or
+    several lines with one cause), in the order they are shown."""
+    shown = [f for f in found if f.paged or f.confirmed or len(f.lines) > 1]
+    return [(run_id, n, f.kind, f.subject, f.summary(), len(f.lines), f.evidence, critical,
+             f.change, f.confirmed, f.paged, f.environment) for n, f in enumerate(shown)]
+
+
+def stored(conn: psycopg.Connection, run_id: int) -> list[dict]:
+    return conn.cursor(row_factory=dict_row).execute(
+        "SELECT * FROM finding WHERE run_id = %s ORDER BY ordinal", (run_id,)).fetchall()
+
+
+def render(found: list[dict], judged: int) -> str:
+    """The findings block the CLI prints above the verdict table."""
+    if not found:
+        return ""
+    bar = found[0]["critical"]
+    head = (f"findings ({judged} lines; family-wise: a finding pages at evidence z ≥ "
+            f"{bar:.2f} and confirmed over nights or by a fingerprint change):")
+    return "\n".join([head, *(f"  {'PAGE ' if f['paged'] else 'watch'} {f['summary']}"
+                              for f in found)])
