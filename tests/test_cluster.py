@@ -132,7 +132,7 @@ def test_sixty_four_nodes_come_up_and_run_a_step_on_each() -> None:
     slurmd on its own port after every daemon's (node 12 once took PostgreSQL's)."""
     layout = ClusterLayout(TEST_ROOT / "sixty-four", nodes=64, port_base=PORT_BASE)
     ports = list(layout.all_ports().values())
-    assert len(set(ports)) == len(ports) == 68
+    assert len(set(ports)) == len(ports) == 69  # 4 daemons, 64 nodes and the service node
     state = TEST_ROOT / "sixty-four"
     shutil.rmtree(state, ignore_errors=True)
     try:

@@ -134,6 +134,12 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
         conn.execute("INSERT INTO sweep_finding (run_id, hca, kind, subject, evidence, drained) "
                      "VALUES (%s, 'mlx4_0', 'node', 'node3', 'fails with 3 of 3 partners', "
                      "true)", (sweep_run,))
+    with psycopg.connect(migrated_dsn) as conn:  # the degraded night's finding (the OSU
+        conn.execute(  # lines are test-failed there, so judging finds none of its own)
+            "INSERT INTO finding (run_id, ordinal, kind, subject, summary, lines, evidence, "
+            "critical, change, confirmed, paged, environment) SELECT max(id), 0, 'device', "
+            "'node1:mlx4_0', 'node1:mlx4_0: 3 of 4 line(s) worse, median -40.0%', 3, 9.1, "
+            "4.4, -0.4, true, true, '{}' FROM run WHERE trigger = 'nightly'")
     # One degraded run is no change point for E-Divisive (tests/test_history_verdicts.py
     # detects real ones): the change point `perfguard changepoints` would store at the degraded run.
     with psycopg.connect(migrated_dsn) as conn:
@@ -186,6 +192,8 @@ def test_every_query_runs_and_names_its_columns(seeded: str) -> None:
             ("Verdict of run", "A"): ["check_name", "variant", "where_run", "metric", "value",
                                       "unit", "baseline", "change", "status", "detail"],
             ("Fabric sweep: $metric", "A"): ["server", "client", "value"],
+            ("Findings of run", "A"): ["page", "kind", "subject", "lines", "change",
+                                       "evidence", "pages at z", "summary"],
             ("Fabric sweep findings", "A"): ["time", "run", "kind", "subject", "hca", "drained",
                                              "evidence"],
         }

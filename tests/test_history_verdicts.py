@@ -26,19 +26,25 @@ BW_LINE = "UcxPerftestCheck %hca=lo %memory=host %test=tag_bw bandwidth"
 def store_nights(dsn: str, demo_report: Path, tmp_path: Path, factors: list[float],
                  cv: float = 0.01, seed: int = 7,
                  curve_factors: list[float] | None = None, from_size: int = 0,
-                 kernel_from: int | None = None) -> list[int]:
+                 kernel_from: int | None = None, slower: bool = False) -> list[int]:
     """One stored run per night, a day apart, every key figure of the real demo report
     scaled by the night's factor and a normal noise of ``cv`` (and every curve point from
     ``from_size`` up by the night's curve factor and noise), each judged as `perfguard
     ingest` judges it: run ids, oldest first."""
     return ingest(dsn, night_reports(demo_report, tmp_path, factors, cv, seed, curve_factors,
-                                     from_size, kernel_from), "--trigger", "nightly")
+                                     from_size, kernel_from, slower), "--trigger", "nightly")
 
 
 def night_reports(demo_report: Path, tmp_path: Path, factors: list[float],
                   cv: float = 0.01, seed: int = 7, curve_factors: list[float] | None = None,
-                  from_size: int = 0, kernel_from: int | None = None) -> list[Path]:
-    """The reports ``store_nights`` stores, oldest first."""
+                  from_size: int = 0, kernel_from: int | None = None,
+                  slower: bool = False) -> list[Path]:
+    """The reports ``store_nights`` stores, oldest first. ``slower``: a factor below 1
+    slows every figure down as a fault would (latencies divided by it, not multiplied)."""
+
+    def scaled(factor: float, metric: str) -> float:
+        return 1 / factor if slower and "lat" in metric else factor
+
     raw = json.loads(demo_report.read_text())
     rng = random.Random(seed)
     paths = []
@@ -50,11 +56,11 @@ def night_reports(demo_report: Path, tmp_path: Path, factors: list[float],
             if kernel_from is not None and night >= kernel_from:
                 for facts in (case.get("perfguard_fingerprints") or {}).values():
                     facts["kernel"] = "6.1.0-99-amd64"
-            for entry in (case.get("perfvalues") or {}).values():
-                entry[0] *= factor * rng.gauss(1.0, cv)
+            for key, entry in (case.get("perfvalues") or {}).items():
+                entry[0] *= scaled(factor, key) * rng.gauss(1.0, cv)
             for series in case.get("perfguard_samples") or []:
                 sizes = series["coords"].get("size") or []
-                curve = (curve_factors or factors)[night]
+                curve = scaled((curve_factors or factors)[night], str(series.get("metric")))
                 series["values"] = [v * rng.gauss(1.0, cv) * (curve if s >= from_size else 1)
                                     for v, s in zip(series["values"], sizes)] or \
                     series["values"]
@@ -81,7 +87,8 @@ def state_of(dsn: str, run_id: int, line: str = BW_LINE) -> str:
 
 def test_a_five_percent_step_is_a_regression_within_two_nights(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
-    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.95] * 3)
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.95] * 3,
+                        slower=True)
     first, second = state_of(migrated_dsn, runs[20]), state_of(migrated_dsn, runs[21])
     assert "regression" in (first, second), (first, second)
     assert state_of(migrated_dsn, runs[19]) != "regression"  # the night before the step
@@ -138,7 +145,7 @@ def test_a_curve_that_regressed_at_large_sizes_only_names_them(
     """The key figure (1 MiB) is steady, the curve lost 6 % from 64 KiB up: the verdict
     names the sizes, and the run fails."""
     runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 23,
-                        curve_factors=[1.0] * 20 + [0.94] * 3, from_size=65536)
+                        curve_factors=[1.0] * 20 + [0.94] * 3, from_size=65536, slower=True)
     result = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
     assert result.returncode == 1, result.stdout
     [line] = [r["verdict"] for r in verdict_rows(result.stdout)
@@ -146,9 +153,9 @@ def test_a_curve_that_regressed_at_large_sizes_only_names_them(
               and r["metric"] == "bandwidth curve"]
     assert re.search(r"regression: regressed at 64 KiB–1 MiB by \d\.\d%–\d\.\d%", line), line
     assert re.findall(r"regressed at ([^;]+?) by", line) == ["64 KiB–1 MiB"], line
-    # the same sweep's latency fell by as much: better, and said so
+    # the same sweep's latency rose by as much: worse, and said so
     assert any(r["metric"] == "latency curve" and
-               r["verdict"].startswith("improvement: improved at 64 KiB–1 MiB")
+               r["verdict"].startswith("regression: regressed at 64 KiB–1 MiB")
                for r in verdict_rows(result.stdout))
 
 
@@ -491,7 +498,8 @@ def test_a_step_on_every_line_is_one_finding_that_pages(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     """Every key figure 5 % worse for two nights: one finding naming the shared cause,
     paged, stored, and said before the table and in the run line."""
-    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.95] * 2)
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.95] * 2,
+                        slower=True)
     result = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
     assert result.returncode == 1, result.stdout
     block = result.stdout.split("findings (")[1].split("\n\n")[0]
@@ -504,6 +512,30 @@ def test_a_step_on_every_line_is_one_finding_that_pages(
         stored = conn.execute("SELECT subject, paged, lines FROM finding WHERE run_id = %s "
                               "AND paged", (runs[-1],)).fetchall()
     assert stored == [(paged[0][0], True, int(paged[0][1]))]
+    # the report lists it first; JUnit has a failing test case named by the cause
+    html, junit = tmp_path / "r.html", tmp_path / "junit.xml"
+    last = tmp_path / f"night{len(runs) - 1:03d}.xml"  # ReFrame's JUnit beside the report
+    last.write_text(demo_report.with_suffix(".xml").read_text())
+    perfguard("report", str(runs[-1]), "-o", str(html), "--junit", str(junit), "--dsn",
+              migrated_dsn, state=tmp_path, check=True)
+    page = html.read_text()
+    assert page.index('id="findings"') < page.index('id="attention"')
+    assert re.search(r'data-paged="true">.*?page</span>\s*' + re.escape(paged[0][0]), page,
+                     re.S)
+    assert re.search(r'<testcase classname="perfguard.findings" name="'
+                     + re.escape(paged[0][0]) + r'"><failure type="finding"', junit.read_text())
+    # acknowledged: known, being fixed; shown with who and why, no page
+    acked = perfguard("ack", paged[0][0], "--reason", "cable swap on Friday", "--dsn",
+                      migrated_dsn)
+    assert acked.returncode == 0, acked.stderr
+    again = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
+    assert again.returncode == 0, again.stdout
+    assert re.search(rf"^  ack   {re.escape(paged[0][0])}: .*; acknowledged by \S+ on "
+                     rf"\d{{4}}-\d\d-\d\d: cable swap on Friday$", again.stdout, re.M), again.stdout
+    listed = perfguard("ack", "--list", "--dsn", migrated_dsn).stdout
+    ack_id = re.search(rf"^#(\d+) local {re.escape(paged[0][0])}: by ", listed, re.M).group(1)
+    perfguard("ack", "--clear", ack_id, "--dsn", migrated_dsn, check=True)
+    assert perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn).returncode == 1
 
 
 def test_a_step_with_a_fingerprint_change_that_night_pages_at_once(
@@ -511,7 +543,7 @@ def test_a_step_with_a_fingerprint_change_that_night_pages_at_once(
     """The night the kernel changed on the nodes, the lines that moved are explained by it
     and page on that first night (without a change, its lines wait for a second night)."""
     runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.9],
-                        kernel_from=20)
+                        kernel_from=20, slower=True)
     result = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
     assert result.returncode == 1, result.stdout
     assert re.search(r"^  PAGE  kernel \S+ → 6\.1\.0-99-amd64: \d+ of \d+ line\(s\) worse",

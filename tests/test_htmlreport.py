@@ -27,7 +27,7 @@ def regressed_run(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> list[
     figures and curves regress; the kernel changed on the night of the step."""
     runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.94] * 3,
                         curve_factors=[1.0] * 20 + [0.94] * 3, from_size=65536,
-                        kernel_from=20)
+                        kernel_from=20, slower=True)
     return runs
 
 

@@ -52,6 +52,43 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _add_ack(sub: argparse._SubParsersAction) -> None:
+    ack = sub.add_parser(
+        "ack", parents=[DSN], help="acknowledge a finding's cause: known, being fixed",
+        description="A finding whose cause (its subject, as `perfguard verdict` prints it: "
+                    "node37:mlx5_1, node12, leaf3, a line's name) is acknowledged on the "
+                    "system stays in the verdict, the report and Grafana with who, when and "
+                    "why, and stops paging until the acknowledgement is cleared.")
+    ack.add_argument("subject", nargs="?", help="the finding's cause")
+    ack.add_argument("--system", default="local")
+    ack.add_argument("--reason", default="", help="why (shown with the finding)")
+    group = ack.add_mutually_exclusive_group()
+    group.add_argument("--list", action="store_true", help="the active acknowledgements")
+    group.add_argument("--clear", type=int, metavar="ID", help="clear one: its cause pages "
+                                                              "again")
+    ack.set_defaults(func=cmd_ack)
+
+
+def cmd_ack(args: argparse.Namespace) -> int:
+    from perfguard.judge import run_findings
+
+    with connect(args) as conn:
+        if args.list:
+            for ack_id, system, subject, who, at, reason in run_findings.acknowledgements(conn):
+                print(f"#{ack_id} {system} {subject}: by {who} on {at:%Y-%m-%d}: {reason}")
+            return 0
+        if args.clear is not None:
+            print(f"cleared #{args.clear} ({run_findings.clear(conn, args.clear)}): it pages "
+                  f"again")
+            return 0
+        if not args.subject:
+            raise UsageError("name the finding's cause (or --list, --clear ID)")
+        ack_id = run_findings.acknowledge(conn, args.system, args.subject, args.reason)
+    print(f"acknowledged #{ack_id}: {args.subject} on {args.system} stops paging "
+          f"(`perfguard ack --clear {ack_id}` undoes it)")
+    return 0
+
+
 def _add_changepoints(sub: argparse._SubParsersAction) -> None:
     cpt = sub.add_parser("changepoints", parents=[DSN],
         help="find and store where each series' level changed (E-Divisive), and what "
@@ -95,5 +132,6 @@ def cmd_fingerprint_diff(args: argparse.Namespace) -> int:
 
 def add(sub: argparse._SubParsersAction) -> None:
     _add_verdict(sub)
+    _add_ack(sub)
     _add_changepoints(sub)
     _add_fingerprint(sub)

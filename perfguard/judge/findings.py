@@ -101,6 +101,8 @@ class Finding:
     confirmed: bool = False
     environment: list[str] = field(default_factory=list)
     paged: bool = False
+    #: "by who on date: why" where an admin acknowledged the cause: shown, never paged.
+    acknowledged: str = ""
 
     @property
     def worse(self) -> bool:
@@ -123,6 +125,8 @@ class Finding:
             text += " (one night: fabric load or a shared change)"
         elif not self.confirmed:
             text += " (one night: confirm on the next)"
+        if self.acknowledged:
+            text += f"; acknowledged {self.acknowledged}"
         return text
 
 
@@ -171,10 +175,12 @@ ORDER = (ENVIRONMENT, DEVICE, NODE, LEAF, GROUP, PARTITION)
 
 def findings(lines: list[Evidence], policy: Policy | None = None,
              groups: dict[str, set[str]] | None = None,
-             environment: dict[str, set[str]] | None = None) -> list[Finding]:
+             environment: dict[str, set[str]] | None = None,
+             acknowledged: dict[str, str] | None = None) -> list[Finding]:
     """The run's findings, paging ones first. ``groups``: named node sets (leaf
     switches); ``environment``: each fingerprint change that night (``driver 5.14 →
-    5.15``) → the nodes it happened on."""
+    5.15``) → the nodes it happened on; ``acknowledged``: cause → "by who on date: why"
+    (shown with the finding, which then does not page)."""
     environment, groups = environment or {}, groups or {}
     policy = policy or DEFAULT_POLICY
     moved = {i for i, line in enumerate(lines) if line.side != 0}
@@ -203,12 +209,9 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
             explained = _within_shared_shift([lines[i] for i in explained], explained)
         finding = Finding(kind, subject, [lines[i] for i in explained], total,
                           environment=[subject] if kind == ENVIRONMENT else [])
-        # evidence over every line of the cause, moved or not, of the measurements that
-        # moved (a slow HCA's bandwidth lines, not its latency ones): a node whose three
+        # evidence over every line of the cause, moved or not: a node whose three
         # noisiest of ten lines moved is no node fault
-        moved_groups = {lines[i].group for i in explained}
-        finding.evidence = stouffer(lines[i].z for i in covered[kind, subject]
-                                    if lines[i].group in moved_groups)
+        finding.evidence = stouffer(lines[i].z for i in covered[kind, subject])
         found.append(finding)
         moved -= set(explained)
     # a line alone is a finding once the line rule confirmed it (a level, not one night)
@@ -217,6 +220,8 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
     critical = policy.critical_z(len(lines))
     for finding in found:
         _decide(finding, critical, environment, policy)
+        finding.acknowledged = (acknowledged or {}).get(finding.subject, "")
+        finding.paged = finding.paged and not finding.acknowledged
     return sorted(found, key=lambda f: (not f.paged, -abs(f.evidence)))
 
 

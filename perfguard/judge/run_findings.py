@@ -96,17 +96,61 @@ def find(conn: psycopg.Connection, run_id: int, lines: list[Line]
     paged finding is marked ``paged`` (a regression elsewhere does not fail the run)."""
     rules = policy()
     evidence = [evidence_of(line, rules) for line in lines]
-    found = fd.findings(evidence, rules, environment=night_changes(conn, run_id))
+    found = fd.findings(evidence, rules, environment=night_changes(conn, run_id),
+                        acknowledged=acknowledged(conn, run_id))
     paged = {id(e) for f in found if f.paged for e in f.lines}
     for line, given in zip(lines, evidence):
         line.paged = id(given) in paged if line.status == REGRESSION else None
     return found, rules.critical_z(len(lines))
 
 
+ACKNOWLEDGED_SQL = """
+SELECT a.subject, 'by ' || a.who || ' on ' || to_char(a.at, 'YYYY-MM-DD') || ': ' || a.reason
+FROM acknowledgement a JOIN system sy ON sy.name = a.system JOIN run r ON r.system_id = sy.id
+WHERE r.id = %s AND a.cleared_at IS NULL
+"""
+
+
+def acknowledged(conn: psycopg.Connection, run_id: int) -> dict[str, str]:
+    """The causes acknowledged on the run's system (and not cleared) → who, when, why."""
+    return dict(conn.execute(ACKNOWLEDGED_SQL, (run_id,)).fetchall())
+
+
+def acknowledge(conn: psycopg.Connection, system: str, subject: str, reason: str) -> int:
+    """Acknowledge a cause ("known, being fixed"): its findings stop paging."""
+    if not reason.strip():
+        raise UsageError("--reason: say why (it is shown with every finding it silences)")
+    with conn.transaction():
+        row = conn.execute("SELECT id FROM acknowledgement WHERE system = %s AND subject = %s "
+                           "AND cleared_at IS NULL", (system, subject)).fetchone()
+        if row:
+            raise UsageError(f"{subject} on {system} is acknowledged already (#{row[0]}); "
+                             f"`perfguard ack --clear {row[0]}` first")
+        return conn.execute("INSERT INTO acknowledgement (system, subject, reason) VALUES "
+                            "(%s, %s, %s) RETURNING id", (system, subject, reason)
+                            ).fetchone()[0]
+
+
+def clear(conn: psycopg.Connection, ack_id: int) -> str:
+    """Clear an acknowledgement: its cause pages again."""
+    with conn.transaction():
+        row = conn.execute("UPDATE acknowledgement SET cleared_at = now(), cleared_by = "
+                           "session_user WHERE id = %s AND cleared_at IS NULL RETURNING "
+                           "subject", (ack_id,)).fetchone()
+    if row is None:
+        raise UsageError(f"no active acknowledgement #{ack_id} (`perfguard ack --list`)")
+    return row[0]
+
+
+def acknowledgements(conn: psycopg.Connection) -> list[tuple]:
+    return conn.execute("SELECT id, system, subject, who, at, reason FROM acknowledgement "
+                        "WHERE cleared_at IS NULL ORDER BY id").fetchall()
+
+
 INSERT_SQL = """
 INSERT INTO finding (run_id, ordinal, kind, subject, summary, lines, evidence, critical,
-                     change, confirmed, paged, environment)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                     change, confirmed, paged, environment, acknowledged)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 
 
@@ -115,7 +159,8 @@ def rows(run_id: int, found: list[fd.Finding], critical: float) -> list[tuple]:
     several lines with one cause), in the order they are shown."""
     shown = [f for f in found if f.paged or f.confirmed or len(f.lines) > 1]
     return [(run_id, n, f.kind, f.subject, f.summary(), len(f.lines), f.evidence, critical,
-             f.change, f.confirmed, f.paged, f.environment) for n, f in enumerate(shown)]
+             f.change, f.confirmed, f.paged, f.environment, f.acknowledged or None)
+            for n, f in enumerate(shown)]
 
 
 def stored(conn: psycopg.Connection, run_id: int) -> list[dict]:
@@ -130,5 +175,8 @@ def render(found: list[dict], judged: int) -> str:
     bar = found[0]["critical"]
     head = (f"findings ({judged} lines; family-wise: a finding pages at evidence z ≥ "
             f"{bar:.2f} and confirmed over nights or by a fingerprint change):")
-    return "\n".join([head, *(f"  {'PAGE ' if f['paged'] else 'watch'} {f['summary']}"
-                              for f in found)])
+    return "\n".join([head, *(f"  {_mark(f)} {f['summary']}" for f in found)])
+
+
+def _mark(finding: dict) -> str:
+    return "PAGE " if finding["paged"] else "ack  " if finding["acknowledged"] else "watch"

@@ -21,7 +21,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from perfguard import __version__
-from perfguard.judge import curves
+from perfguard.judge import curves, run_findings
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
 from perfguard.judge import verdict as vd
@@ -111,6 +111,8 @@ class Report:
     outcome: vd.RunOutcome = vd.RunOutcome(False, "")
     #: (check, params, partition, environ) → the nodes its test case ran on.
     nodes: dict[tuple, list[str]] = field(default_factory=dict)
+    #: The run's stored findings (perfguard.judge.run_findings), paging ones first.
+    findings: list[dict] = field(default_factory=list)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -188,7 +190,8 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
         if baseline_id is not None else []
     report = Report(run, lines, baseline_id, changes,
                     slow_links=fp.links_below_maximum(current),
-                    outcome=vd.outcome(conn, run_id), nodes=_nodes(conn, run_id))
+                    outcome=vd.outcome(conn, run_id), nodes=_nodes(conn, run_id),
+                    findings=run_findings.stored(conn, run_id))
     with db.planned(conn, db.HASH_JOINS):
         _add_curves(conn, report)
     _add_scaling(conn, report)
@@ -446,4 +449,11 @@ def copy_junit(report: Report, target: Path) -> None:
                          name=f"run {report.run['id']} outcome")
     if outcome.outcome != vd.OUTCOME_PASS:
         ET.SubElement(case, "failure", type=outcome.outcome, message=outcome.why)
+    paged = [f for f in report.findings if f["paged"]]
+    for finding in paged:  # one failing test case per paged finding, named by its cause
+        found = ET.SubElement(suite, "testcase", classname="perfguard.findings",
+                              name=finding["subject"])
+        ET.SubElement(found, "failure", type="finding", message=finding["summary"])
+    suite.set("tests", str(1 + len(paged)))
+    suite.set("failures", str(int(outcome.outcome != vd.OUTCOME_PASS) + len(paged)))
     _atomic_write(target, ET.tostring(tree, encoding="unicode", xml_declaration=True))
