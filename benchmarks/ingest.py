@@ -44,6 +44,7 @@ from psycopg.conninfo import make_conninfo
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perfguard.judge import rules as judge  # noqa: E402
+from perfguard.judge import run_findings  # noqa: E402
 from perfguard.judge import verdict as vd  # noqa: E402
 from perfguard.present import dashboards  # noqa: E402
 from perfguard.site import paths  # noqa: E402
@@ -212,8 +213,9 @@ def time_verdict(conn: psycopg.Connection, run_id: int, repeat: int = 3) -> dict
     keys = timed(lambda: vd.verdict(conn, run_id, rules, with_curves=False), repeat)
     whole = timed(lambda: vd.verdict(conn, run_id, rules), repeat)
     judged = sum(1 for line in lines if line.judgement is not None)
+    found = timed(lambda: run_findings.find(conn, run_id, lines), repeat)
     print(f"verdict of one run ({len(lines):,} lines, {judged:,} judged against history): "
-          f"{ms(whole)}; without the curves' sizes: {ms(keys)}")
+          f"{ms(whole)}; without the curves' sizes: {ms(keys)}; its findings: {ms(found)}")
     return {"verdict": statistics.median(keys), "curves": statistics.median(whole),
             "lines": len(lines)}
 

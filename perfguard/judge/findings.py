@@ -140,14 +140,24 @@ def pooled_z(distances: Iterable[float], policy: Policy | None = None) -> float:
     the normal z of its Student-t tail probability, at most ``night_cap``, combined over
     the nights (Stouffer): a level is evidence on every night, while one spike beside a
     middling night does not add up to a page."""
-    df = (policy or DEFAULT_POLICY).tail_df
-    scaled = np.asarray(list(distances), dtype=np.float64) * math.sqrt(df / (df - 2))
-    if not scaled.size:
-        return 0.0
-    tail = special.stdtr(df, -np.abs(scaled))  # t of unit variance → its tail
+    return pooled_zs([tuple(distances)], policy)[0]
+
+
+def pooled_zs(lines: list[tuple[float, ...]], policy: Policy | None = None) -> list[float]:
+    """``pooled_z`` of many lines at once (a 100,000-line run: one array, not 100,000
+    calls)."""
     policy = policy or DEFAULT_POLICY
-    equivalent = np.minimum(-special.ndtri(tail), policy.night_cap) * np.sign(scaled)
-    return stouffer(equivalent)
+    df = policy.tail_df
+    counts = np.array([len(d) for d in lines], dtype=np.int64)
+    if not counts.sum():
+        return [0.0] * len(lines)
+    flat = np.fromiter((x for d in lines for x in d), dtype=np.float64, count=counts.sum())
+    scaled = flat * math.sqrt(df / (df - 2))  # a t of unit variance
+    equivalent = np.minimum(-special.ndtri(special.stdtr(df, -np.abs(scaled))),
+                            policy.night_cap) * np.sign(scaled)
+    sums = np.zeros(len(lines))
+    np.add.at(sums, np.repeat(np.arange(len(lines)), counts), equivalent)
+    return [float(total / math.sqrt(n)) if n else 0.0 for total, n in zip(sums, counts)]
 
 
 def _causes(line: Evidence, groups: dict[str, set[str]],

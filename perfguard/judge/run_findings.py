@@ -42,9 +42,10 @@ def policy(path: Path | None = None) -> fd.Policy:
     return dataclasses.replace(fd.DEFAULT_POLICY, **given)
 
 
-def evidence_of(line: Line, rules: fd.Policy) -> fd.Evidence:
-    """A judged line as findings read it. A curve that regressed (judged size by size)
-    counts as a two-night level at the most one night may count."""
+def evidence_of(line: Line, rules: fd.Policy) -> tuple[fd.Evidence, tuple[float, ...]]:
+    """A judged line as findings read it, and its recent nights' distances (pooled for
+    all lines at once by ``find``). A curve that regressed (judged size by size) counts
+    as a two-night level at the most one night may count."""
     params = {k: v for k, v in sorted(line.params.items()) if k not in WHERE_PARAMS}
     group = " ".join([line.check, *(f"{k}={v}" for k, v in params.items()), line.metric])
     hca = line.params.get("hca")
@@ -56,15 +57,15 @@ def evidence_of(line: Line, rules: fd.Policy) -> fd.Evidence:
     if line.metric.endswith(" curve") and line.status in (REGRESSION, IMPROVEMENT):
         side = -1 if line.status == REGRESSION else 1
         return dataclasses.replace(base, side=side, confirmed=True, nights=2,
-                                   z=-side * rules.night_cap * math.sqrt(2))
+                                   z=-side * rules.night_cap * math.sqrt(2)), ()
     j = line.judgement
     if j is None or j.centre is None or line.better is None or not line.series:
-        return base
+        return base, ()
     recent = judge.split(line.series, j.rule)[1]
     side, distances = judge.evidence(recent, j, line.better)
-    return dataclasses.replace(base, side=side, confirmed=line.status in (REGRESSION,
-                                                                          IMPROVEMENT),
-                               z=fd.pooled_z(distances, rules), nights=len(distances))
+    confirmed = line.status in (REGRESSION, IMPROVEMENT)
+    return dataclasses.replace(base, side=side, confirmed=confirmed,
+                               nights=len(distances)), distances
 
 
 def _params(line: Line) -> str:
@@ -95,7 +96,10 @@ def find(conn: psycopg.Connection, run_id: int, lines: list[Line]
     """The run's findings and the evidence a finding needed to page; each line in a
     paged finding is marked ``paged`` (a regression elsewhere does not fail the run)."""
     rules = policy()
-    evidence = [evidence_of(line, rules) for line in lines]
+    given = [evidence_of(line, rules) for line in lines]
+    pooled = fd.pooled_zs([distances for _, distances in given], rules)
+    evidence = [dataclasses.replace(e, z=z) if distances else e
+                for (e, distances), z in zip(given, pooled)]
     found = fd.findings(evidence, rules, environment=night_changes(conn, run_id),
                         acknowledged=acknowledged(conn, run_id))
     paged = {id(e) for f in found if f.paged for e in f.lines}
