@@ -548,3 +548,25 @@ def test_a_step_with_a_fingerprint_change_that_night_pages_at_once(
     assert result.returncode == 1, result.stdout
     assert re.search(r"^  PAGE  kernel \S+ → 6\.1\.0-99-amd64: \d+ of \d+ line\(s\) worse",
                      result.stdout, re.M), result.stdout
+
+
+def test_an_accepted_new_level_stops_the_regression_and_says_who_accepted_it(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """A planned change costs 5 %: accepted from its first night, the lines are judged
+    against the new level (not yet: 2 of 8 runs), the run passes, and each line says who
+    accepted it and why."""
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.95] * 3,
+                        slower=True)
+    assert perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn).returncode == 1
+    accepted = perfguard("accept", "*", "--from-run", str(runs[20]), "--reason",
+                         "firmware 20.41 costs 5 %", "--dsn", migrated_dsn)
+    assert accepted.returncode == 0, accepted.stderr
+    result = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
+    assert result.returncode == 0, result.stdout
+    explained = perfguard("verdict", str(runs[-1]), "--explain", BW_LINE, "--dsn",
+                          migrated_dsn).stdout
+    assert re.search(rf"decision: inconclusive — new level from run {runs[20]} accepted by "
+                     rf"\S+ on \d{{4}}-\d\d-\d\d: firmware 20\.41 costs 5 %; not yet judged: "
+                     rf"history 0 of 8", explained), explained
+    listed = perfguard("accept", "--list", "--dsn", migrated_dsn).stdout
+    assert f"* from run {runs[20]}: by " in listed

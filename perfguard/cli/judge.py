@@ -89,6 +89,41 @@ def cmd_ack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_accept(sub: argparse._SubParsersAction) -> None:
+    acc = sub.add_parser(
+        "accept", parents=[DSN], help="accept a new level after a planned change",
+        description="The lines of a cause (a node, node:hca, a line's name as `perfguard "
+                    "verdict` prints it, or '*' for every line of the run's system) are "
+                    "judged against their history from run RUN on, the new level; until it "
+                    "is 8 runs long they are 'not yet judged'. Who, when and why are shown "
+                    "with each of those lines.")
+    acc.add_argument("subject", nargs="?", help="the cause whose level is accepted")
+    acc.add_argument("--from-run", help="the first run at the new level (id, uuid or label)")
+    acc.add_argument("--reason", default="", help="why (shown with its lines)")
+    acc.add_argument("--list", action="store_true", help="the accepted levels")
+    acc.set_defaults(func=cmd_accept)
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    from perfguard.judge import verdict as vd
+
+    with connect(args) as conn:
+        if args.list:
+            for row in conn.execute("SELECT id, subject, from_run, who, at, reason FROM "
+                                    "accepted_level ORDER BY id"):
+                print(f"#{row[0]} {row[1]} from run {row[2]}: by {row[3]} on {row[4]:%Y-%m-%d}:"
+                      f" {row[5]}")
+            return 0
+        if not args.subject or not args.from_run or not args.reason.strip():
+            raise UsageError("give the cause, --from-run RUN and --reason (or --list)")
+        run_id = vd.resolve_run(conn, args.from_run)
+        with conn.transaction():
+            conn.execute("INSERT INTO accepted_level (subject, from_run, reason) VALUES "
+                         "(%s, %s, %s)", (args.subject, run_id, args.reason))
+    print(f"accepted: {args.subject} is judged against its level from run {run_id} on")
+    return 0
+
+
 def _add_changepoints(sub: argparse._SubParsersAction) -> None:
     cpt = sub.add_parser("changepoints", parents=[DSN],
         help="find and store where each series' level changed (E-Divisive), and what "
@@ -133,5 +168,6 @@ def cmd_fingerprint_diff(args: argparse.Namespace) -> int:
 def add(sub: argparse._SubParsersAction) -> None:
     _add_verdict(sub)
     _add_ack(sub)
+    _add_accept(sub)
     _add_changepoints(sub)
     _add_fingerprint(sub)

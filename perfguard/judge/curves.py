@@ -10,6 +10,7 @@ summarised as ranges: "regressed at 64 KiB–1 MiB by 5.1–6.0 %; 8 B–4 KiB u
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,11 +106,14 @@ def _percent_range(changes: list[float]) -> str:
 
 def judge_curves(conn: psycopg.Connection, run_id: int,
                  rules: judge.Rules = judge.DEFAULT_RULES,
-                 moved_only: bool = False) -> list[Curve]:
+                 moved_only: bool = False,
+                 since: Callable[[history.Series], history.Series] | None = None
+                 ) -> list[Curve]:
     """The run's sized curves, each size judged against its own history. ``moved_only``:
     only the curves that could have regressed or improved (``could_band``: the verdict adds
     a line for no other curve), screened on their values before a series is named or a
-    size judged, so that the quiet thousands cost a median per size."""
+    size judged, so that the quiet thousands cost a median per size. ``since``: each
+    series cut to the part it is judged on (an accepted new level)."""
     sizes = dict(conn.execute(SIZED_POINTS_SQL).fetchall())
     checks = [c for (c,) in conn.execute(
         "SELECT DISTINCT check_name FROM testcase WHERE run_id = %s", (run_id,))]
@@ -132,7 +136,8 @@ def judge_curves(conn: psycopg.Connection, run_id: int,
     for key, by_size in members.items():
         check, _, partition, environ, metric = key
         rule = rules.for_metric(check, metric)
-        values = {size: history.values(conn, series, rule.same_fingerprint, epochs)
+        values = {size: history.values(conn, since(series) if since else series,
+                                       rule.same_fingerprint, epochs)
                   for size, series in by_size.items()}
         if moved_only and rule.same_fingerprint and not could_band(values, rule):
             continue  # screened on the values since its nodes' last change

@@ -204,14 +204,18 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
             by_cause.setdefault((kind, subject, lines[i].side), []).append(i)
     found: list[Finding] = []
     while moved:
-        best = None
-        for (kind, subject, _), indices in by_cause.items():
+        best, kept = None, {}
+        for cause, indices in by_cause.items():
+            kind, subject, _ = cause
             explained = [i for i in indices if i in moved]
             total = len(covered[kind, subject])
-            if _qualifies(kind, len(explained), total, policy):
-                key = (len(explained), -ORDER.index(kind), -total)
-                if best is None or key > best[0]:
-                    best = (key, kind, subject, explained, total)
+            if not _qualifies(kind, len(explained), total, policy):
+                continue  # it explains fewer lines each round: it never will
+            kept[cause] = explained
+            key = (len(explained), -ORDER.index(kind), -total)
+            if best is None or key > best[0]:
+                best = (key, kind, subject, explained, total)
+        by_cause = kept
         if best is None:
             break
         _, kind, subject, explained, total = best

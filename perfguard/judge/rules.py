@@ -69,6 +69,8 @@ class Rules:
     entry whose ``check`` and ``metric`` patterns match applies."""
 
     entries: tuple[tuple[str, str, Rule], ...] = ()
+    #: Read when each value was measured also where no rule needs it (accepted levels).
+    times: bool = False
 
     def runs_read(self) -> int:
         """How many recent runs the history queries read: every rule's window and recent
@@ -82,7 +84,7 @@ class Rules:
 
     def needs_times(self) -> bool:
         """Whether a rule judges by fingerprint epoch (needs when each value was measured)."""
-        return any(rule.same_fingerprint for _, _, rule in self.entries)
+        return self.times or any(rule.same_fingerprint for _, _, rule in self.entries)
 
     def for_metric(self, check: str, metric: str) -> Rule:
         return next((rule for check_glob, metric_glob, rule in self.entries

@@ -16,7 +16,7 @@ from perfguard.errors import UsageError
 from perfguard.judge import findings as fd
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
-from perfguard.judge.verdict import IMPROVEMENT, REGRESSION, Line, rules_file
+from perfguard.judge.verdict import IMPROVEMENT, REGRESSION, Line, rules_file, variant_name
 
 #: Parameters that name where a line ran, not what it measured (its group leaves them out).
 WHERE_PARAMS = ("hca",)
@@ -42,34 +42,33 @@ def policy(path: Path | None = None) -> fd.Policy:
     return dataclasses.replace(fd.DEFAULT_POLICY, **given)
 
 
-def evidence_of(line: Line, rules: fd.Policy) -> tuple[fd.Evidence, tuple[float, ...]]:
-    """A judged line as findings read it, and its recent nights' distances (pooled for
-    all lines at once by ``find``). A curve that regressed (judged size by size) counts
-    as a two-night level at the most one night may count."""
-    params = {k: v for k, v in sorted(line.params.items()) if k not in WHERE_PARAMS}
-    group = " ".join([line.check, *(f"{k}={v}" for k, v in params.items()), line.metric])
-    hca = line.params.get("hca")
-    gpu = "D" in str(line.params.get("transfer", "")) or line.params.get("memory") == "cuda"
-    devices = tuple([*(f"{n}:{hca}" for n in line.nodes if hca),
-                     *(f"{n}:gpu" for n in line.nodes if gpu)])
-    base = fd.Evidence(f"{line.check}{_params(line)} {line.metric}", line.partition, group,
-                       line.nodes, devices, change=line.change_vs_centre)
+def evidence_of(line: Line, rules: fd.Policy) -> tuple[dict, tuple[float, ...]]:
+    """A judged line as findings read it (``Evidence``'s fields but its pooled z), and
+    its recent nights' distances (pooled for all lines at once by ``find``). A curve that
+    regressed (judged size by size) counts as a two-night level at the most one night may
+    count."""
+    params = line.params
+    hca = params.get("hca")
+    gpu = "D" in str(params.get("transfer", "")) or params.get("memory") == "cuda"
+    fields = {
+        "name": f"{variant_name(line.check, params)} {line.metric}",
+        "partition": line.partition,
+        "group": " ".join([line.check, *(f"{k}={v}" for k, v in sorted(params.items())
+                                          if k not in WHERE_PARAMS), line.metric]),
+        "nodes": line.nodes,
+        "devices": tuple([*(f"{n}:{hca}" for n in line.nodes if hca),
+                          *(f"{n}:gpu" for n in line.nodes if gpu)]),
+        "change": line.change_vs_centre}
     if line.metric.endswith(" curve") and line.status in (REGRESSION, IMPROVEMENT):
         side = -1 if line.status == REGRESSION else 1
-        return dataclasses.replace(base, side=side, confirmed=True, nights=2,
-                                   z=-side * rules.night_cap * math.sqrt(2)), ()
+        return {**fields, "side": side, "confirmed": True, "nights": 2,
+                "z": -side * rules.night_cap * math.sqrt(2)}, ()
     j = line.judgement
     if j is None or j.centre is None or line.better is None or not line.series:
-        return base, ()
-    recent = judge.split(line.series, j.rule)[1]
-    side, distances = judge.evidence(recent, j, line.better)
-    confirmed = line.status in (REGRESSION, IMPROVEMENT)
-    return dataclasses.replace(base, side=side, confirmed=confirmed,
-                               nights=len(distances)), distances
-
-
-def _params(line: Line) -> str:
-    return "".join(f" %{k}={v}" for k, v in sorted(line.params.items()))
+        return fields, ()
+    side, distances = judge.evidence(judge.split(line.series, j.rule)[1], j, line.better)
+    return {**fields, "side": side, "confirmed": line.status in (REGRESSION, IMPROVEMENT),
+            "nights": len(distances)}, distances
 
 
 PREVIOUS_RUN_SQL = """
@@ -98,8 +97,8 @@ def find(conn: psycopg.Connection, run_id: int, lines: list[Line]
     rules = policy()
     given = [evidence_of(line, rules) for line in lines]
     pooled = fd.pooled_zs([distances for _, distances in given], rules)
-    evidence = [dataclasses.replace(e, z=z) if distances else e
-                for (e, distances), z in zip(given, pooled)]
+    evidence = [fd.Evidence(**({**fields, "z": z} if distances else fields))
+                for (fields, distances), z in zip(given, pooled)]
     found = fd.findings(evidence, rules, environment=night_changes(conn, run_id),
                         acknowledged=acknowledged(conn, run_id))
     paged = {id(e) for f in found if f.paged for e in f.lines}

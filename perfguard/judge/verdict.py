@@ -171,17 +171,23 @@ def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
     cursor = db.shared_json(conn.cursor(row_factory=dict_row))
     with db.planned(conn, db.NO_MERGE_JOINS):
         rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
-    series = _history(conn, run_id, rows, rules)
+    levels = accepted_levels(conn, run_id)
+    series = _history(conn, run_id, rows, dataclasses.replace(rules, times=bool(levels)))
     epochs: dict = {}  # the run's lines share their nodes' fingerprint epoch
     rules_of = [rules.for_metric(row["check_name"], row["metric"]) for row in rows]
-    values = [history.values(conn, series.get(_series_key(row)), rule.same_fingerprint, epochs)
-              for row, rule in zip(rows, rules_of)]
+    accepted = [_accepted(row, levels) for row in rows]
+    values = [history.values(conn, _since(series.get(_series_key(row)), level),
+                             rule.same_fingerprint, epochs)
+              for row, rule, level in zip(rows, rules_of, accepted)]
     bases = judge.baselines([judge.judged_history(v, rule) for v, rule in zip(values, rules_of)])
     lines = [_line(*line) for line in zip(rows, values, rules_of, bases)]
+    for line, level in zip(lines, accepted):
+        if level is not None:
+            line.detail = f"{level[2]}; {line.detail}"
     if with_curves:
         nodes = {_variant(line): line.nodes for line in lines}
         lines += [dataclasses.replace(line, nodes=nodes.get(_variant(line), ()))
-                  for line in _curve_lines(conn, run_id, rules)]
+                  for line in _curve_lines(conn, run_id, rules, levels)]
     for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
                           "-", None, "", {}, None, None, None, row["testcase_state"],
@@ -189,17 +195,61 @@ def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
     return lines
 
 
+ACCEPTED_SQL = """
+SELECT a.subject, f.started_at,
+       'new level from run ' || a.from_run || ' accepted by ' || a.who || ' on '
+       || to_char(a.at, 'YYYY-MM-DD') || ': ' || a.reason
+FROM accepted_level a JOIN run f ON f.id = a.from_run
+JOIN run r ON r.id = %s AND r.system_id = f.system_id AND f.started_at <= r.started_at
+ORDER BY f.started_at
+"""
+
+
+def accepted_levels(conn: psycopg.Connection, run_id: int) -> list[tuple]:
+    """(cause, from when, "new level from run N accepted by who on date: why") of the
+    run's system, oldest first (`perfguard accept`)."""
+    return conn.execute(ACCEPTED_SQL, (run_id,)).fetchall()
+
+
+def _accepted(row: dict, levels: list[tuple]) -> tuple | None:
+    """The newest accepted level whose cause is this line's: '*', one of its nodes, a
+    ``node:hca`` of it, or its name."""
+    nodes = row.get("nodelist") or []
+    hca = (row["params"] or {}).get("hca")
+    causes = {"*", *nodes, *(f"{n}:{hca}" for n in nodes if hca),
+              f"{variant_name(row['check_name'], row['params'])} {row['metric']}"}
+    found = [level for level in levels if level[0] in causes]
+    return found[-1] if found else None
+
+
+def _since(series: history.Series | None, level: tuple | None) -> history.Series | None:
+    """The series from the accepted run on: the new level is the baseline."""
+    if series is None or level is None or series.times is None:
+        return series
+    kept = [i for i, t in enumerate(series.times) if t >= level[1]]
+    return series._replace(values=tuple(series.values[i] for i in kept),
+                           times=tuple(series.times[i] for i in kept))
+
+
 def _variant(line: Line) -> tuple:
     return line.check, _frozen(line.params), line.partition, line.environ
 
 
-def _curve_lines(conn: psycopg.Connection, run_id: int, rules: judge.Rules) -> list[Line]:
+def _curve_lines(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
+                 levels: list[tuple] = ()) -> list[Line]:
     """A line per size sweep that regressed or improved somewhere (a curve within its
-    noise adds nothing to its key figure's line)."""
+    noise adds nothing to its key figure's line); an accepted level cuts its history."""
+
+    def since(series: history.Series) -> history.Series:
+        row = {"nodelist": series.nodes, "params": series.params, "check_name": series.check,
+               "metric": f"{series.metric} curve"}
+        return _since(series, _accepted(row, levels))
+
+    judged = curves.judge_curves(conn, run_id, dataclasses.replace(rules, times=bool(levels)),
+                                 moved_only=True, since=since if levels else None)
     return [Line(c.check, c.params, c.partition, c.environ, f"{c.metric} curve", None, c.unit,
                  {}, None, None, None, c.state, c.summary(), better=c.better)
-            for c in curves.judge_curves(conn, run_id, rules, moved_only=True)
-            if c.state in (REGRESSION, IMPROVEMENT)]
+            for c in judged if c.state in (REGRESSION, IMPROVEMENT)]
 
 
 # A key figure's point: the point of its test case's sweep of the same metric (`curve`,
