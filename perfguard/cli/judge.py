@@ -109,17 +109,14 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
     with connect(args) as conn:
         if args.list:
-            for row in conn.execute("SELECT id, subject, from_run, who, at, reason FROM "
-                                    "accepted_level ORDER BY id"):
-                print(f"#{row[0]} {row[1]} from run {row[2]}: by {row[3]} on {row[4]:%Y-%m-%d}:"
-                      f" {row[5]}")
+            for level_id, subject, from_run, who, at, reason in vd.accepted(conn):
+                print(f"#{level_id} {subject} from run {from_run}: by {who} on "
+                      f"{at:%Y-%m-%d}: {reason}")
             return 0
         if not args.subject or not args.from_run or not args.reason.strip():
             raise UsageError("give the cause, --from-run RUN and --reason (or --list)")
         run_id = vd.resolve_run(conn, args.from_run)
-        with conn.transaction():
-            conn.execute("INSERT INTO accepted_level (subject, from_run, reason) VALUES "
-                         "(%s, %s, %s)", (args.subject, run_id, args.reason))
+        vd.accept(conn, args.subject, run_id, args.reason)
     print(f"accepted: {args.subject} is judged against its level from run {run_id} on")
     return 0
 

@@ -83,18 +83,15 @@ def cmd_site_show(args: argparse.Namespace) -> int:
 def cmd_site_check(args: argparse.Namespace) -> int:
     from perfguard.site import check
 
-    checked, problems = check.file_problems(args.ctx)
     system = args.system or ("local" if args.ctx.embedded is not None else None)
-    if not problems and system:
-        found = check.find_system(args.ctx, system)
-        problems = check.slurm_problems(args.ctx, found, check.selected_partitions(found, system))
-    for path in checked:
+    files = check.check(args.ctx, system)
+    for path in files.read:
         print(f"read {path}")
-    for problem in problems:
+    for problem in files.problems:
         print(f"problem: {problem}")
-    if problems:
+    if files.problems:
         return 2
-    print(f"ok: {len(checked)} files" + (f"; system {system} fits Slurm's partitions, "
+    print(f"ok: {len(files.read)} files" + (f"; system {system} fits Slurm's partitions, "
                                          f"nodes and CPUs" if system else
                                          "; no system checked against Slurm (--system)"))
     return 0

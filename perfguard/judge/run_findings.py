@@ -16,7 +16,14 @@ from perfguard.errors import UsageError
 from perfguard.judge import findings as fd
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
-from perfguard.judge.verdict import IMPROVEMENT, REGRESSION, Line, rules_file, variant_name
+from perfguard.judge.verdict import (
+    IMPROVEMENT,
+    REGRESSION,
+    Line,
+    devices_of,
+    line_name,
+    rules_file,
+)
 
 #: Parameters that name where a line ran, not what it measured (its group leaves them out).
 WHERE_PARAMS = ("hca",)
@@ -47,17 +54,13 @@ def evidence_of(line: Line, rules: fd.Policy) -> tuple[dict, tuple[float, ...]]:
     its recent nights' distances (pooled for all lines at once by ``find``). A curve that
     regressed (judged size by size) counts as a two-night level at the most one night may
     count."""
-    params = line.params
-    hca = params.get("hca")
-    gpu = "D" in str(params.get("transfer", "")) or params.get("memory") == "cuda"
     fields = {
-        "name": f"{variant_name(line.check, params)} {line.metric}",
+        "name": line_name(line.check, line.params, line.metric),
         "partition": line.partition,
-        "group": " ".join([line.check, *(f"{k}={v}" for k, v in sorted(params.items())
+        "group": " ".join([line.check, *(f"{k}={v}" for k, v in sorted(line.params.items())
                                           if k not in WHERE_PARAMS), line.metric]),
         "nodes": line.nodes,
-        "devices": tuple([*(f"{n}:{hca}" for n in line.nodes if hca),
-                          *(f"{n}:gpu" for n in line.nodes if gpu)]),
+        "devices": devices_of(line.params, line.nodes),
         "change": line.change_vs_centre}
     if line.metric.endswith(" curve") and line.status in (REGRESSION, IMPROVEMENT):
         side = -1 if line.status == REGRESSION else 1

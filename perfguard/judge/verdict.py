@@ -211,13 +211,39 @@ def accepted_levels(conn: psycopg.Connection, run_id: int) -> list[tuple]:
     return conn.execute(ACCEPTED_SQL, (run_id,)).fetchall()
 
 
+def accept(conn: psycopg.Connection, subject: str, from_run: int, reason: str) -> None:
+    """Accept the level of ``subject``'s lines from run ``from_run`` on (0024)."""
+    with conn.transaction():
+        conn.execute("INSERT INTO accepted_level (subject, from_run, reason) VALUES "
+                     "(%s, %s, %s)", (subject, from_run, reason))
+
+
+def accepted(conn: psycopg.Connection) -> list[tuple]:
+    """Every accepted level: (id, cause, from run, who, when, why)."""
+    return conn.execute("SELECT id, subject, from_run, who, at, reason FROM accepted_level "
+                        "ORDER BY id").fetchall()
+
+
+def line_name(check: str, params: dict, metric: str) -> str:
+    """A line as findings and ``accept`` name it: its variant and metric."""
+    return f"{variant_name(check, params)} {metric}"
+
+
+def devices_of(params: dict, nodes: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The devices a line measured, as ``node:device``: the HCA it names on each node,
+    and ``node:gpu`` where it moved device memory."""
+    hca = params.get("hca")
+    gpu = "D" in str(params.get("transfer", "")) or params.get("memory") == "cuda"
+    return tuple([*(f"{n}:{hca}" for n in nodes if hca), *(f"{n}:gpu" for n in nodes if gpu)])
+
+
 def _accepted(row: dict, levels: list[tuple]) -> tuple | None:
-    """The newest accepted level whose cause is this line's: '*', one of its nodes, a
-    ``node:hca`` of it, or its name."""
+    """The newest accepted level whose cause is this line's: '*', one of its nodes or
+    devices, or its name (each cause a finding can name)."""
     nodes = row.get("nodelist") or []
-    hca = (row["params"] or {}).get("hca")
-    causes = {"*", *nodes, *(f"{n}:{hca}" for n in nodes if hca),
-              f"{variant_name(row['check_name'], row['params'])} {row['metric']}"}
+    params = row["params"] or {}
+    causes = {"*", *nodes, *devices_of(params, nodes),
+              line_name(row["check_name"], params, row["metric"])}
     found = [level for level in levels if level[0] in causes]
     return found[-1] if found else None
 
@@ -603,7 +629,7 @@ def variant_name(check: str, params: dict) -> str:
 def name_of(line: Line) -> str:
     """``Check %p=v … metric @size=…``: how a line is named in the table and --explain."""
     point = "" if not line.point else " @" + ",".join(f"{k}={v}" for k, v in line.point.items())
-    return f"{variant_name(line.check, line.params)} {line.metric}{point}"
+    return line_name(line.check, line.params, line.metric) + point
 
 
 def run_mark(value: float, index: int, j: judge.Judgement, better: str,

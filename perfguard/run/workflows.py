@@ -219,7 +219,7 @@ def driver_partition(ctx: Context, system: str, asked: str | None) -> str:
         if shared:
             raise UsageError(
                 f"--partition {partition}: the nightly's driver job would hold "
-                f"{fp.compact_nodes(sorted(shared, key=fp.natural_key))} of partition "
+                f"{fp.compact_nodes(shared)} of partition "
                 f"{measured or 'default'}, which the nightly measures; its checks would wait "
                 f"for those nodes until their time limit. Name a service or login partition "
                 f"(or schedule from a login node with cron or a systemd timer)")

@@ -9,7 +9,10 @@ the place and the fix, not ReFrame's traceback or one failed job per check.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from perfguard.contract.topology import Partition, System, load_system, slurm_partition
 from perfguard.errors import PerfguardError, UsageError
@@ -18,35 +21,45 @@ from perfguard.site.context import Context
 from perfguard.site.detect import compact_cpus
 
 
-def file_problems(ctx: Context) -> tuple[list[Path], list[str]]:
-    """The setting files read, and what is wrong in them (one line each)."""
+@dataclass
+class SiteFiles:
+    """The setting files read, what is wrong in them (one line each), and the systems
+    their topology files describe."""
+    read: list[Path] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    systems: list[System] = field(default_factory=list)
+
+    def load(self, path: Path, loader: Callable[[Path], Any]) -> Any:
+        self.read.append(path)
+        try:
+            return loader(path)
+        except PerfguardError as exc:
+            self.problems.extend(str(exc).splitlines())
+            return None
+
+
+def read_site_files(ctx: Context) -> SiteFiles:
+    """Every setting file through its own loader, each read once."""
     from perfguard.judge import thresholds
     from perfguard.judge.rules import load_rules
     from perfguard.judge.verdict import rules_file
 
-    checked: list[Path] = []
-    problems: list[str] = []
-
-    def attempt(path: Path, load) -> None:  # noqa: ANN001 - a loader taking the path
-        checked.append(path)
-        try:
-            load(path)
-        except PerfguardError as exc:
-            problems.extend(str(exc).splitlines())
-
+    files = SiteFiles()
     for path in paths.topology_files(ctx.state):
-        attempt(path, load_system)
+        system = files.load(path, load_system)
+        if system is not None:
+            files.systems.append(system)
     for path in paths.site_folder("thresholds"):
-        attempt(path, thresholds.from_yaml)
-    attempt(rules_file(), load_rules)
-    return checked, problems
+        files.load(path, thresholds.from_yaml)
+    files.load(rules_file(), load_rules)
+    return files
 
 
-def find_system(ctx: Context, name: str) -> System:
-    """The system ``name`` (``sys`` of ``sys:part``) of this context's topology files."""
+def find_system(ctx: Context, name: str, systems: list[System] | None = None) -> System:
+    """The system ``name`` (``sys`` of ``sys:part``) of this context's topology files
+    (``systems``: those files loaded already)."""
     files = paths.topology_files(ctx.state)
-    for path in files:
-        system = load_system(path)
+    for system in systems if systems is not None else map(load_system, files):
         if system.name == name.partition(":")[0]:
             return system
     raise UsageError(f"no system {name!r} in the topology files "
@@ -90,13 +103,20 @@ def slurm_problems(ctx: Context, system: System, partitions: list[Partition]) ->
     return problems
 
 
+def check(ctx: Context, system: str | None) -> SiteFiles:
+    """The site files, and ``system`` (None: none) against the site's Slurm once they
+    load: what `site check` prints and what `run` refuses to start with."""
+    files = read_site_files(ctx)
+    if not files.problems and system:
+        found = find_system(ctx, system, files.systems)
+        files.problems = slurm_problems(ctx, found, selected_partitions(found, system))
+    return files
+
+
 def require_runnable(ctx: Context, system: str, against_slurm: bool = True) -> None:
     """Before a run: the site files load and ``system`` fits the site's Slurm (a dry run
     submits nothing: no Slurm asked); else one UsageError listing every problem."""
-    _, problems = file_problems(ctx)
-    if not problems and against_slurm:
-        found = find_system(ctx, system)
-        problems = slurm_problems(ctx, found, selected_partitions(found, system))
+    problems = check(ctx, system if against_slurm else None).problems
     if problems:
         raise UsageError("the site directory is not right:\n  " + "\n  ".join(problems)
                          + "\nnothing was run (`perfguard site check` checks it again)")
