@@ -256,9 +256,10 @@ def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_pa
     from perfguard.contract.topology import load_system
 
     site = tmp_path / "site"
-    env = {"SLURM_CONF": str(layout.slurm_conf)}
+    env = {"SLURM_CONF": str(layout.slurm_conf)}  # the site's Slurm, not an embedded one
+    user_state = tmp_path / "state"  # no cluster of its own (not the checkout's .state)
     made = perfguard("site", "init", str(site), "--system", "mine", "--detect",
-                     "--partition", "compute", env=env)
+                     "--partition", "compute", env=env, state=user_state)
     assert made.returncode == 0, made.stderr
     assert f"partitions compute: wrote {site / 'systems' / 'mine.yaml'}" in made.stdout
     written = (site / "systems" / "mine.yaml").read_text()
@@ -273,12 +274,13 @@ def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_pa
                         state=TEST_STATE)
     assert checked.returncode == 0, checked.stdout
     wrong = perfguard("site", "init", str(tmp_path / "w"), "--detect", "--partition", "gpu",
-                      env=env)
+                      env=env, state=user_state)
     assert wrong.returncode == 1 and "--partition gpu: Slurm has no such partition" in \
         wrong.stderr
     shown = perfguard("--site", str(site), "site", "show")
     assert re.search(r"systems/mine\.yaml\s+site\s", shown.stdout), shown.stdout
-    bare = perfguard("site", "init", str(tmp_path / "other"), env={"PATH": "/nonexistent"})
+    bare = perfguard("site", "init", str(tmp_path / "other"), env={"PATH": "/nonexistent"},
+                     state=user_state)
     assert bare.returncode == 0 and "no Slurm here" in bare.stdout, bare.stderr
     again = perfguard("site", "init", str(site))
     assert again.returncode == 1 and "exists and is not empty" in again.stderr
