@@ -7,6 +7,7 @@ cd "$(dirname "$0")"
 PACKAGES=(slurm-wlm slurmdbd munge mariadb-server mariadb-client openmpi-bin libopenmpi-dev
           ucx-utils perftest ibverbs-utils numactl hwloc postgresql postgresql-client
           util-linux iproute2 python3-venv gcc make
+          libarchive-tools  # bsdtar: the Spack stacks' external libarchive (Himeno's LHA)
           chromium)  # the HTML report's browser test (Playwright drives Debian's Chromium)
 
 missing=()

@@ -8,24 +8,23 @@ import hashlib
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from perfguard.run.reframe import RunRequest, run_reframe
 from perfguard.site import spack, stacks
 from perfguard.site.spack import SPACK_ENVS, environments, recipes
-from perfguard.store.report import load
-from tests.conftest import TEST_CONTEXT, TEST_STATE, dry_run_scripts, job_file, perfguard
+from tests.conftest import TEST_STATE, dry_run_scripts, job_file, perfguard
 
 STACKS = ("gcc-mvapich2", "gcc-openmpi-ucx", "gcc-openmpi-ucx-cuda", "gcc-openmpi4-verbs-cuda",
           "gcc-system-openmpi")
 HAVE_SPACK = shutil.which("spack") is not None
 NEEDS_SPACK = pytest.mark.skipif(not HAVE_SPACK, reason="needs `spack` (>= 1.0) on PATH: "
                                  "source your Spack's share/spack/setup-env.sh")
-#: A Spack source mirror holding osu-micro-benchmarks 7.4 (what gcc-system-openmpi builds).
-SPACK_MIRROR = os.environ.get("PERFGUARD_SPACK_MIRROR")
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def without_spack() -> dict[str, str]:
@@ -42,28 +41,13 @@ def test_without_spack_only_syntax_is_checked_and_said() -> None:
     for env in STACKS:
         assert f"ok   {SPACK_ENVS / env}\n" in result.stdout
     assert "version 2002.02.21 has no sha256" in result.stdout  # said, not hidden
-    assert result.stdout.count("style of Spack's builtin repository: passed") == 2
+    assert result.stdout.count("style of Spack's builtin repository: passed") == len(recipes())
     assert "perftest/package.py: no maintainers(): the builtin repository asks" in result.stdout
     assert ("note: spack is not on PATH (source your Spack's share/spack/setup-env.sh; "
             "perfguard does not install Spack): only syntax and structure were checked"
             in result.stdout)
     assert re.search(r"; \d+ specs were not parsed", result.stdout), result.stdout
     assert "concretized" not in result.stdout
-
-
-@NEEDS_SPACK
-def test_every_stack_concretizes_and_our_recipes_pass_spacks_audit() -> None:
-    """Spack itself judges names, versions, variants and dependencies; the checkout is
-    left as it was (Spack works on a scratch copy)."""
-    before = {p: p.read_bytes() for p in SPACK_ENVS.rglob("*.y*ml")}
-    result = perfguard("spack", "check")
-    assert result.returncode == 0, result.stdout
-    for env in STACKS:
-        block = result.stdout.split(f"ok   {SPACK_ENVS / env}\n")[1].split("\nok")[0]
-        assert "concretized in" in block and "osu-micro-benchmarks@" in block, block
-    assert "osu-micro-benchmarks@7.5.1, perftest@25.10.0-0.128, ucx@1.17.0" in result.stdout
-    assert result.stdout.count("spack audit packages: passed") == len(recipes())
-    assert {p: p.read_bytes() for p in SPACK_ENVS.rglob("*.y*ml")} == before
 
 
 @NEEDS_SPACK
@@ -160,34 +144,79 @@ def test_spack_provider_build_and_run_scripts() -> None:
                             "-m 1:4194304")
 
 
-@NEEDS_SPACK
-@pytest.mark.skipif(not SPACK_MIRROR, reason="needs PERFGUARD_SPACK_MIRROR: a Spack source "
-                    "mirror holding osu-micro-benchmarks 7.4 (no internet here)")
-def test_stack_built_by_spack_runs_from_its_view(layout, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SpackStack fixture installs gcc-system-openmpi (OMB against Debian's Open MPI)
-    with real Spack; the check finds osu_latency through the stack's view and runs it
-    between two virtual nodes; the result names the stack's lock."""
-    scope = tmp_path / "scope"
-    scope.mkdir()
-    (scope / "mirrors.yaml").write_text(f"mirrors:\n  perfguard-test: file://{SPACK_MIRROR}\n")
-    # A mirror made by hand from a git copy of the release has other bytes than OSU's
-    # tarball, whose sha256 the builtin recipe pins.
-    (scope / "config.yaml").write_text("config:\n  checksum: false\n")
-    monkeypatch.setenv("PERFGUARD_SPACK_ENV", "gcc-system-openmpi")
-    monkeypatch.setenv("PERFGUARD_SPACK_CONFIG", str(scope))
-    outcome = run_reframe(TEST_CONTEXT, RunRequest(names=(
-        "OsuPt2PtCheck%hca=lo%benchmark=osu_latency%transfer=H-H%placement=inter",)))
-    [case] = [c for c in load(outcome.report).testcases if c.check == "OsuPt2PtCheck"]
-    assert case.result == "pass", case.fail_reason
-    view = TEST_STATE / "spack" / "views" / "gcc-system-openmpi"
-    script = job_file(outcome.report, "OsuPt2PtCheck", "rfm_job.sh")
-    assert f"{view}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency" in script
-    assert "# OSU MPI Latency Test v7.4" in job_file(outcome.report, "OsuPt2PtCheck",
-                                                         "rfm_job.out")
-    lock = TEST_STATE / "spack" / "envs" / "gcc-system-openmpi" / "spack.lock"
-    assert hashlib.sha256(lock.read_bytes()).hexdigest() in outcome.report.read_text()
+#: What the offline walkthrough needs besides Spack: a spack-packages checkout and the
+#: archives, as downloaded. PERFGUARD_SPACK_STANDIN=1 says they are stand-ins (a tarball
+#: packed from a git copy of the release, a Himeno ZIP made from RIKEN's source): the
+#: walkthrough then adds its last resort, --no-checksum, to the scope and the mirror.
+SPACK_BUILTIN = os.environ.get("PERFGUARD_SPACK_BUILTIN")
+SPACK_ARCHIVES = os.environ.get("PERFGUARD_SPACK_ARCHIVES")
+OFFLINE = CHECKOUT / "docs" / "spack.md"
 
+
+def offline_walkthrough(doc: Path, names: dict[str, str], standin: bool) -> str:
+    """The ``sh`` blocks of the doc's "Offline, step by step", in order, as one script,
+    with the doc's site paths replaced by this machine's."""
+    section = doc.read_text().split("## Offline, step by step", 1)[1].split("\n## ", 1)[0]
+    script = "\n".join(re.findall(r"```sh\n(.*?)```", section, re.S))
+    for doc_name, ours in names.items():
+        script = script.replace(doc_name, ours)
+    if standin:
+        script = re.sub(r"(perfguard spack (?:scope|mirror) \"\$\w+\")", r"\1 --no-checksum",
+                        script)
+    return script
+
+
+@NEEDS_SPACK
+@pytest.mark.skipif(not (SPACK_BUILTIN and SPACK_ARCHIVES), reason="needs "
+                    "PERFGUARD_SPACK_BUILTIN (a spack/spack-packages checkout) and "
+                    "PERFGUARD_SPACK_ARCHIVES (the OMB 7.4 and Himeno archives): no internet "
+                    "here to fetch them")
+def test_the_offline_walkthrough(layout, tmp_path: Path) -> None:
+    """docs/spack.md's offline walkthrough, verbatim but for the paths: the scope, a mirror
+    `perfguard spack mirror` filed, every stack concretized (the CUDA ones against CUDA 13
+    too) and our recipes audited, the archives a stack needs all in the mirror, OMB and
+    Himeno installed, a check run from the view on the embedded cluster and stored with
+    the stack's lock hash; the checkout is left as it was."""
+    before = subprocess.run(["git", "status", "--porcelain"], cwd=CHECKOUT, text=True,
+                            capture_output=True).stdout
+    spack_root = Path(shutil.which("spack")).resolve().parents[1]
+    script = offline_walkthrough(OFFLINE, {
+        "/shared/spack-python/bin/python": os.environ.get("SPACK_PYTHON", "python3"),
+        "/shared/spack/share/spack/setup-env.sh": f"{spack_root}/share/spack/setup-env.sh",
+        "/shared/perfguard-spack-scope": str(tmp_path / "scope"),
+        "/shared/perfguard-mirror": str(tmp_path / "mirror"),
+        "/shared/spack-packages": SPACK_BUILTIN}, os.environ.get("PERFGUARD_SPACK_STANDIN") == "1")
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], cwd=SPACK_ARCHIVES, capture_output=True,
+        text=True, timeout=1800, env={
+            **os.environ, "PERFGUARD_STATE_DIR": str(TEST_STATE),
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-4000:]
+    assert "1edd0c2efa61999409bfb28740a7f39689a5b42b1a1b4c66d1656e5637f7cefc.tar.gz" in said
+    assert "himeno/himeno-2002.02.21.zip" in said
+    for stack in STACKS:
+        block = said.split(f"ok   {SPACK_ENVS / stack}\n")[1].split("\nok")[0]
+        assert "Spack 1." in block and "concretized in" in block, block
+        assert "osu-micro-benchmarks@" in block and "himeno@2002.02.21" in block, block
+        if "cuda" in stack:
+            assert "with the site's CUDA external at 13.0.2: refused. The stack says:" in block
+    assert "OMB 7.5.1 and older do not compile against CUDA 13" in said
+    assert said.count("spack audit packages: passed") == len(recipes())
+    assert "3 of 3 archives in" in said
+    view = TEST_STATE / "spack" / "views" / "gcc-system-openmpi"
+    assert (view / "bin" / "himeno").is_file()
+    assert (view / "share" / "himeno" / "paramset.sh").is_file()
+    assert "# OSU MPI Latency Test v7.4" in said or re.search(r"latency\s+[\d.]+\s+us", said)
+    lock = TEST_STATE / "spack" / "envs" / "gcc-system-openmpi" / "spack.lock"
+    [report] = re.findall(r"\(report (\S+\.json)\)", said)
+    assert hashlib.sha256(lock.read_bytes()).hexdigest() in Path(report).read_text()
+    script_lines = job_file(Path(report), "OsuPt2PtCheck", "rfm_job.sh")
+    assert f"{view}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency" in script_lines
+    assert "# OSU MPI Latency Test v7.4" in job_file(Path(report), "OsuPt2PtCheck",
+                                                         "rfm_job.out")
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=CHECKOUT, text=True,
+                          capture_output=True).stdout == before
 
 
 # --- the environment Spack works on: rendered under the install root -----------------
@@ -259,9 +288,9 @@ def test_check_names_what_a_stack_builds_though_the_site_declared_it(tmp_path: P
 
 
 def test_mirror_puts_archives_where_spack_looks(tmp_path: Path) -> None:
-    """An offline site's source mirror: a checksummed archive by its sha256 (the layout
-    Spack 1.1 installed OMB 7.4 from: _source-cache/archive/1e/<sha256>.tar.gz), one
-    without a checksum (Himeno) by name and version; bad input names what is wrong."""
+    """Without Spack: an archive by its own sha256 (the layout Spack 1.1 installed OMB 7.4
+    from: _source-cache/archive/1e/<sha256>.tar.gz), one named NAME@VERSION by name and
+    version, each said to be unverified; bad input names what is wrong."""
     omb = tmp_path / "osu-micro-benchmarks-7.4.tar.gz"
     omb.write_bytes(b"not really OMB, but bytes with a digest")
     himeno = tmp_path / "cc_himenobmtxp_mpi.zip"
@@ -269,18 +298,60 @@ def test_mirror_puts_archives_where_spack_looks(tmp_path: Path) -> None:
     omb.with_name("README.txt").write_text("read me")
     mirror = tmp_path / "mirror"
     result = perfguard("spack", "mirror", str(mirror), str(omb),
-                       "--named", f"himeno@2002.02.21={himeno}")
+                       f"himeno@2002.02.21={himeno}", env=without_spack())
     assert result.returncode == 0, result.stderr
     sha = hashlib.sha256(omb.read_bytes()).hexdigest()
     by_sum = mirror / "_source-cache" / "archive" / sha[:2] / f"{sha}.tar.gz"
     assert by_sum.read_bytes() == omb.read_bytes()
     assert (mirror / "himeno" / "himeno-2002.02.21.zip").read_bytes() == b"PK"
-    assert f"spack mirror add perfguard file://{mirror}" in result.stdout
+    assert result.stdout.count("warning: not compared with the recipe's checksum: spack is "
+                               "not on PATH") == 2
+    assert f"--mirror {mirror}` writes the scope that names it" in result.stdout
     assert sorted(p.name for p in mirror.rglob("*") if p.is_file()) == sorted(
         [by_sum.name, "himeno-2002.02.21.zip"])  # no partial copies left
     for argv, message in (([str(tmp_path / "absent.tar.gz")], "no such archive"),
-                          (["--named", f"himeno={himeno}"], "give NAME@VERSION"),
-                          (["--named", "himeno@1"], "give NAME@VERSION=FILE"),
+                          ([f"himeno={himeno}"], "give FILE or NAME@VERSION=FILE"),
+                          (["--named", "himeno@1"], "'himeno@1': give FILE or NAME@VERSION"),
                           ([str(omb.with_name("README.txt"))], "not an archive")):
-        bad = perfguard("spack", "mirror", str(mirror), *argv)
+        bad = perfguard("spack", "mirror", str(mirror), *argv, env=without_spack())
         assert bad.returncode != 0 and message in bad.stderr, (argv, bad.stderr)
+
+
+def fake_builtin(tmp_path: Path) -> Path:
+    """The layout of a spack/spack-packages checkout (what `--builtin` checks for)."""
+    repo = tmp_path / "spack-packages" / "repos" / "spack_repo" / "builtin"
+    repo.mkdir(parents=True)
+    (repo / "repo.yaml").write_text("repo:\n  namespace: builtin\n  api: v2.2\n")
+    return tmp_path / "spack-packages"
+
+
+def test_scope_writes_an_offline_scope_that_keeps_the_stacks_own_repository(
+        tmp_path: Path) -> None:
+    """One colon in repos.yaml (`repos::` given with -C replaced each stack's own
+    repository: "himeno does not exist", measured with Spack 1.1), bootstrapping off, the
+    mirror; checksums off only when asked; a directory that is no builtin repository is
+    refused."""
+    scope, mirror, builtin = tmp_path / "scope", tmp_path / "mirror", fake_builtin(tmp_path)
+    result = perfguard("spack", "scope", str(scope), "--builtin", str(builtin),
+                       "--mirror", str(mirror))
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load((scope / "repos.yaml").read_text()) == {"repos": {
+        "builtin": str(tmp_path / "spack-packages/repos/spack_repo/builtin")}}
+    assert "repos::" not in (scope / "repos.yaml").read_text().replace("`repos::`", "")
+    assert yaml.safe_load((scope / "bootstrap.yaml").read_text()) == {
+        "bootstrap": {"enable": False}}
+    assert yaml.safe_load((scope / "mirrors.yaml").read_text()) == {
+        "mirrors": {"perfguard": f"file://{mirror}"}}
+    assert not (scope / "config.yaml").exists()
+    assert perfguard("spack", "scope", str(scope), "--builtin", str(builtin),
+                     "--no-checksum").returncode == 0
+    assert yaml.safe_load((scope / "config.yaml").read_text()) == {
+        "config": {"checksum": False}}
+    assert not (scope / "mirrors.yaml").exists()  # the scope is what the last call said
+    assert perfguard("spack", "scope", str(scope), "--builtin", str(builtin)).returncode == 0
+    assert not (scope / "config.yaml").exists()
+    bad = perfguard("spack", "scope", str(scope), "--builtin", str(tmp_path))
+    assert bad.returncode == 2 and "not Spack's builtin package repository" in bad.stderr
+    missing = perfguard("spack", "check", "-C", str(tmp_path / "nowhere"), env=without_spack())
+    assert missing.returncode == 2 and "no such directory (make one with `perfguard spack " \
+        "scope DIR --builtin PACKAGES`" in missing.stderr

@@ -106,6 +106,13 @@ def cmd_site_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_scope_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-C", "--config-scope", dest="scope", default=None, metavar="SCOPE",
+                        help="Spack configuration scope for every Spack call (`spack -C "
+                             "SCOPE`; default $PERFGUARD_SPACK_CONFIG): an offline site's "
+                             "repos, mirror and bootstrap settings")
+
+
 def _add_spack(sub: argparse._SubParsersAction) -> None:
     spk = sub.add_parser("spack", help="the project's Spack stacks: check and install")
     actions = spk.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -113,25 +120,49 @@ def _add_spack(sub: argparse._SubParsersAction) -> None:
         "check", help="validate every environment and recipe (concretize when spack exists)")
     chk.add_argument("--envs", type=Path, default=None,
                      help="directory of environments (default: spack_envs/ of the checkout)")
+    _add_scope_option(chk)
     chk.set_defaults(func=cmd_spack_check)
     ins = actions.add_parser("install", help="spack -e ROOT/envs/STACK install")
     ins.add_argument("env", help="stack name, e.g. gcc-openmpi-ucx-cuda")
     ins.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
+    _add_scope_option(ins)
     ins.set_defaults(func=cmd_spack_install)
     env = actions.add_parser("env", help="render a stack under the root and print the "
                                          "directory to give `spack -e`")
     env.add_argument("env", help="stack name, e.g. gcc-openmpi-ucx-cuda")
     env.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
     env.set_defaults(func=cmd_spack_env)
+    arc = actions.add_parser("archives", help="every source archive an install of STACK "
+                                              "fetches (what an offline mirror must hold)")
+    arc.add_argument("env", help="stack name, e.g. gcc-system-openmpi")
+    arc.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
+    arc.add_argument("--mirror", type=Path, default=None,
+                     help="a source mirror: mark each archive it holds or lacks")
+    _add_scope_option(arc)
+    arc.set_defaults(func=cmd_spack_archives)
     mirror = actions.add_parser("mirror", help="put source archives copied in by hand into a "
                                                "Spack source mirror (offline sites)")
     mirror.add_argument("mirror", type=Path, help="the mirror's directory")
-    mirror.add_argument("archives", type=Path, nargs="*", help="archives whose versions have "
-                        "a sha256 in their recipe (found by checksum)")
+    mirror.add_argument("archives", nargs="*", metavar="[NAME@VERSION=]FILE",
+                        help="archives as downloaded; NAME@VERSION= where the file name does "
+                             "not say them (himeno@2002.02.21=cc_himenobmtxp_mpi.zip)")
     mirror.add_argument("--named", action="append", default=[], metavar="NAME@VERSION=FILE",
-                        help="an archive of a version without a checksum (himeno), found by "
-                             "name and version; repeatable")
+                        help="the same as NAME@VERSION=FILE among the archives; repeatable")
+    mirror.add_argument("--no-checksum", action="store_true",
+                        help="last resort: file an archive whose sha256 is not its recipe's "
+                             "(installs then need `checksum: false` in the scope)")
+    _add_scope_option(mirror)
     mirror.set_defaults(func=cmd_spack_mirror)
+    scope = actions.add_parser("scope", help="write an offline site's Spack configuration "
+                                             "scope (repos, bootstrap off, mirror)")
+    scope.add_argument("directory", type=Path, help="the scope's directory")
+    scope.add_argument("--builtin", type=Path, required=True,
+                       help="a checkout of spack/spack-packages (tag v2025.11.0 for Spack 1.1)")
+    scope.add_argument("--mirror", type=Path, default=None, help="the source mirror")
+    scope.add_argument("--no-checksum", action="store_true",
+                       help="last resort: `config: {checksum: false}` (archives that are not "
+                            "the recipes' own bytes)")
+    scope.set_defaults(func=cmd_spack_scope)
 
 
 ROOT_HELP = ("install root: installs in ROOT/opt, views in ROOT/views/STACK, the environment "
@@ -142,7 +173,8 @@ ROOT_HELP = ("install root: installs in ROOT/opt, views in ROOT/views/STACK, the
 def cmd_spack_check(args: argparse.Namespace) -> int:
     from perfguard.site import spack
 
-    results, skipped = spack.check_all(args.envs or spack.SPACK_ENVS)
+    results, skipped = spack.check_all(args.envs or spack.SPACK_ENVS,
+                                       spack.config_scope(args.scope))
     failed = False
     for name, findings in results.items():
         state = "FAIL" if findings.errors else "ok"
@@ -162,26 +194,68 @@ def cmd_spack_check(args: argparse.Namespace) -> int:
 def cmd_spack_install(args: argparse.Namespace) -> int:
     from perfguard.site import spack
 
-    return spack.install(args.env, args.root and args.root.resolve())
+    return spack.install(args.env, args.root and args.root.resolve(),
+                         spack.config_scope(args.scope))
+
+
+def cmd_spack_archives(args: argparse.Namespace) -> int:
+    from perfguard.site import spack
+
+    found = spack.archives(args.env, spack.config_scope(args.scope),
+                           args.root and args.root.resolve())
+    missing = 0
+    for archive in found:
+        where = archive["path"]
+        local = str(archive["url"] or "").startswith("file:")  # a file of the recipe's own
+        if local:
+            where = "no mirror needed (a file of the package repository)"
+        elif args.mirror is not None:
+            held = (args.mirror / where).is_file()
+            missing += not held
+            where = f"{'in mirror' if held else 'MISSING'}  {where}"
+        installed = "  (installed)" if archive["installed"] else ""
+        print(f"{archive['name']}@{archive['version']}  {archive['url']}  {where}{installed}")
+    if args.mirror is not None:
+        print(f"{len(found) - missing} of {len(found)} archives in {args.mirror}")
+    return 1 if missing else 0
 
 
 def cmd_spack_mirror(args: argparse.Namespace) -> int:
     from perfguard.errors import UsageError
     from perfguard.site import spack
 
-    wanted = [(archive, None) for archive in args.archives]
-    for entry in args.named:
-        named, equals, path = entry.partition("=")
-        if not equals or not path:
-            raise UsageError(f"--named {entry!r}: give NAME@VERSION=FILE")
-        wanted.append((Path(path), named))
+    wanted = []
+    for entry in [*args.archives, *(f"{named}=" if "=" not in named else named
+                                   for named in args.named)]:
+        named, equals, path = entry.rpartition("=")
+        if equals and (not named or "@" not in named.strip("@") or not path):
+            raise UsageError(f"{entry.rstrip('=')!r}: give FILE or NAME@VERSION=FILE "
+                             f"(himeno@2002.02.21=cc_himenobmtxp_mpi.zip)")
+        wanted.append((Path(path), named or None))
     if not wanted:
-        raise UsageError("name at least one archive (or --named NAME@VERSION=FILE)")
+        raise UsageError("name at least one archive (FILE or NAME@VERSION=FILE)")
     mirror = args.mirror.resolve()
-    for archive, named in wanted:
-        print(f"{archive} -> {spack.add_to_mirror(mirror, archive, named)}")
-    print(f"mirror ready: `spack mirror add perfguard file://{mirror}` (or a mirrors.yaml in "
-          f"the scope of the partition's binary_provider; docs/spack.md)")
+    entries = spack.mirror_entries(mirror, wanted, spack.config_scope(args.scope),
+                                   args.no_checksum)
+    for entry in entries:
+        print(f"{entry.archive} -> {spack.add_to_mirror(entry)}")
+        if entry.warning:
+            print(f"  warning: {entry.warning}")
+    print(f"mirror ready: `perfguard spack scope SCOPE --builtin PACKAGES --mirror {mirror}` "
+          f"writes the scope that names it (docs/spack.md)")
+    return 0
+
+
+def cmd_spack_scope(args: argparse.Namespace) -> int:
+    from perfguard.site import spack
+
+    written = spack.write_scope(args.directory.resolve(), args.builtin.resolve(),
+                                args.mirror and args.mirror.resolve(), args.no_checksum)
+    for path in written:
+        print(f"wrote {path}")
+    print(f"use it: `perfguard spack check -C {args.directory}`, or export "
+          f"PERFGUARD_SPACK_CONFIG={args.directory} (a site's partitions: binary_provider "
+          f"config: {args.directory})")
     return 0
 
 

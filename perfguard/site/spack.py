@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from perfguard.errors import PerfguardError
+from perfguard.errors import PerfguardError, UsageError
 from perfguard.site import stacks
 from perfguard.site.paths import SPACK_ENVS_DIR, state_dir
 
@@ -38,18 +38,18 @@ SPACK_ENVS = SPACK_ENVS_DIR
 OUR_REPO = Path("spack_repo") / "perfguard"
 #: Compilers as dependencies, language virtuals and repository API v2 arrived with 1.0.
 MIN_SPACK = (1, 0)
-#: Run by ``spack python``: Spack's own parser reads each spec of the file that
-#: $PERFGUARD_SPECS names ([[where, spec], ...]) and prints {where: error}.
+#: Run by ``spack python``: Spack's own parser reads each spec of $PERFGUARD_IN
+#: ([[where, spec], ...]) and prints {where: error}.
 PARSE_SPECS = """
 import json, os
 import spack.spec
 errors = {}
-for where, text in json.load(open(os.environ["PERFGUARD_SPECS"])):
+for where, text in json.load(open(os.environ["PERFGUARD_IN"])):
     try:
         spack.spec.Spec(text)
     except Exception as exc:
         errors[where] = " ".join(f"{type(exc).__name__}: {exc}".split())
-print("PERFGUARD-SPECS " + json.dumps(errors))
+print("PERFGUARD-OUT " + json.dumps(errors))
 """
 
 
@@ -217,8 +217,35 @@ def default_root() -> Path:
     return state_dir() / "spack"
 
 
-def _spack(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess:
-    return subprocess.run(["spack", *args], capture_output=True, text=True, timeout=timeout)
+#: The Spack configuration scope every perfguard Spack command uses when none is given.
+SCOPE_VARIABLE = "PERFGUARD_SPACK_CONFIG"
+
+
+def config_scope(given: str | Path | None = None) -> str | None:
+    """The configuration scope to give Spack (``spack -C``): the one given, else
+    ``$PERFGUARD_SPACK_CONFIG``, else none. An offline site's scope names the builtin
+    packages' copy, the mirror and ``bootstrap: enable: false``; without ``~/.spack``
+    (``SPACK_DISABLE_LOCAL_CONFIG=1``) it is the only place those can come from."""
+    chosen = given or os.environ.get(SCOPE_VARIABLE) or None
+    if chosen is None:
+        return None
+    path = Path(os.path.expandvars(str(chosen))).resolve()
+    if not path.is_dir():
+        raise UsageError(f"Spack configuration scope {chosen}: no such directory (make one "
+                             f"with `perfguard spack scope DIR --builtin PACKAGES`, "
+                             f"docs/spack.md)")
+    return str(path)
+
+
+def spack_argv(*args: str, scope: str | None = None) -> list[str]:
+    """``spack [-C SCOPE] ARGS``: every Spack call of perfguard reads the same scope."""
+    return ["spack", *(["-C", scope] if scope else []), *args]
+
+
+def _spack(*args: str, scope: str | None = None,
+           timeout: float = 3600) -> subprocess.CompletedProcess:
+    return subprocess.run(spack_argv(*args, scope=scope), capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def spack_version() -> tuple[str, tuple[int, ...]]:
@@ -245,31 +272,16 @@ def usable_spack() -> tuple[str, str | None]:
 ROOT_SPEC = re.compile(r"^ *(?:-|\[[+e^]\])\s+\w{7}  ([\w-]+@[^~+\s]+)", re.M)
 
 
-def parse_specs(findings: Findings) -> dict[str, str]:
-    """Spack's parser on every spec found, in one ``spack python``: where → error.
-    (``spack python -c`` compiles one statement: the script is exec'd from a file.)"""
-    if not findings.specs:
-        return {}
-    with tempfile.TemporaryDirectory(prefix="perfguard-specs-") as scratch:
-        specs, script = Path(scratch) / "specs.json", Path(scratch) / "parse.py"
-        specs.write_text(json.dumps(findings.specs))
-        script.write_text(PARSE_SPECS)
-        result = subprocess.run(
-            ["spack", "python", "-c", f"exec(open({str(script)!r}).read())"],
-            capture_output=True, text=True, timeout=600,
-            env={**os.environ, "PERFGUARD_SPECS": str(specs)})
-    marker = [line for line in result.stdout.splitlines() if line.startswith("PERFGUARD-SPECS ")]
-    if result.returncode != 0 or not marker:
-        said = (result.stderr + result.stdout).strip().splitlines()[-3:]
-        raise PerfguardError(f"spack python could not parse the specs: {' | '.join(said)}")
-    return json.loads(marker[-1].split(" ", 1)[1])
+def parse_specs(findings: Findings, scope: str | None = None) -> dict[str, str]:
+    """Spack's parser on every spec found, in one ``spack python``: where → error."""
+    return spack_python(PARSE_SPECS, findings.specs, scope=scope) if findings.specs else {}
 
 
-def concretize(env_dir: Path) -> Findings:
+def concretize(env_dir: Path, scope: str | None = None) -> Findings:
     """``spack -e ENV concretize -f``: the roots Spack chose and how long it took."""
     findings = Findings()
     started = time.monotonic()
-    result = _spack("-e", str(env_dir), "concretize", "-f")
+    result = _spack("-e", str(env_dir), "concretize", "-f", scope=scope)
     seconds = time.monotonic() - started
     if result.returncode != 0:
         said = [line.strip() for line in (result.stderr + result.stdout).splitlines()
@@ -319,10 +331,11 @@ def not_the_sites(tree: str, declared: dict[str, str]) -> list[str]:
     return sorted(set(found))
 
 
-def audit(env_dir: Path, packages: list[str]) -> Findings:
+def audit(env_dir: Path, packages: list[str], scope: str | None = None) -> Findings:
     """``spack audit packages`` on our recipes (directives, dependencies that exist)."""
     findings = Findings()
-    result = _spack("-e", str(env_dir), "audit", "packages", *packages, timeout=600)
+    result = _spack("-e", str(env_dir), "audit", "packages", *packages, scope=scope,
+                    timeout=600)
     said = (result.stdout + result.stderr).strip()
     if result.returncode != 0:
         findings.errors.append("spack audit packages: " + " | ".join(said.splitlines()[-8:]))
@@ -339,9 +352,10 @@ def scratch_copy(envs_dir: Path, target: Path) -> Path:
     return target
 
 
-def check_all(envs_dir: Path = SPACK_ENVS) -> tuple[dict[str, Findings], str | None]:
+def check_all(envs_dir: Path = SPACK_ENVS,
+              scope: str | None = None) -> tuple[dict[str, Findings], str | None]:
     """Findings per environment and recipe; the second value says why Spack was not
-    asked (None when it was)."""
+    asked (None when it was). ``scope`` is the configuration scope of every Spack call."""
     results = {str(env): check_environment(env) for env in environments(envs_dir)}
     for recipe, styled in style(envs_dir).items():
         results[recipe] = check_recipe(Path(recipe))
@@ -353,20 +367,66 @@ def check_all(envs_dir: Path = SPACK_ENVS) -> tuple[dict[str, Findings], str | N
                          f"were not parsed, and package names, versions, variants and "
                          f"dependencies not judged: that is Spack's to do")
     for found in results.values():
-        for where, error in parse_specs(found).items():
+        for where, error in parse_specs(found, scope).items():
             found.errors.append(f"Spack {label}: {where}: {error}")
     with tempfile.TemporaryDirectory(prefix="perfguard-spack-") as scratch:
-        copy = scratch_copy(envs_dir, Path(scratch))
+        copy = scratch_copy(envs_dir, Path(scratch) / "stacks")
         def said(text: str) -> str:  # Spack names the copy's files: name the checkout's
             return f"Spack {label}: " + text.replace(str(copy), str(envs_dir))
 
         for env in environments(envs_dir):
             if not results[str(env)].errors:
-                _merge(results[str(env)], concretize(copy / env.name), said)
+                _merge(results[str(env)], concretize(copy / env.name, scope), said)
+            if not results[str(env)].errors and builds_with_cuda(env):
+                _merge(results[str(env)],
+                       with_next_cuda(env.name, envs_dir, Path(scratch) / "cuda-next", scope),
+                       said)
         rendered = environments(copy)  # any stack: each one names our repository
         for recipe in recipes(envs_dir) if rendered else []:
-            _merge(results[str(recipe)], audit(rendered[0], [recipe.parent.name]), said)
+            package = recipe.parent.name.replace("_", "-")
+            _merge(results[str(recipe)], audit(rendered[0], [package], scope), said)
     return results, None
+
+
+#: The CUDA major release after the one the stacks are written for: `perfguard spack check`
+#: concretizes every CUDA stack against it too, so a site learns before its upgrade which
+#: stack will refuse it (and why) rather than at install time.
+NEXT_CUDA = "13.0.2"
+
+
+def builds_with_cuda(env_dir: Path) -> bool:
+    body = yaml.safe_load((env_dir / "spack.yaml").read_text())["spack"]
+    return any("+cuda" in str(spec) for spec in body.get("specs") or [])
+
+
+def stack_conflicts(env_dir: Path) -> list[str]:
+    """The messages of the conflicts a stack's manifest declares (``packages: P: conflict:``),
+    which Spack's own explanation may not quote (an external with ``buildable: false``
+    is reported as "cannot build" instead)."""
+    body = yaml.safe_load((env_dir / "spack.yaml").read_text())["spack"]
+    return [" ".join(str(c.get("message", c.get("spec"))).split())
+            for settings in (body.get("packages") or {}).values()
+            for c in (settings or {}).get("conflict") or [] if isinstance(c, dict)]
+
+
+def with_next_cuda(stack: str, envs_dir: Path, target: Path, scope: str | None) -> Findings:
+    """The stack concretized with the site's CUDA external swapped for ``NEXT_CUDA``
+    (same prefix): a refusal is reported as what will happen, not as an error of the
+    stack, which is written for the CUDA 12 it states."""
+    copy = stacks.render(stack, default_root(), envs_dir, into=target)
+    externals = target / "site" / "packages.yaml"
+    text = re.sub(r"(spec:\s*cuda@)[\w.]+", rf"\g<1>{NEXT_CUDA}", externals.read_text())
+    externals.write_text(text)
+    found = concretize(copy, scope)
+    what = f"with the site's CUDA external at {NEXT_CUDA}"
+    if found.errors:
+        said = found.errors[0].split(": ", 1)[-1]
+        if not any(word in said for word in ("Cannot satisfy", "conflict", "concretiz")):
+            return Findings(warnings=[f"{what}: could not be tried: {said}"])
+        why = "; ".join(stack_conflicts(envs_dir / stack)) or "no conflict of the stack's own"
+        return Findings(notes=[f"{what}: refused. The stack says: {why}. Spack: {said}"])
+    roots = found.notes[0].split(": ", 1)[-1] if found.notes else ""
+    return Findings(notes=[f"{what}: concretizes ({roots})"])
 
 
 def _merge(into: Findings, found: Findings, said) -> None:
@@ -389,13 +449,95 @@ def environment(name: str, root: Path | None = None) -> Path:
     return stacks.render(name, root or default_root())
 
 
-def install(name: str, root: Path | None = None) -> int:
-    """``spack -e ROOT/envs/NAME install``: the checkout is never Spack's to write."""
+def install(name: str, root: Path | None = None, scope: str | None = None) -> int:
+    """``spack [-C SCOPE] -e ROOT/envs/NAME install``: the checkout is never Spack's to
+    write."""
     _, why_not = usable_spack()
     if why_not is not None:
         raise PerfguardError(why_not)
-    return subprocess.run(["spack", "-e", str(environment(name, root)), "install",
-                           "--fail-fast"]).returncode
+    argv = spack_argv("-e", str(environment(name, root)), "install", "--fail-fast",
+                      scope=scope)
+    print("+ " + " ".join(argv), flush=True)
+    return subprocess.run(argv).returncode
+
+
+#: Run by ``spack -e STACK python``: for each NAME@VERSION of $PERFGUARD_IN (or an
+#: archive's file name, which Spack's URL parser reads), the recipe's sha256 for that
+#: version, the URL and where a source mirror must hold it (Spack's own mirror layout:
+#: ``_source-cache/archive/XX/SHA.EXT`` for a checksummed version, ``NAME/NAME-VERSION.EXT``
+#: for one without).
+RECIPE_ARCHIVES = """
+import json, os
+import spack.fetch_strategy as fs, spack.mirrors.layout as layout, spack.repo, spack.spec
+import spack.url, spack.version
+out = []
+for wanted, filename in json.load(open(os.environ["PERFGUARD_IN"])):
+    try:
+        if wanted:
+            name, _, version = wanted.partition("@")
+        else:
+            name, parsed = spack.url.parse_name_and_version(filename)
+            version = str(parsed)
+        cls = spack.repo.PATH.get_pkg_class(name)
+        known = cls.versions.get(spack.version.Version(version))
+        if known is None:
+            raise ValueError(f"the recipe {name} has no version {version} (it has "
+                             + ", ".join(str(v) for v in sorted(cls.versions)[-6:]) + ")")
+        spec = spack.spec.Spec(f"{name}@={version}")
+        fetcher = fs.for_package_version(cls(spec))
+        where = layout.default_mirror_layout(fetcher, f"{name}/{name}-{version}", spec)
+        extension = known.get("extension") or layout._determine_extension(fetcher)
+        out.append({"name": name, "version": version, "sha256": known.get("sha256"),
+                    "url": getattr(fetcher, "url", None), "path": where.path,
+                    "extension": extension})
+    except Exception as exc:
+        out.append({"error": " ".join(f"{type(exc).__name__}: {exc}".split())})
+print("PERFGUARD-OUT " + json.dumps(out))
+"""
+
+#: Run by ``spack -e STACK python`` on a concretized stack: every source archive its
+#: installs fetch (what is built, not the externals), with URL and mirror path.
+STACK_ARCHIVES = """
+import json
+import spack.environment as ev, spack.mirrors.layout as layout
+env = ev.active_environment()
+out, seen = [], set()
+for root in env.concrete_roots():
+    for spec in root.traverse():
+        if spec.external or spec.dag_hash() in seen or not spec.package.has_code:
+            continue
+        seen.add(spec.dag_hash())
+        fetcher = spec.package.fetcher
+        path = f"{spec.name}/" + spec.format_path("{name}-{version}")
+        where = layout.default_mirror_layout(fetcher, path, spec)
+        out.append({"name": spec.name, "version": str(spec.version),
+                    "installed": spec.installed, "url": getattr(fetcher, "url", None),
+                    "sha256": getattr(fetcher, "digest", None), "path": where.path})
+print("PERFGUARD-OUT " + json.dumps(sorted(out, key=lambda a: a["name"])))
+"""
+
+
+def spack_python(script: str, payload: Any, env_dir: Path | None = None,
+                 scope: str | None = None, timeout: float = 600) -> Any:
+    """``script`` run by Spack's own Python (inside ``env_dir`` when given), reading
+    ``payload`` from the JSON file $PERFGUARD_IN and printing ``PERFGUARD-OUT JSON``.
+    (``spack python -c`` compiles one statement: the script is exec'd from a file.)"""
+    with tempfile.TemporaryDirectory(prefix="perfguard-spack-python-") as scratch:
+        given, code = Path(scratch) / "in.json", Path(scratch) / "script.py"
+        given.write_text(json.dumps(payload))
+        code.write_text(script)
+        where = ["-e", str(env_dir)] if env_dir else []
+        result = subprocess.run(
+            spack_argv(*where, "python", "-c", f"exec(open({str(code)!r}).read())",
+                       scope=scope),
+            capture_output=True, text=True, timeout=timeout,
+            env={**os.environ, "PERFGUARD_IN": str(given)})
+    marker = [line for line in result.stdout.splitlines() if line.startswith("PERFGUARD-OUT ")]
+    if result.returncode != 0 or not marker:
+        said = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
+        raise PerfguardError("Spack could not answer (spack python): "
+                             + " | ".join(said[-3:]))
+    return json.loads(marker[-1].split(" ", 1)[1])
 
 
 #: Archive extensions Spack's mirrors know, longest first (the URL's own is kept).
@@ -403,11 +545,19 @@ ARCHIVE_EXTENSIONS = ("tar.gz", "tar.bz2", "tar.xz", "tar.zst", "tgz", "tbz2", "
                       "tar", "gz", "lzh")
 
 
+def sha256_of(archive: Path) -> str:
+    digest = hashlib.sha256()
+    with archive.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def mirror_path(mirror: Path, archive: Path, named: str | None = None) -> Path:
-    """Where Spack looks for ``archive`` in a source mirror: by its sha256
-    (``_source-cache/archive/XX/SHA.EXT``, for versions with a checksum), or for a
-    version without one (``named`` NAME@VERSION) by name and version
-    (``NAME/NAME-VERSION.EXT``)."""
+    """Where Spack looks for ``archive`` in a source mirror, worked out without Spack: by
+    its own sha256 (``_source-cache/archive/XX/SHA.EXT``), or for a version without a
+    checksum (``named`` NAME@VERSION) by name and version (``NAME/NAME-VERSION.EXT``).
+    Only right when the archive is the one the recipe names: `recipe_entries` asks Spack."""
     extension = next((e for e in ARCHIVE_EXTENSIONS if archive.name.endswith(f".{e}")), None)
     if extension is None:
         raise PerfguardError(f"{archive}: not an archive Spack's mirror layout knows "
@@ -415,24 +565,141 @@ def mirror_path(mirror: Path, archive: Path, named: str | None = None) -> Path:
     if named is not None:
         name, _, version = named.partition("@")
         if not name or not version or "/" in named:
-            raise PerfguardError(f"--named {named!r}: give NAME@VERSION (himeno@2002.02.21)")
+            raise PerfguardError(f"{named!r}: give NAME@VERSION (himeno@2002.02.21)")
         return mirror / name / f"{name}-{version}.{extension}"
-    digest = hashlib.sha256()
-    with archive.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    sha = digest.hexdigest()
+    sha = sha256_of(archive)
     return mirror / "_source-cache" / "archive" / sha[:2] / f"{sha}.{extension}"
 
 
-def add_to_mirror(mirror: Path, archive: Path, named: str | None = None) -> Path:
-    """Copy ``archive`` into the source mirror ``mirror`` where Spack finds it (whole or
-    not at all: a copy under a temporary name, then renamed)."""
-    if not archive.is_file():
-        raise PerfguardError(f"{archive}: no such archive")
-    target = mirror_path(mirror, archive, named)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.part")
-    shutil.copyfile(archive, partial)
-    os.replace(partial, target)
-    return target
+@dataclass
+class MirrorEntry:
+    """One archive for the mirror: where it goes, and what to say about it."""
+    archive: Path
+    target: Path
+    warning: str | None = None
+
+
+def recipe_entries(mirror: Path, wanted: list[tuple[Path, str | None]], scope: str | None,
+                   no_checksum: bool) -> list[MirrorEntry]:
+    """Each archive checked against its recipe's sha256 for that version, Spack asked (it
+    has the recipes, ours and the builtin ones), filed where Spack's fetch looks. A
+    mismatch is refused: Spack would refuse the archive at install time."""
+    env_dir = environment(environments()[0].name)  # any stack names our repository
+    answers = spack_python(RECIPE_ARCHIVES, [[named, archive.name] for archive, named in wanted],
+                           env_dir, scope)
+    entries, refused = [], []
+    for (archive, named), answer in zip(wanted, answers):
+        if "error" in answer:
+            refused.append(f"{archive}: {named or 'its file name'}: {answer['error']} (name "
+                           f"it NAME@VERSION=FILE)")
+            continue
+        spec, expected = f"{answer['name']}@{answer['version']}", answer["sha256"]
+        actual, warning = sha256_of(archive), None
+        if expected is None:
+            warning = (f"{spec} has no checksum in its recipe: Spack will install this archive "
+                       f"unverified (it warns \"Spack lacks a tree hash to verify\"); put "
+                       f"version(\"{answer['version']}\", sha256=\"{actual}\") in the recipe once "
+                       f"you trust it")
+        elif expected != actual:
+            mismatch = (f"{archive} is not the archive the recipe {spec} names: its sha256 is "
+                        f"{actual}, the recipe's is {expected}")
+            if not no_checksum:
+                refused.append(f"{mismatch}. Get the release archive itself (from {answer['url']}"
+                               f" on a connected host); a site that must build from its own "
+                               f"archive gives its sha256 in the version() line of a recipe it "
+                               f"keeps, or, as the last resort, --no-checksum here and "
+                               f"`checksum: false` in the scope (`perfguard spack scope "
+                               f"--no-checksum`)")
+                continue
+            warning = (f"{mismatch}; filed under the recipe's digest because of --no-checksum: "
+                       f"Spack installs it only with `config: {{checksum: false}}` in the scope")
+        extension = answer["extension"]
+        if extension and not archive.name.endswith(f".{extension}"):
+            refused.append(f"{archive}: Spack fetches {spec} as a .{extension} archive "
+                           f"({answer['url']}); give the file as downloaded")
+            continue
+        entries.append(MirrorEntry(archive, mirror / answer["path"], warning))
+    if refused:
+        raise PerfguardError("nothing was added to the mirror:\n  " + "\n  ".join(refused))
+    return entries
+
+
+def mirror_entries(mirror: Path, wanted: list[tuple[Path, str | None]],
+                   scope: str | None = None, no_checksum: bool = False) -> list[MirrorEntry]:
+    """Where each archive goes: asked of Spack where it is on PATH; without Spack, by the
+    layout alone, unverified (and said so)."""
+    for archive, _ in wanted:
+        if not archive.is_file():
+            raise PerfguardError(f"{archive}: no such archive")
+    if usable_spack()[1] is None:
+        return recipe_entries(mirror, wanted, scope, no_checksum)
+    unverified = ("not compared with the recipe's checksum: spack is not on PATH (run this "
+                  "where Spack is, or Spack refuses a mismatched archive at install time)")
+    return [MirrorEntry(archive, mirror_path(mirror, archive, named), unverified)
+            for archive, named in wanted]
+
+
+def add_to_mirror(entry: MirrorEntry) -> Path:
+    """Copy the archive into the source mirror where Spack finds it (whole or not at all:
+    a copy under a temporary name, then renamed)."""
+    entry.target.parent.mkdir(parents=True, exist_ok=True)
+    partial = entry.target.with_name(f".{entry.target.name}.part")
+    shutil.copyfile(entry.archive, partial)
+    os.replace(partial, entry.target)
+    return entry.target
+
+
+def archives(name: str, scope: str | None = None, root: Path | None = None) -> list[dict]:
+    """Every source archive an install of stack ``name`` fetches (concretized as it will be
+    installed: the site's externals, what is installed under the root reused)."""
+    _, why_not = usable_spack()
+    if why_not is not None:
+        raise PerfguardError(why_not)
+    env_dir = environment(name, root)
+    if not (env_dir / "spack.lock").exists():
+        result = _spack("-e", str(env_dir), "concretize", scope=scope)
+        if result.returncode != 0:
+            said = [line for line in (result.stderr + result.stdout).splitlines() if line]
+            raise PerfguardError(f"stack {name} does not concretize: " + " | ".join(said[-4:]))
+    return spack_python(STACK_ARCHIVES, None, env_dir, scope)
+
+
+#: What `perfguard spack scope` writes: an offline site's configuration scope.
+SCOPE_FILES = {
+    "repos.yaml": "# Spack 1.x keeps its builtin packages in a repository of their own; offline,\n"
+                  "# name a copy. One colon: `repos::` would also replace each stack's own\n"
+                  "# repository (perfguard's recipes: \"himeno does not exist\").\n"
+                  "repos:\n  builtin: {builtin}\n",
+    "bootstrap.yaml": "# clingo comes from the Python SPACK_PYTHON names (pip install clingo)\n"
+                      "bootstrap:\n  enable: false\n",
+}
+
+
+def write_scope(directory: Path, builtin: Path, mirror: Path | None,
+                no_checksum: bool) -> list[Path]:
+    """An offline configuration scope: the builtin packages' copy, bootstrapping off, the
+    source mirror, and (last resort) checksums off."""
+    repo = builtin / "repos" / "spack_repo" / "builtin" if (
+        builtin / "repos" / "spack_repo" / "builtin" / "repo.yaml").is_file() else builtin
+    if not (repo / "repo.yaml").is_file():
+        raise UsageError(f"--builtin {builtin}: not Spack's builtin package repository "
+                             f"(no repos/spack_repo/builtin/repo.yaml): give a checkout of "
+                             f"spack/spack-packages at a release tag (v2025.11.0 for Spack 1.1)")
+    files = {name: text.format(builtin=repo) for name, text in SCOPE_FILES.items()}
+    if mirror is not None:
+        files["mirrors.yaml"] = f"mirrors:\n  perfguard: file://{mirror}\n"
+    if no_checksum:
+        files["config.yaml"] = ("# last resort: archives that are not the recipes' own bytes\n"
+                                "config:\n  checksum: false\n")
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        stacks.write(directory / name, (SCOPE_MARK + text).encode())
+    for stale in ("mirrors.yaml", "config.yaml"):  # ours from an earlier call, not asked now
+        path = directory / stale
+        if stale not in files and path.is_file() and path.read_text().startswith(SCOPE_MARK):
+            path.unlink()
+    return [directory / name for name in files]
+
+
+#: The first line of every file `perfguard spack scope` writes (and may replace or remove).
+SCOPE_MARK = "# written by `perfguard spack scope`\n"

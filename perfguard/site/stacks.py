@@ -43,9 +43,9 @@ def render(stack: str, root: Path, envs: Path = SPACK_ENVS_DIR,
     target = into or root / "envs"
     for shared in SHARED:
         _sync_tree(envs / shared, target / shared)
-    _write(target / "site" / "packages.yaml", spack_packages_file().read_bytes())
+    write(target / "site" / "packages.yaml", spack_packages_file().read_bytes())
     text = manifest.read_text().replace(ROOT_VARIABLE, str(root))
-    _write(target / stack / "spack.yaml", text.encode())
+    write(target / stack / "spack.yaml", text.encode())
     return target / stack
 
 
@@ -55,7 +55,7 @@ def _sync_tree(source: Path, target: Path) -> None:
     wanted = {p.relative_to(source) for p in source.rglob("*")
               if p.is_file() and "__pycache__" not in p.parts}
     for relative in wanted:
-        _write(target / relative, (source / relative).read_bytes())
+        write(target / relative, (source / relative).read_bytes())
     for stale in (p for p in target.rglob("*") if p.is_file()) if target.is_dir() else ():
         if stale.relative_to(target) not in wanted and "__pycache__" not in stale.parts:
             stale.unlink(missing_ok=True)
@@ -68,7 +68,7 @@ def _sync_tree(source: Path, target: Path) -> None:
                 pass
 
 
-def _write(path: Path, data: bytes) -> None:
+def write(path: Path, data: bytes) -> None:
     """``path`` holds ``data``, never half of it; unchanged files are not touched."""
     if path.is_file() and path.read_bytes() == data:
         return

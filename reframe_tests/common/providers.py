@@ -85,8 +85,9 @@ def locate(provider: dict, relpath: str) -> tuple[str, str | None]:
     if not env_dir.is_dir():
         return str(path), f"Spack environment {env_dir} does not exist"
     if not path.exists():
+        scope = provider.get("config") or os.environ.get("PERFGUARD_SPACK_CONFIG")
         return str(path), (f"{path} is not installed: run `perfguard spack install "
-                           f"{provider['env']}`")
+                           f"{provider['env']}{f' -C {scope}' if scope else ''}`")
     return str(path), None
 
 
@@ -104,7 +105,7 @@ def replay_problem(provider: dict, relpath: str) -> str | None:
 def spack_command(provider: dict) -> str:
     """``spack``, with the provider's own configuration scope (``config: DIR``: mirrors
     of an air-gapped site, build settings for perfguard's installs) when it names one."""
-    scope = provider.get("config")
+    scope = provider.get("config") or os.environ.get("PERFGUARD_SPACK_CONFIG")
     return f"spack -C {os.path.expandvars(scope)}" if scope else "spack"
 
 

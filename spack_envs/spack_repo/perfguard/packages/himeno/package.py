@@ -26,7 +26,9 @@ class Himeno(Package):
     """
 
     homepage = "https://i.riken.jp/en/supercom/documents/himenobmt/"
-    # RIKEN publishes a ZIP that holds the LHA archive of the sources.
+    # RIKEN publishes a ZIP that holds the LHA archive of the sources. The URL carries no
+    # version (its 2015/07 is an upload folder, which Spack would otherwise read as the
+    # version and replace): each version names its own.
     url = "https://i.riken.jp/wp-content/uploads/2015/07/cc_himenobmtxp_mpi.zip"
 
     license("LGPL-2.0-or-later")
@@ -35,7 +37,7 @@ class Himeno(Package):
     # On a connected host, `spack checksum himeno 2002.02.21` prints the line to put
     # here; until then `perfguard spack check` warns, and an install needs
     # `spack install --no-checksum` or a mirror of the archive.
-    version("2002.02.21")
+    version("2002.02.21", url=url)
 
     variant(
         "size",
