@@ -26,6 +26,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--label", action="append", default=[],
                      help="free label stored with the run (e.g. pre-upgrade)")
     run.add_argument("--no-ingest", action="store_true", help="keep the report, do not ingest")
+    run.add_argument("--checks", action="append", default=[], metavar="DIR",
+                     help="a directory of the site's own checks, searched beside the shipped "
+                          "ones (SITE/checks always is); repeatable")
     run.add_argument("reframe_args", nargs=argparse.REMAINDER,
                      help="after --: extra reframe options")
     run.set_defaults(func=cmd_run)
@@ -41,7 +44,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     request = RunRequest(system=args.system, names=tuple(args.name),
                          tags=tuple(args.tag), setvars=tuple(args.setvar),
                          dry_run=args.dry_run, extra=tuple(extra), trigger=args.trigger,
-                         labels=tuple(args.label))
+                         labels=tuple(args.label), checks=tuple(args.checks))
     return run_and_print(args.ctx, request, ingest=not args.no_ingest)
 
 

@@ -143,11 +143,9 @@ def _add_spack(sub: argparse._SubParsersAction) -> None:
     mirror = actions.add_parser("mirror", help="put source archives copied in by hand into a "
                                                "Spack source mirror (offline sites)")
     mirror.add_argument("mirror", type=Path, help="the mirror's directory")
-    mirror.add_argument("archives", nargs="*", metavar="[NAME@VERSION=]FILE",
+    mirror.add_argument("archives", nargs="+", metavar="[NAME@VERSION=]FILE",
                         help="archives as downloaded; NAME@VERSION= where the file name does "
                              "not say them (himeno@2002.02.21=cc_himenobmtxp_mpi.zip)")
-    mirror.add_argument("--named", action="append", default=[], metavar="NAME@VERSION=FILE",
-                        help="the same as NAME@VERSION=FILE among the archives; repeatable")
     mirror.add_argument("--no-checksum", action="store_true",
                         help="last resort: file an archive whose sha256 is not its recipe's "
                              "(installs then need `checksum: false` in the scope)")
@@ -225,15 +223,12 @@ def cmd_spack_mirror(args: argparse.Namespace) -> int:
     from perfguard.site import spack
 
     wanted = []
-    for entry in [*args.archives, *(f"{named}=" if "=" not in named else named
-                                   for named in args.named)]:
+    for entry in args.archives:
         named, equals, path = entry.rpartition("=")
         if equals and (not named or "@" not in named.strip("@") or not path):
-            raise UsageError(f"{entry.rstrip('=')!r}: give FILE or NAME@VERSION=FILE "
+            raise UsageError(f"{entry!r}: give FILE or NAME@VERSION=FILE "
                              f"(himeno@2002.02.21=cc_himenobmtxp_mpi.zip)")
         wanted.append((Path(path), named or None))
-    if not wanted:
-        raise UsageError("name at least one archive (FILE or NAME@VERSION=FILE)")
     mirror = args.mirror.resolve()
     entries = spack.mirror_entries(mirror, wanted, spack.config_scope(args.scope),
                                    args.no_checksum)

@@ -34,6 +34,9 @@ class RunRequest:
     extra: tuple[str, ...] = ()
     trigger: str = "manual"
     labels: tuple[str, ...] = ()
+    #: Directories of a site's own checks, searched beside the shipped library (the site
+    #: directory's ``checks/`` always is: `check_directories`).
+    checks: tuple[str, ...] = ()
 
 
 @dataclass
@@ -93,11 +96,31 @@ def prune_run_directories(state: Path, keep_days: float = KEEP_RUN_DIRS_DAYS) ->
     return old
 
 
-def reframe_command(request: RunRequest, report: Path, directory: Path) -> list[str]:
+def check_directories(request: RunRequest, site: Path | None) -> list[Path]:
+    """Where ReFrame looks for checks: the shipped library, the site directory's
+    ``checks/`` (a site's STREAM, HPL or application benchmarks, on the same base), then
+    what ``--checks`` names."""
+    found = [paths.TESTS_DIR]
+    if site is not None and (site / "checks").is_dir():
+        found.append(site / "checks")
+    for given in request.checks:
+        directory = Path(given).expanduser().resolve()
+        if not directory.is_dir():
+            raise UsageError(f"--checks {given}: no such directory (a directory of ReFrame "
+                             f"check files; docs/writing-checks.md)")
+        found.append(directory)
+    return found
+
+
+def reframe_command(request: RunRequest, report: Path, directory: Path,
+                    checks: list[Path] | None = None) -> list[str]:
+    searched = []
+    for folder in checks or [paths.TESTS_DIR]:
+        searched += ["-c", str(folder)]
     command = [
         *reframe_launcher(),
         "-C", str(paths.DEFAULTS_DIR / "settings.py"),
-        "-c", str(paths.TESTS_DIR), "-R",
+        *searched, "-R",
         "--system", request.system,
         "--stage", str(directory / "stage"), "--output", str(directory / "output"),
         "--report-file", str(report),
@@ -153,7 +176,7 @@ def run_reframe(ctx: Context, request: RunRequest) -> RunOutcome:
     report = report_path(ctx.state, request.system)
     report.parent.mkdir(parents=True, exist_ok=True)
     directory = run_directory(ctx.state, report)
-    command = reframe_command(request, report, directory)
+    command = reframe_command(request, report, directory, check_directories(request, ctx.site))
     workdir = ctx.state / "work"
     for needed in (workdir, ctx.state / "log", ctx.state / "tmp"):
         needed.mkdir(parents=True, exist_ok=True)

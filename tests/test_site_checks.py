@@ -1,0 +1,74 @@
+"""A site's own checks: the example of docs/writing-checks.md, as written there, runs on
+the embedded cluster from a site directory's `checks/` and is stored and judged like the
+shipped checks."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import psycopg
+
+from perfguard.run.reframe import RunRequest, check_directories
+from perfguard.site import paths
+from tests.conftest import TEST_STATE, perfguard
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "writing-checks.md"
+
+
+def guide_files(site: Path) -> list[Path]:
+    """The guide's code blocks, each written where its first line says (SITE/...)."""
+    written = []
+    for block in re.findall(r"```(?:python|c)\n(.*?)```", GUIDE.read_text(), re.S):
+        where = re.match(r"(?:#|/\*) SITE/(\S+?)(?::| |$)", block.splitlines()[0])
+        assert where, block.splitlines()[0]
+        target = site / where.group(1)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(block)
+        written.append(target)
+    return written
+
+
+def test_the_guides_check_is_short_and_complete(tmp_path: Path) -> None:
+    check, source = guide_files(tmp_path)
+    assert check.name == "triad.py" and source.name == "triad.c"
+    assert len(check.read_text().splitlines()) <= 40
+    assert "MeasuredCheck" in check.read_text() and "perfguard_better" in check.read_text()
+
+
+def test_the_site_directorys_checks_are_searched_and_a_missing_directory_is_named(
+        tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "checks").mkdir(parents=True)
+    assert check_directories(RunRequest(), site) == [paths.TESTS_DIR, site / "checks"]
+    assert check_directories(RunRequest(), tmp_path) == [paths.TESTS_DIR]
+    result = perfguard("run", "--checks", str(tmp_path / "absent"), "-n", "X",
+                       state=TEST_STATE)
+    assert result.returncode == 2
+    assert f"--checks {tmp_path / 'absent'}: no such directory" in result.stderr
+
+
+def test_a_site_check_runs_and_is_stored_and_judged_like_a_shipped_one(
+        layout, migrated_dsn: str, tmp_path: Path) -> None:
+    """The guide's triad, from a directory given with --checks: built, launched by srun on
+    a node it owns, its figure stored with its direction and judged (not yet: no history),
+    the node's fingerprint beside it."""
+    guide_files(tmp_path / "site")
+    result = perfguard("run", "--checks", str(tmp_path / "site" / "checks"), "-n",
+                       "SiteTriadCheck", "--dsn", migrated_dsn, state=TEST_STATE)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    [line] = [line for line in result.stdout.splitlines() if line.strip().startswith("triad")]
+    assert re.match(r"\s*triad\s+[\d,.]+\s+MB/s\s", line), line
+    assert "inconclusive: not yet judged: history 0 of 8 runs" in line
+    with psycopg.connect(migrated_dsn) as conn:
+        [value] = conn.execute(
+            "SELECT s.value FROM sample s JOIN testcase t ON t.id = s.testcase_id JOIN metric "
+            "m ON m.id = s.metric_id WHERE t.check_name = 'SiteTriadCheck' AND m.name = "
+            "'triad' AND m.unit = 'MB/s'").fetchone()
+        [better] = conn.execute("SELECT better FROM metric_direction WHERE check_name = "
+                                "'SiteTriadCheck' AND metric = 'triad'").fetchone()
+        nodes = conn.execute("SELECT count(*) FROM fingerprint f JOIN testcase t ON "
+                             "t.run_id = f.run_id WHERE t.check_name = 'SiteTriadCheck'"
+                             ).fetchone()[0]
+    assert value > 100 and better == "higher" and nodes >= 1
+
