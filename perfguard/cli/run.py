@@ -38,13 +38,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from perfguard.run.reframe import RunRequest
+    from perfguard.run.reframe import RunRequest, check_directories
 
     extra = [a for a in args.reframe_args if a != "--"]
     request = RunRequest(system=args.system, names=tuple(args.name),
                          tags=tuple(args.tag), setvars=tuple(args.setvar),
                          dry_run=args.dry_run, extra=tuple(extra), trigger=args.trigger,
                          labels=tuple(args.label), checks=tuple(args.checks))
+    check_directories(request, args.ctx.site)  # a wrong --checks before anything runs
     return run_and_print(args.ctx, request, ingest=not args.no_ingest)
 
 
