@@ -211,3 +211,27 @@ class OsuCollectiveCheck(OsuBenchmark):
 
     def omb_options(self) -> list[str]:
         return ["-f", *super().omb_options()]
+
+
+@rfm.simple_test
+class OsuAllreduceScalingCheck(OsuBenchmark):
+    """osu_allreduce over 2, 4, 8, … nodes at seed 003's sizes (8 B–2 KiB): a software
+    allreduce grows with the node count; in-network reduction (SHARP) keeps it flat. One
+    line per node count, its curve over sizes: a node count that got slower is named."""
+
+    nodes = parameter([2, 4, 8, 16, 32, 64, 128])
+    descr = "OMB allreduce latency over node counts"
+    tags = {"omb", "collectives", "scaling", "acceptance"}
+    min_size = 8
+    max_size = 2048
+
+    def shape(self) -> None:
+        available = self.current_partition.extras.get("num_nodes", 2)
+        self.skip_saying_if(self.nodes > available, f"{self.nodes} nodes: the partition has "
+                                                    f"{available} (topology nodes)")
+        self.benchmark_path = "collective/osu_allreduce"
+        self.num_tasks = self.nodes
+        self.key_figures = ("latency",)
+
+    def omb_options(self) -> list[str]:
+        return ["-f", *super().omb_options()]

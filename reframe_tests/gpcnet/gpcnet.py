@@ -1,0 +1,92 @@
+"""GPCNeT: the fabric under complex patterns and under congestion (seed 003).
+
+``network_test`` measures random- and natural-ring latency and bandwidth, allreduce and
+alltoall over every node given; ``network_load_test`` runs the same sensitive tests
+alone and then beside four congestors (incast, broadcast, alltoall, allreduce) on the
+other nodes, and prints the congestion impact factors: how many times slower the
+sensitive traffic became. Congestion control keeps them near 1X; a fabric without it, a
+switch misconfigured after an upgrade, shows 10X and more. GPCNeT is meant for the whole
+system: the check spans the partition's nodes (``num_nodes``), one rank per node by
+default (``ranks_per_node``: GPCNeT's processes per NIC).
+
+Every row of every table becomes a key figure, judged line by line: ``rr_two_sided_lat_avg``
+(usec, lower is better), ``congested_rr_two_sided_bw_p99`` (MiB/s/rank, higher),
+``impact_rr_two_sided_lat_avg`` (the factor, lower). Sanity proves the scale: GPCNeT's
+own "Test with N MPI ranks (M nodes)" must be what was asked.
+"""
+
+import re
+
+import reframe as rfm
+from reframe.core.builtins import parameter, run_after, sanity_function, variable
+from reframe.core.exceptions import SanityError
+from reframe.utility.sanity import make_performance_function
+
+from reframe_tests.common.base import MeasuredCheck
+from reframe_tests.common.output import parsed, read_output
+from reframe_tests.common.pinning import mpi_flavours
+from reframe_tests.gpcnet import parser
+
+#: The fewest nodes each program accepts (network_load_test: 2 + 2 per congestor test).
+MINIMUM_NODES = {"network_test": 2, "network_load_test": 10}
+#: Table title → prefix of its key figures.
+PREFIXES = (("Isolated Network Tests", ""), ("Isolated Congestion Tests", "congestor_"),
+            ("Network Tests running with Congestion Tests", "congested_"),
+            ("Network Tests running with Congestion Tests - Key Results", "impact_"))
+
+
+def figure_name(prefix: str, test: str, column: str) -> str:
+    """``RR Two-sided Lat (8 B)``, ``99%`` → ``rr_two_sided_lat_p99``."""
+    words = re.sub(r"\(.*?\)", "", test).lower()
+    stem = re.sub(r"[^a-z0-9]+", "_", words).strip("_")
+    stat = {"Avg": "avg", "99%": "p99"}.get(column, re.sub(r"\W+", "", column.lower()))
+    return f"{prefix}{stem}_{stat}"
+
+
+@rfm.simple_test
+class GpcnetCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
+    program = parameter(["network_test", "network_load_test"])
+    descr = "GPCNeT network and congestion tests over the partition's nodes"
+    valid_systems = ["+mpi"]
+    valid_prog_environs = ["+mpi"]
+    tags = {"gpcnet", "congestion", "acceptance"}
+    #: Nodes to span; 0 takes the partition's ``num_nodes`` (topology ``nodes``).
+    num_nodes = variable(int, value=0)
+    #: GPCNeT's processes per NIC: 1 loads the fabric least (its README's first setting).
+    ranks_per_node = variable(int, value=1)
+
+    @run_after("setup")
+    def shape(self):
+        nodes = self.num_nodes or self.current_partition.extras.get("num_nodes", 2)
+        self.skip_saying_if(nodes < MINIMUM_NODES[self.program],
+                            f"{self.program} needs {MINIMUM_NODES[self.program]} nodes, the "
+                            f"partition has {nodes} (set num_nodes or the topology's nodes)")
+        self.num_tasks_per_node = self.ranks_per_node
+        self.num_tasks = nodes * self.ranks_per_node
+        self.executable = self.provided(f"bin/{self.program}")
+        flavour = self.current_partition.extras.get("mpi_flavour", "openmpi-ucx")
+        self.env_vars.update(mpi_flavours()[flavour].get("one_sided", {}))
+
+    @sanity_function
+    def validate(self):
+        """GPCNeT ran at the scale asked and printed its tables; each row's figures become
+        key figures with their direction."""
+        result = parsed(parser.parse, read_output(self))
+        nodes = self.num_tasks // self.num_tasks_per_node
+        if (result.ranks, result.nodes) != (self.num_tasks, nodes):
+            raise SanityError(f"GPCNeT ran {result.ranks} ranks on {result.nodes} nodes, "
+                              f"asked for {self.num_tasks} on {nodes}")
+        if self.program == "network_load_test" and result.table(PREFIXES[3][0]) is None:
+            raise SanityError("network_load_test printed no congestion impact factors")
+        self.perf_variables, better = {}, {}
+        for table in result.tables:
+            prefix = next(p for title, p in reversed(PREFIXES) if table.title.startswith(title))
+            for test, row in table.rows.items():
+                unit = table.units[test]
+                for column, value in row.items():
+                    name = figure_name(prefix, test, column)
+                    self.perf_variables[name] = make_performance_function(
+                        lambda value=value: value, unit)
+                    better[name] = "higher" if unit.startswith("MiB/s") else "lower"
+        self.perfguard_better = better
+        return True

@@ -1,0 +1,95 @@
+"""GPCNeT (seed 003's congestion): its tables parsed as GPCNeT 1.3 prints them, and the
+check's real job script through Slurm with GPCNeT's recorded output replayed (CI cannot
+build GPCNeT: the recordings were made live on the embedded cluster, tests/data/replay/
+SOURCES.md), through sanity, ingest and verdict."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from perfguard import cluster
+from reframe_tests.gpcnet import parser
+from reframe_tests.gpcnet.gpcnet import figure_name
+from tests.conftest import DATA, TEST_ROOT, create_database, perfguard
+
+REPLAY = DATA / "replay"
+NETWORK_4 = REPLAY / "gpcnet_network_test_4n4t.txt"
+LOAD_16 = REPLAY / "gpcnet_network_load_test_16n16t.txt"
+
+
+def test_network_tests_table_is_read_row_by_row() -> None:
+    result = parser.parse(NETWORK_4.read_text())
+    assert (result.ranks, result.nodes) == (4, 4)
+    [table] = result.tables
+    assert table.title == "Isolated Network Tests" and len(table.rows) == 8
+    assert table.rows["RR Two-sided Lat (8 B)"] == {"Avg": 18.3, "99%": 74.5}
+    assert table.units["Multiple Alltoall (4096 B)"] == "MiB/s/rank"
+    assert figure_name("", "RR Two-sided BW+Sync (131072 B)", "99%") == \
+        "rr_two_sided_bw_sync_p99"
+
+
+def test_the_load_test_has_its_congested_tables_and_impact_factors() -> None:
+    result = parser.parse(LOAD_16.read_text())
+    assert (result.ranks, result.nodes) == (16, 16)
+    impact = result.table("Network Tests running with Congestion Tests - Key Results")
+    assert impact is not None and set(impact.units.values()) == {"X"}
+    assert all(v > 0 for row in impact.rows.values() for v in row.values())
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "no 'Test with N MPI ranks (M nodes)' line"),
+    ("Network Tests v1.3\n  Test with 4 MPI ranks (4 nodes)\n", "no result table"),
+    ("  Test with 4 MPI ranks (4 nodes)\n| Isolated Network Tests |\n| Name | Avg | 99% | "
+     "Units |\n| RR Get Lat (8 B) | nan? | 1.0 | usec |\n", "row 'RR Get Lat (8 B)'"),
+])
+def test_what_is_not_gpcnets_output_is_named(text: str, message: str) -> None:
+    with pytest.raises(parser.ParseError, match=re.escape(message)):
+        parser.parse(text)
+
+
+@pytest.fixture(scope="module")
+def sixteen_nodes():
+    """A 16-node embedded cluster of its own (network_load_test needs 10 nodes or more;
+    the session's test cluster has 4)."""
+    state = TEST_ROOT / "gpcnet16"
+    running = cluster.up(state, nodes=16, port_base=18900)
+    yield state, running
+    cluster.down(state)
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def run_replayed(state: Path, dsn: str, name: str) -> tuple:
+    result = perfguard("run", "--dsn", dsn, "-n", name, state=state,
+                       env={"PERFGUARD_REPLAY": str(REPLAY)})
+    report = Path(re.search(r"\(report (\S+)\)", result.stdout).group(1))
+    return result, json.loads(report.read_text())["runs"][0]["testcases"]
+
+
+def test_gpcnet_replayed_through_slurm_is_stored_and_judged(sixteen_nodes) -> None:
+    """Both programs at the partition's 16 nodes, one rank each: GPCNeT's own scale line
+    proves it ran there; every row becomes a key figure with its direction; the impact
+    factors are stored; the run passes (nothing to compare with yet, said so)."""
+    state, running = sixteen_nodes
+    _, dsn = create_database(running)
+    perfguard("db", "upgrade", "--dsn", dsn, state=state, check=True)
+    result, cases = run_replayed(state, dsn, "^GpcnetCheck")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert sorted(c["result"] for c in cases if c["name"].startswith("GpcnetCheck")) == \
+        ["pass", "pass"]
+    assert re.search(r"impact_rr_two_sided_lat_avg\s+[\d.]+\s+X\s", result.stdout)
+    assert re.search(r"congested_rr_two_sided_bw_avg\s+[\d.,]+\s+MiB/s/rank", result.stdout)
+    with psycopg.connect(dsn) as conn:
+        better = dict(conn.execute("SELECT metric, better FROM metric_direction WHERE "
+                                   "check_name = 'GpcnetCheck'").fetchall())
+        nodes = conn.execute("SELECT max(array_length(t.nodelist, 1)) FROM testcase t "
+                             "WHERE t.check_name = 'GpcnetCheck'").fetchone()[0]
+    assert better["rr_two_sided_lat_avg"] == "lower"
+    assert better["rr_two_sided_bw_p99"] == "higher"
+    assert better["impact_rr_two_sided_lat_avg"] == "lower"
+    assert nodes == 16
