@@ -570,3 +570,19 @@ def test_an_accepted_new_level_stops_the_regression_and_says_who_accepted_it(
                      rf"history 0 of 8", explained), explained
     listed = perfguard("accept", "--list", "--dsn", migrated_dsn).stdout
     assert f"* from run {runs[20]}: by " in listed
+
+
+def test_a_fault_stays_out_of_the_baseline_and_the_line_passes_when_it_is_gone(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """Bandwidth 10 % lower for twelve nights, then back. Every faulty night stays a
+    regression: the fault never becomes the level it is judged against (before, once its
+    nights were most of the history they were the baseline: the later faulty nights
+    passed and the repaired night was an "improvement"). The repaired night passes.
+    Accepted as the new level, the faulty nights are the baseline."""
+    runs = store_nights(migrated_dsn, demo_report, tmp_path,
+                        [1.0] * 10 + [0.9] * 12 + [1.0], slower=True)
+    assert {state_of(migrated_dsn, run) for run in runs[11:22]} == {"regression"}
+    assert state_of(migrated_dsn, runs[22]) == "pass"
+    assert perfguard("accept", BW_LINE, "--from-run", str(runs[10]), "--reason", "the new "
+                     "cable is slower", "--dsn", migrated_dsn).returncode == 0
+    assert state_of(migrated_dsn, runs[21]) == "pass"  # 12 nights of the new level

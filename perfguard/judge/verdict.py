@@ -172,12 +172,15 @@ def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
     with db.planned(conn, db.NO_MERGE_JOINS):
         rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
     levels = accepted_levels(conn, run_id)
-    series = _history(conn, run_id, rows, dataclasses.replace(rules, times=bool(levels)))
+    regressed = regressed_runs(conn, run_id)
+    series = _history(conn, run_id, rows,
+                      dataclasses.replace(rules, times=bool(levels or regressed)))
     epochs: dict = {}  # the run's lines share their nodes' fingerprint epoch
     rules_of = [rules.for_metric(row["check_name"], row["metric"]) for row in rows]
     accepted = [_accepted(row, levels) for row in rows]
-    values = [history.values(conn, _since(series.get(_series_key(row)), level),
-                             rule.same_fingerprint, epochs)
+    values = [history.values(conn, _since(_without(series.get(_series_key(row)),
+                                                   regressed.get(_line_key(row)), level),
+                                          level), rule.same_fingerprint, epochs)
               for row, rule, level in zip(rows, rules_of, accepted)]
     bases = judge.baselines([judge.judged_history(v, rule) for v, rule in zip(values, rules_of)])
     lines = [_line(*line) for line in zip(rows, values, rules_of, bases)]
@@ -198,7 +201,7 @@ def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
 ACCEPTED_SQL = """
 SELECT a.subject, f.started_at,
        'new level from run ' || a.from_run || ' accepted by ' || a.who || ' on '
-       || to_char(a.at, 'YYYY-MM-DD') || ': ' || a.reason
+       || to_char(a.at, 'YYYY-MM-DD') || ': ' || a.reason, a.at
 FROM accepted_level a JOIN run f ON f.id = a.from_run
 JOIN run r ON r.id = %s AND r.system_id = f.system_id AND f.started_at <= r.started_at
 ORDER BY f.started_at
@@ -206,8 +209,8 @@ ORDER BY f.started_at
 
 
 def accepted_levels(conn: psycopg.Connection, run_id: int) -> list[tuple]:
-    """(cause, from when, "new level from run N accepted by who on date: why") of the
-    run's system, oldest first (`perfguard accept`)."""
+    """(cause, from when, "new level from run N accepted by who on date: why", when it
+    was accepted) of the run's system, oldest first (`perfguard accept`)."""
     return conn.execute(ACCEPTED_SQL, (run_id,)).fetchall()
 
 
@@ -246,6 +249,50 @@ def _accepted(row: dict, levels: list[tuple]) -> tuple | None:
               line_name(row["check_name"], params, row["metric"])}
     found = [level for level in levels if level[0] in causes]
     return found[-1] if found else None
+
+
+#: The earlier runs of the judged run's system in which a key figure's line was judged
+#: regression (the last 90 days: far beyond any history window).
+REGRESSED_SQL = """
+SELECT v.check_name, v.params::text, v.partition, v.environ, v.metric,
+       array_agg(r.started_at)
+FROM verdict_line v JOIN run r ON r.id = v.run_id
+JOIN run j ON j.id = %s AND j.system_id = r.system_id
+WHERE v.status = 'regression' AND v.metric NOT LIKE '%% curve'
+  AND r.started_at < j.started_at AND r.started_at > j.started_at - interval '90 days'
+GROUP BY 1, 2, 3, 4, 5
+"""
+
+
+def regressed_runs(conn: psycopg.Connection, run_id: int) -> dict[tuple, set]:
+    """Line → the start times of the earlier runs that judged it a regression. Those runs
+    stay out of its baseline until a level is accepted: a fault must not become the
+    normal it is judged against (the line returns to pass when its values return)."""
+    return {tuple(row[:5]): set(row[5])
+            for row in conn.execute(REGRESSED_SQL, (run_id,)).fetchall()}
+
+
+def _line_key(row: dict) -> tuple:
+    return (row["check_name"], row["params_text"], row["partition"], row["environ"],
+            row["metric"])
+
+
+def _without(series: history.Series | None, regressed: set | None,
+             level: tuple | None) -> history.Series | None:
+    """The series without the runs that judged it a regression, but for those an accepted
+    level made the new normal: at or after the run it starts from and before it was
+    accepted (a regression after the acceptance is one against the new level)."""
+    if series is None or not regressed or series.times is None:
+        return series
+
+    def accepted(t) -> bool:
+        return level is not None and level[1] <= t < level[3]
+
+    last = len(series.times) - 1  # the judged run itself
+    kept = [i for i, t in enumerate(series.times)
+            if i == last or t not in regressed or accepted(t)]
+    return series._replace(values=tuple(series.values[i] for i in kept),
+                           times=tuple(series.times[i] for i in kept))
 
 
 def _since(series: history.Series | None, level: tuple | None) -> history.Series | None:
