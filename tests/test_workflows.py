@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -180,3 +181,14 @@ def test_upgrade_check_on_chosen_nodes_against_labelled_baseline(dsn: str) -> No
     assert trigger == "upgrade" and set(nodes) <= {"node2", "node3"}
     wrong = perfguard("upgrade-check", "--baseline", "no-such-label", state=TEST_STATE)
     assert wrong.returncode == 2 and "no run matches 'no-such-label'" in wrong.stderr
+    accepted = perfguard("upgrade-check", "--baseline", "pre-upgrade", "--nodes", "node[2-3]",
+                         "-t", "sanity", "--accept", "OFED 24.10: the new level",
+                         state=TEST_STATE)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    run_id = re.search(r": run (\d+) against baseline", accepted.stdout).group(1)
+    assert f"accepted: node2, node3 judged against the level of run {run_id} from now on " \
+           f"(OFED 24.10: the new level)" in accepted.stdout
+    listed = perfguard("accept", "--list", state=TEST_STATE).stdout
+    assert f"node2 from run {run_id}: by " in listed and ": OFED 24.10: the new level" in listed
+    assert perfguard("upgrade-check", "--baseline", "pre-upgrade", "--accept", " ",
+                     state=TEST_STATE).returncode == 2

@@ -53,6 +53,9 @@ def _add_workflows(sub: argparse._SubParsersAction) -> None:
     upg.add_argument("--system", default="local")
     upg.add_argument("-t", "--tag", action="append", default=None,
                      help="check tags to run (default: acceptance)")
+    upg.add_argument("--accept", metavar="REASON",
+                     help="end by accepting the results as the new level (the upgrade was "
+                          "meant to change them): later runs are judged against this run")
     upg.set_defaults(func=cmd_upgrade_check)
 
 
@@ -107,10 +110,14 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade_check(args: argparse.Namespace) -> int:
+    from perfguard.errors import UsageError
     from perfguard.run import workflows
 
+    if args.accept is not None and not args.accept.strip():
+        raise UsageError("--accept needs the reason the new level is right")
     outcome = workflows.upgrade_check(args.ctx, args.baseline, args.nodes,
-                                      tuple(args.tag or ["acceptance"]), args.system)
+                                      tuple(args.tag or ["acceptance"]), args.system,
+                                      args.accept)
     print(outcome.text)
     print(outcome.run_line)
     return outcome.exit_code

@@ -283,7 +283,7 @@ def excluded_nodes(ctx: Context, keep: str) -> tuple[set[str], str]:
 
 
 def upgrade_check(ctx: Context, baseline: str, nodes: str | None,
-                  tags: tuple[str, ...], system: str) -> RunVerdict:
+                  tags: tuple[str, ...], system: str, accept: str | None = None) -> RunVerdict:
     with db.connect(ctx.dsn) as conn:
         vd.resolve_run(conn, baseline)  # a wrong baseline fails before anything runs
     extra: tuple[str, ...] = ()
@@ -301,4 +301,17 @@ def upgrade_check(ctx: Context, baseline: str, nodes: str | None,
                     + (f" (nodes {nodes})" if nodes else "")
                     + f": run {outcome.completed.run_id} against baseline {baseline}\n"
                     + outcome.text)
+    if accept and outcome.completed.run_id is not None:
+        outcome.text += "\n" + accept_new_level(ctx, outcome.completed.run_id, kept, accept)
     return _with_report(ctx, outcome, baseline)
+
+
+def accept_new_level(ctx: Context, run_id: int, nodes: set[str] | None, reason: str) -> str:
+    """The upgrade's run as the new level of what it measured (every line, or the lines of
+    the upgraded nodes): later runs are judged against it, as `perfguard accept` does."""
+    subjects = sorted(nodes, key=fp.natural_key) if nodes else ["*"]
+    with db.connect(ctx.dsn) as conn:
+        for subject in subjects:
+            vd.accept(conn, subject, run_id, reason)
+    return (f"accepted: {', '.join(subjects)} judged against the level of run {run_id} from "
+            f"now on ({reason}); `perfguard accept --list` shows it")
