@@ -149,7 +149,17 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
             "'OsuPt2PtCheck', params, 'compute', 'gnu-openmpi', 'bandwidth', run_id, 2, 1, "
             "-0.5, 'higher', 'node1: OFED changed' FROM testcase "
             "WHERE check_name = 'OsuPt2PtCheck' ORDER BY run_id DESC LIMIT 1")
+    last = str(conn_last_nightly(migrated_dsn))  # triage: an accept and an ack, as admins say
+    perfguard("accept", "node1", "--from-run", last, "--reason", "OFED 24.10 is the new level",
+              "--dsn", migrated_dsn, check=True)
+    perfguard("ack", "node2:mlx4_0", "--reason", "OFED 24.10 firmware mismatch, ticket 4411",
+              "--dsn", migrated_dsn, check=True)
     return migrated_dsn
+
+
+def conn_last_nightly(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT max(id) FROM run WHERE trigger = 'nightly'").fetchone()[0]
 
 
 def variables(conn: psycopg.Connection) -> dict:
@@ -256,6 +266,13 @@ def test_curve_scaling_heatmap_and_annotations(seeded: str) -> None:
             sql = dashboards.expand(query.sql, variables(conn), NOW - timedelta(days=90), NOW)
             notes = conn.execute(sql).fetchall()
             assert notes and all("OFED" in text for _, text, _ in notes), name
+        triage = dashboards.expand(
+            annotations["annotation: Triage (accepted levels, acknowledgements)"].sql,
+            variables(conn), NOW - timedelta(days=90), NOW + timedelta(hours=1))  # ack: now()
+        said = [text for _, text, _ in conn.execute(triage).fetchall()]
+        assert len(said) == 2 and said[0].startswith("accepted node1 as the new level from "
+                                                     "run ") and said[1].startswith(
+            "acknowledged node2:mlx4_0 (by ")
         changes = dashboards.expand(annotations["annotation: Change points (E-Divisive)"].sql,
                                     variables(conn), NOW - timedelta(days=90), NOW)
         assert conn.execute(changes).fetchall()[0][1:] == (
