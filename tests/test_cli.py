@@ -2,27 +2,53 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
+from perfguard.cli import build_parser
 from tests.conftest import perfguard
 
-COMMANDS = [
-    [], ["cluster"], ["cluster", "up"], ["cluster", "down"], ["cluster", "status"],
-    ["run"], ["demo"], ["db"], ["db", "upgrade"], ["db", "status"], ["ingest"],
-    ["thresholds"], ["thresholds", "set"], ["thresholds", "list"], ["thresholds", "history"],
-    ["thresholds", "show"], ["thresholds", "import"], ["thresholds", "export"],
-    ["thresholds", "derive"], ["verdict"], ["topology"], ["topology", "detect"],
-    ["spack"], ["spack", "check"], ["spack", "install"], ["fingerprint"],
-    ["fingerprint", "diff"], ["nightly"], ["upgrade-check"], ["cluster", "env"],
-]
+
+def every_command(parser: argparse.ArgumentParser | None = None,
+                  path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str, list[str]]]:
+    """(command path, the help its parent gives it, its options without a help text) of
+    every command and subcommand, as the parser itself has them: a command added later is
+    checked without editing a list."""
+    parser = parser or build_parser()
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                silent = [a.option_strings[-1] if a.option_strings else a.dest
+                          for a in sub._actions if not (a.help or "").strip()
+                          and not isinstance(a, argparse._SubParsersAction)]
+                found.append(((*path, name), helps.get(name) or "", silent))
+                found += every_command(sub, (*path, name))
+    return found
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "perfguard")
-def test_help(command: list[str]) -> None:
+COMMANDS = every_command()
+
+
+def test_the_commands_are_all_there() -> None:
+    names = {" ".join(path) for path, _, _ in COMMANDS}
+    assert {"run", "nightly", "upgrade-check", "verdict", "accept", "ack", "spack scope",
+            "spack archives", "site check"} <= names
+
+
+@pytest.mark.parametrize("command, summary, silent", COMMANDS,
+                         ids=[" ".join(path) for path, _, _ in COMMANDS])
+def test_help(command: tuple[str, ...], summary: str, silent: list[str]) -> None:
+    """Each command says what it is in its parent's list, explains every option, and
+    answers --help with its own usage line."""
+    assert summary.strip(), f"`perfguard {' '.join(command[:-1])}` lists {command[-1]} " \
+                            f"without a word on what it does"
+    assert not silent, f"`perfguard {' '.join(command)}`: options without help: {silent}"
     result = perfguard(*command, "--help")
-    assert result.returncode == 0
-    assert result.stdout.startswith("usage: perfguard")
-    assert len(result.stdout.splitlines()) > 3
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: perfguard {' '.join(command)}")
 
 
 def test_db_error_is_a_message_not_a_traceback() -> None:

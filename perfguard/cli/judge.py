@@ -60,7 +60,8 @@ def _add_ack(sub: argparse._SubParsersAction) -> None:
                     "system stays in the verdict, the report and Grafana with who, when and "
                     "why, and stops paging until the acknowledgement is cleared.")
     ack.add_argument("subject", nargs="?", help="the finding's cause")
-    ack.add_argument("--system", default="local")
+    ack.add_argument("--system", default="local",
+                     help="the system the cause belongs to (default: local)")
     ack.add_argument("--reason", default="", help="why (shown with the finding)")
     group = ack.add_mutually_exclusive_group()
     group.add_argument("--list", action="store_true", help="the active acknowledgements")

@@ -15,8 +15,9 @@ def _add_topology(sub: argparse._SubParsersAction) -> None:
         description="Reads lscpu -p, ibv_devinfo -v (+ sysfs) and nvidia-smi topo -m; a "
                     "missing tool leaves its part empty with a note. Run it on a compute node "
                     "(e.g. through srun) and commit the result under site_config/systems/.")
-    det.add_argument("--system", default="mycluster")
-    det.add_argument("--partition", default="gpu")
+    det.add_argument("--system", default="mycluster",
+                     help="system name to write (default: mycluster)")
+    det.add_argument("--partition", default="gpu", help="partition name to write (default: gpu)")
     det.add_argument("--mpi", default=None,
                      help="MPI flavour (a key of site_config/mpi_flavours.yaml; default: what "
                           "ompi_info and the HCAs say: openmpi-ucx, openmpi-openib or "
@@ -63,7 +64,7 @@ def _add_site(sub: argparse._SubParsersAction) -> None:
         description="Creates systems/ and thresholds/ and a README; on a Slurm cluster it "
                     "prints (or with --detect runs) `perfguard topology detect` through "
                     "srun on one node of each partition.")
-    init.add_argument("directory", type=Path)
+    init.add_argument("directory", type=Path, help="the site directory to create")
     init.add_argument("--system", default="mycluster", help="the system's name")
     init.add_argument("--detect", action="store_true",
                       help="run the topology detection now (one node per partition)")

@@ -23,8 +23,10 @@ def _add_db(sub: argparse._SubParsersAction) -> None:
         description="writer: stores runs and verdicts (perfguard run, nightly, verdict), no "
                     "DDL; reader: SELECT only (Grafana). Run with the schema owner's DSN; "
                     "the password is read from $PERFGUARD_GRANT_PASSWORD if set.")
-    grant.add_argument("user")
-    grant.add_argument("--kind", choices=["writer", "reader"], default="writer")
+    grant.add_argument("user", help="the database role to create or grant to")
+    grant.add_argument("--kind", choices=["writer", "reader"], default="writer",
+                       help="writer: runs and ingests; reader: Grafana and reports "
+                            "(default: writer)")
     grant.set_defaults(func=cmd_db_grant)
     prune = actions.add_parser(
         "prune", parents=[DSN], help="drop the samples of months older than --keep days",

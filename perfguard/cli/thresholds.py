@@ -20,39 +20,40 @@ def _add_thresholds(sub: argparse._SubParsersAction) -> None:
                     "absolute limits. Example: thresholds set --system local --check "
                     "UcxPerftestCheck --param test=tag_bw --metric bw --reference 5000 "
                     "--lower=-10% --unit MB/s --direction higher")
-    tset.add_argument("--system", required=True)
-    tset.add_argument("--partition")
-    tset.add_argument("--environ")
-    tset.add_argument("--check", required=True)
+    tset.add_argument("--system", required=True, help="system the threshold applies to")
+    tset.add_argument("--partition", help="only this partition (default: every one)")
+    tset.add_argument("--environ", help="only this programming environment (default: every one)")
+    tset.add_argument("--check", required=True, help="check class, e.g. OsuPt2PtCheck")
     tset.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                       help="variant parameter the threshold applies to (repeatable)")
-    tset.add_argument("--metric", required=True)
+    tset.add_argument("--metric", required=True, help="performance variable, e.g. bandwidth")
     tset.add_argument("--point", action="append", default=[], metavar="NAME=VALUE",
                       help="measurement point, e.g. size=8 (default: the key figure)")
-    tset.add_argument("--reference", type=float, required=True)
+    tset.add_argument("--reference", type=float, required=True, help="the reference value")
     tset.add_argument("--lower", help="lower bound: fraction with %% or absolute")
     tset.add_argument("--upper", help="upper bound: fraction with %% or absolute")
-    tset.add_argument("--unit", default="")
+    tset.add_argument("--unit", default="", help="the metric's unit, e.g. MB/s")
     tset.add_argument("--direction", choices=("higher", "lower"),
                       help="which way is better (default: from the unit)")
-    tset.add_argument("--author", default=None)
-    tset.add_argument("--reason", default="")
+    tset.add_argument("--author", default=None, help="who sets it (default: the login)")
+    tset.add_argument("--reason", default="", help="why, kept in the threshold's history")
     tset.set_defaults(func=cmd_thresholds_set)
     for name, helptext in (("list", "current thresholds"),
                            ("history", "every threshold ever set, with validity")):
         p = actions.add_parser(name, parents=[DSN], help=helptext)
-        p.add_argument("--system")
-        p.add_argument("--check")
+        p.add_argument("--system", help="only this system")
+        p.add_argument("--check", help="only this check class")
         p.set_defaults(func=cmd_thresholds_list, history=name == "history")
     show = actions.add_parser("show", parents=[DSN], help="one threshold in full")
-    show.add_argument("id", type=int)
+    show.add_argument("id", type=int, help="threshold id (from `thresholds list`)")
     show.set_defaults(func=cmd_thresholds_show)
     imp = actions.add_parser("import", parents=[DSN], help="set every threshold of a YAML file")
-    imp.add_argument("file", type=Path)
+    imp.add_argument("file", type=Path,
+                     help="a thresholds YAML file (as `thresholds export` writes)")
     imp.set_defaults(func=cmd_thresholds_import)
     exp = actions.add_parser("export", parents=[DSN],
         help="write a system's current thresholds as YAML")
-    exp.add_argument("--system", required=True)
+    exp.add_argument("--system", required=True, help="the system whose thresholds to write")
     exp.add_argument("-o", "--output", type=Path, help="file (default: stdout)")
     exp.set_defaults(func=cmd_thresholds_export)
     der = actions.add_parser("derive", parents=[DSN],
@@ -67,7 +68,7 @@ def _add_thresholds(sub: argparse._SubParsersAction) -> None:
     der.add_argument("--tolerance", default="10%",
                      help="from one run: allowed degradation (default 10%%)")
     der.add_argument("--apply", action="store_true", help="write them (default: show only)")
-    der.add_argument("--author", default=None)
+    der.add_argument("--author", default=None, help="who sets them (default: the login)")
     der.set_defaults(func=cmd_thresholds_derive)
 
 

@@ -13,7 +13,7 @@ def _add_workflows(sub: argparse._SubParsersAction) -> None:
         description="Runs the checks tagged 'nightly' (or --tag), stores the run with trigger "
                     "'nightly', prints the verdict and exits 1 on any failure. --print-scrontab "
                     "/ --install-scrontab schedule it from the cluster itself (Slurm scrontab).")
-    nig.add_argument("--system", default="local")
+    nig.add_argument("--system", default="local", help="ReFrame system to run on (default: local)")
     nig.add_argument("-t", "--tag", action="append", default=None,
                      help="check tags to run (default: nightly)")
     nig.add_argument("--label", action="append", default=[], help="label stored with the run")
@@ -50,7 +50,7 @@ def _add_workflows(sub: argparse._SubParsersAction) -> None:
                     "`perfguard run --label pre-upgrade`.")
     upg.add_argument("--baseline", required=True, help="run id, session uuid or label")
     upg.add_argument("--nodes", help="Slurm hostlist to run on, e.g. node[3-4]")
-    upg.add_argument("--system", default="local")
+    upg.add_argument("--system", default="local", help="ReFrame system to run on (default: local)")
     upg.add_argument("-t", "--tag", action="append", default=None,
                      help="check tags to run (default: acceptance)")
     upg.add_argument("--accept", metavar="REASON",
