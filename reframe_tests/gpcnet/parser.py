@@ -3,9 +3,11 @@
 Each table is framed by ``+---+`` bars: a title row (``| Isolated Network Tests |``),
 a header row (``| Name | Avg | 99% | Units |``; verbose builds add columns) and one row
 per test (``| RR Two-sided Lat (8 B) | 18.3 | 74.5 | usec |``). network_load_test's
-impact table has no units column: its cells are factors (``| RR Two-sided Lat | 1.3X |
-1.1X |``), isolated over congested. Formats as printed by GPCNeT's utils.c
-(print_header, print_results, print_comparison_results) and recorded live.
+impact table names its columns in a second header row (``| | Avg | 99% |``, under
+``| Name | Congestion Impact Factor |``) and has no units: its cells are factors
+(``| RR Two-sided Lat (8 B) | 1.8X | 3.4X |``), congested over isolated. Formats as
+printed by GPCNeT's utils.c (print_header, print_results, print_comparison_results) and
+recorded live (tests/data/replay/SOURCES.md).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def parse(text: str) -> Result:
         cells = _cells(line)
         if len(cells) == 1:
             tables.append(Table(title=cells[0]))
-        elif tables and cells[0] == "Name":
+        elif tables and cells[0] in ("Name", ""):  # the impact table's columns: 2nd row
             tables[-1].columns = cells[1:]
         elif tables and tables[-1].columns:
             tables[-1].rows[cells[0]], tables[-1].units[cells[0]] = _row(tables[-1], cells)

@@ -1,7 +1,8 @@
-"""GPCNeT (seed 003's congestion): its tables parsed as GPCNeT 1.3 prints them, and the
-check's real job script through Slurm with GPCNeT's recorded output replayed (CI cannot
-build GPCNeT: the recordings were made live on the embedded cluster, tests/data/replay/
-SOURCES.md), through sanity, ingest and verdict."""
+"""Seed 003 on the embedded cluster: GPCNeT's congestion tests and the allreduce over
+node counts. GPCNeT's tables parsed as GPCNeT 1.3 prints them; both checks' real job
+scripts through Slurm on 16 virtual nodes with the output recorded live replayed (CI
+cannot build GPCNeT or OMB: tests/data/replay/SOURCES.md), through sanity, ingest and
+verdict."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def test_gpcnet_replayed_through_slurm_is_stored_and_judged(sixteen_nodes) -> No
     assert sorted(c["result"] for c in cases if c["name"].startswith("GpcnetCheck")) == \
         ["pass", "pass"]
     assert re.search(r"impact_rr_two_sided_lat_avg\s+[\d.]+\s+X\s", result.stdout)
-    assert re.search(r"congested_rr_two_sided_bw_avg\s+[\d.,]+\s+MiB/s/rank", result.stdout)
+    assert re.search(r"congested_rr_two_sided_bw_sync_avg\s+[\d.,]+\s+MiB/s/rank", result.stdout)
     with psycopg.connect(dsn) as conn:
         better = dict(conn.execute("SELECT metric, better FROM metric_direction WHERE "
                                    "check_name = 'GpcnetCheck'").fetchall())
@@ -93,3 +94,25 @@ def test_gpcnet_replayed_through_slurm_is_stored_and_judged(sixteen_nodes) -> No
     assert better["rr_two_sided_bw_p99"] == "higher"
     assert better["impact_rr_two_sided_lat_avg"] == "lower"
     assert nodes == 16
+
+
+def test_allreduce_over_node_counts_is_one_line_per_count(sixteen_nodes) -> None:
+    """2, 4, 8 and 16 nodes, each its own line with its curve over seed 003's sizes
+    (8 B–2 KiB); 32 nodes and more skipped, saying the partition has 16."""
+    state, running = sixteen_nodes
+    _, dsn = create_database(running)
+    perfguard("db", "upgrade", "--dsn", dsn, state=state, check=True)
+    result, cases = run_replayed(state, dsn, "^OsuAllreduceScalingCheck")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    ran = sorted(int(re.search(r"%nodes=(\d+)", c["display_name"]).group(1))
+                 for c in cases if c["result"] == "pass" and "Scaling" in c["display_name"])
+    assert ran == [2, 4, 8, 16]
+    assert "32 nodes: the partition has 16 (topology nodes)" in result.stdout
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT (tc.params->>'nodes')::int, count(*), min(pt.coords->>'size') FROM "
+            "testcase tc JOIN sample s ON s.testcase_id = tc.id JOIN point pt ON "
+            "pt.id = s.point_id JOIN metric m ON m.id = s.metric_id WHERE tc.check_name = "
+            "'OsuAllreduceScalingCheck' AND m.name = 'latency' AND s.point_id <> 0 "
+            "GROUP BY 1 ORDER BY 1").fetchall()
+    assert [(n, points) for n, points, _ in rows] == [(2, 9), (4, 9), (8, 9), (16, 9)]
