@@ -289,8 +289,12 @@ def _without(series: history.Series | None, regressed: set | None,
         return level is not None and level[1] <= t < level[3]
 
     last = len(series.times) - 1  # the judged run itself
-    kept = [i for i, t in enumerate(series.times)
-            if i == last or t not in regressed or accepted(t)]
+    return _kept(series, [i for i, t in enumerate(series.times)
+                          if i == last or t not in regressed or accepted(t)])
+
+
+def _kept(series: history.Series, kept: list[int]) -> history.Series:
+    """The series with only the runs at ``kept`` (values and times alike)."""
     return series._replace(values=tuple(series.values[i] for i in kept),
                            times=tuple(series.times[i] for i in kept))
 
@@ -299,9 +303,7 @@ def _since(series: history.Series | None, level: tuple | None) -> history.Series
     """The series from the accepted run on: the new level is the baseline."""
     if series is None or level is None or series.times is None:
         return series
-    kept = [i for i, t in enumerate(series.times) if t >= level[1]]
-    return series._replace(values=tuple(series.values[i] for i in kept),
-                           times=tuple(series.times[i] for i in kept))
+    return _kept(series, [i for i, t in enumerate(series.times) if t >= level[1]])
 
 
 def _variant(line: Line) -> tuple:

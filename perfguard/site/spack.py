@@ -437,7 +437,7 @@ def _merge(into: Findings, found: Findings, said) -> None:
 def lock_hash(env_dir: Path) -> str | None:
     """sha256 of the stack's spack.lock: the exact build a result came from."""
     lock = env_dir / "spack.lock"
-    return hashlib.sha256(lock.read_bytes()).hexdigest() if lock.exists() else None
+    return sha256_of(lock) if lock.exists() else None
 
 
 def environment(name: str, root: Path | None = None) -> Path:
