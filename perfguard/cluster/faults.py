@@ -15,9 +15,14 @@ CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
 
 
 @contextmanager
-def throttled(layout: ClusterLayout, nodes: Iterable[str], share: float) -> Iterator[None]:
+def throttled(layout: ClusterLayout, nodes: Iterable[str], share: float,
+              period_us: int = 100_000) -> Iterator[None]:
     """Each node's slurmd (and so every job step it starts) limited to ``share`` of one
-    core by its own CPU cgroup quota (cgroup v1); removed however the block ends."""
+    core by its own CPU cgroup quota (cgroup v1); removed however the block ends.
+
+    A short ``period_us`` spreads the quota evenly: a ping-pong under the default 100 ms
+    period stalls for tens of milliseconds whenever the two nodes' throttled phases
+    miss each other, and its latency then varies tenfold from run to run."""
     if not (CPU_CGROUP / "cgroup.procs").exists():
         raise PerfguardError(f"no cgroup v1 cpu controller at {CPU_CGROUP}: cannot throttle "
                              f"a node")
@@ -27,7 +32,8 @@ def throttled(layout: ClusterLayout, nodes: Iterable[str], share: float) -> Iter
             group = CPU_CGROUP / f"perfguard-slow-{layout.port_base}-{node}"
             group.mkdir(exist_ok=True)
             groups.append(group)
-            (group / "cpu.cfs_quota_us").write_text(str(int(share * 100000)))
+            (group / "cpu.cfs_period_us").write_text(str(period_us))
+            (group / "cpu.cfs_quota_us").write_text(str(int(share * period_us)))
             pids = node_pids(layout, node)
             if not pids:
                 raise PerfguardError(f"cannot throttle {node}: its slurmd is not running")

@@ -1,7 +1,7 @@
 """The contract between perfguard and its checks, and all that ``reframe_tests/`` imports:
 the topology model, the sweep's pairing rounds, the run's references file and where a
 check finds the site's files. Nothing here needs the database driver or the embedded
-cluster (tests/test_adoption.py holds the checks to that)."""
+cluster (tests/system/test_adoption.py holds the checks to that)."""
 
 from perfguard.contract.references import References, run_references
 from perfguard.contract.rounds import circle_rounds, disjoint_rounds, in_slots, leaf_rounds

@@ -5,7 +5,7 @@ the database's order of precedence (most specific, then newest, then last stored
 order ``matching_threshold()`` uses). A check takes, per metric, the first row whose
 scope covers it (partition and environ unset or equal, every threshold parameter equal
 to the check's): the scope test of ``matching_threshold()``, held equal to it by
-tests/test_thresholds.py. The checks so need no database driver and no connection.
+tests/system/test_thresholds.py. The checks so need no database driver and no connection.
 """
 
 from __future__ import annotations

@@ -219,13 +219,14 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
         if best is None:
             break
         _, kind, subject, explained, total = best
+        subject = _with_twins(kind, subject, explained, kept, covered)
         if kind in SHARED:  # a line moved far beyond the shared shift has a cause of its own
             explained = _within_shared_shift([lines[i] for i in explained], explained)
         finding = Finding(kind, subject, [lines[i] for i in explained], total,
                           environment=[subject] if kind == ENVIRONMENT else [])
         # evidence over every line of the cause, moved or not: a node whose three
         # noisiest of ten lines moved is no node fault
-        finding.evidence = stouffer(lines[i].z for i in covered[kind, subject])
+        finding.evidence = stouffer(lines[i].z for i in covered[kind, best[2]])
         found.append(finding)
         moved -= set(explained)
     # a line alone is a finding once the line rule confirmed it (a level, not one night)
@@ -237,6 +238,21 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
         finding.acknowledged = (acknowledged or {}).get(finding.subject, "")
         finding.paged = finding.paged and not finding.acknowledged
     return sorted(found, key=lambda f: (not f.paged, -abs(f.evidence)))
+
+
+def _with_twins(kind: str, subject: str, explained: list[int],
+                kept: dict[tuple[str, str, int], list[int]],
+                covered: dict[tuple[str, str], list[int]]) -> str:
+    """``subject`` joined by the local causes of its kind that explain and take part in
+    exactly the same lines: one osu_latency pair between node1 and node2 cannot tell
+    which of the two is slow, so the finding names both (``node1:lo, node2:lo``)."""
+    if kind not in (DEVICE, NODE, LEAF):
+        return subject
+    twins = sorted(other for (other_kind, other, _), others in kept.items()
+                   if other_kind == kind and other != subject
+                   and sorted(others) == sorted(explained)
+                   and covered[kind, other] == covered[kind, subject])
+    return ", ".join(sorted([subject, *twins]))
 
 
 def _within_shared_shift(moved: list[Evidence], indices: list[int]) -> list[int]:

@@ -254,7 +254,7 @@ def judge(history: list[float], recent: list[float], better: str,
     sides = [side(v, centre, noise, better, rule) for v in recent]
     mine = sides[-1]
     beyond = tuple(i for i, (v, side) in enumerate(zip(recent, sides))
-                   if side == mine and mine != 0 and abs(v - value) <= rule.agree * noise)
+                   if side == mine and mine != 0 and agrees(v, value, centre, noise, rule))
     if mine == 0:
         return Judgement(PASS, centre, noise, change, (), "within noise", rule)
     what = "worse" if mine < 0 else "better"
@@ -280,12 +280,21 @@ def judge(history: list[float], recent: list[float], better: str,
                      f"on the next", rule)
 
 
+def agrees(night: float, value: float, centre: float, noise: float, rule: Rule) -> bool:
+    """Whether ``night`` confirms the judged ``value``: within ``agree`` noise of it, the
+    noise scaled up with the level the value reached. Run-to-run noise grows with the
+    level (a 10x latency under a CPU quota jitters 10x as much in microseconds), so two
+    nights of one 10x level would otherwise never agree in the baseline's noise."""
+    scale = max(1.0, abs(value / centre)) if centre else 1.0
+    return abs(night - value) <= rule.agree * noise * scale
+
+
 def _level(recent: list[float], value: float, centre: float, noise: float, better: str,
            rule: Rule) -> float:
     """Where the recent nights that agree with the judged value lie on average, in noise
     from the centre, signed as ``side`` signs (< 0 worse); a spike that does not agree is
     left out, as it is of the nights beyond."""
-    agreeing = [v for v in recent if abs(v - value) <= rule.agree * noise]
+    agreeing = [v for v in recent if agrees(v, value, centre, noise, rule)]
     shift = (statistics.fmean(agreeing) - centre) / noise
     return shift if better == "higher" else -shift
 
@@ -298,7 +307,8 @@ def evidence(recent: list[float], j: Judgement, better: str) -> tuple[int, tuple
     rule, value = j.rule, recent[-1]
     sign = 1 if better == "lower" else -1
     mine = side(value, j.centre, j.noise, better, rule)
-    agreeing = [v for v in recent[-rule.confirm:] if abs(v - value) <= rule.agree * j.noise]
+    agreeing = [v for v in recent[-rule.confirm:]
+                if agrees(v, value, j.centre, j.noise, rule)]
     return mine, tuple(sign * (v - j.centre) / j.noise for v in (agreeing if mine else [value]))
 
 

@@ -242,12 +242,13 @@ def devices_of(params: dict, nodes: tuple[str, ...] | list[str]) -> tuple[str, .
 
 def _accepted(row: dict, levels: list[tuple]) -> tuple | None:
     """The newest accepted level whose cause is this line's: '*', one of its nodes or
-    devices, or its name (each cause a finding can name)."""
+    devices, or its name (each cause a finding can name; a finding naming twins,
+    ``node1:lo, node2:lo``, covers the lines of either)."""
     nodes = row.get("nodelist") or []
     params = row["params"] or {}
     causes = {"*", *nodes, *devices_of(params, nodes),
               line_name(row["check_name"], params, row["metric"])}
-    found = [level for level in levels if level[0] in causes]
+    found = [level for level in levels if set(level[0].split(", ")) & causes]
     return found[-1] if found else None
 
 

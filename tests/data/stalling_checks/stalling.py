@@ -1,5 +1,5 @@
 """A check that makes no progress: a local job that sleeps and writes nothing. Only
-tests/test_first_week.py loads it (`perfguard run … -- -c tests/data/stalling_checks`),
+tests/system/test_first_week.py loads it (`perfguard run … -- -c tests/data/stalling_checks`),
 to prove the run's watchdog ends a reframe that stalls."""
 
 import reframe as rfm

@@ -83,23 +83,6 @@ def test_hang_after_the_table_ends_as_timeout(crashed) -> None:
     assert re.search(r"job \d+ TIMEOUT", reason), reason
 
 
-@pytest.mark.parametrize("state, code, steps, expected", [
-    ("COMPLETED", 0, [("7", "rfm_job", "COMPLETED", "0:0"), ("7.0", "osu_bw", "COMPLETED",
-                                                             "0:0")], None),
-    ("COMPLETED", 0, [("7.0", "perfguard-helper", "FAILED", "1:0"),
-                      ("7.1", "osu_bw", "COMPLETED", "0:0")], None),
-    ("COMPLETED", 0, [("7.1", "osu_bw", "FAILED", "0:11")], "step 7.1 (osu_bw) FAILED 0:11"),
-    ("COMPLETED", 0, [("7.1", "osu_bw", "RUNNING", "")], None),
-    ("TIMEOUT", 0, [], "job 7 TIMEOUT with exit code 0"),
-    ("OUT_OF_MEMORY", 0, [], "job 7 OUT_OF_MEMORY"),
-    ("CANCELLED by 0", 0, [], "job 7 CANCELLED"),
-    ("FAILED", 17, [("7.batch", "batch", "FAILED", "17:0")], "job 7 FAILED with exit code 17"),
-])
-def test_job_problem(state, code, steps, expected) -> None:
-    problem = job_problem("7", state, code, steps)
-    assert (problem is None) if expected is None else (expected in problem), problem
-
-
 def test_a_check_that_records_failed_steps_judges_the_job_only() -> None:
     steps = [("7.3", "ucx_perftest", "FAILED", "1:0")]
     assert job_problem("7", "COMPLETED", 0, steps, steps_must_succeed=False) is None

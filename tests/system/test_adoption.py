@@ -30,7 +30,7 @@ import pytest
 from tests.conftest import TEST_PORT_BASE, TEST_STATE, perfguard
 
 USER = "perfguard-site"
-CHECKOUT = Path(__file__).resolve().parents[1]
+CHECKOUT = Path(__file__).resolve().parents[2]
 #: What the wheel is built from: the repository's folders the build maps into it.
 SOURCES = ("pyproject.toml", "README.md", "perfguard", "reframe_tests", "site_config",
            "dashboards", "spack_envs")

@@ -1,6 +1,6 @@
 """Every perfguard command the docs show is one perfguard takes: each is parsed by the real
 command line (subcommand, options, their values); docs/adopting.md's blocks are also run,
-in order, by tests/test_adoption.py."""
+in order, by tests/system/test_adoption.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from perfguard.cli import build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 #: `perfguard …` on a line of a code block (after environment assignments, or as a path
 #: ending in bin/), up to a comment, pipe or `&&`.

@@ -12,7 +12,7 @@ import pytest
 
 from perfguard.present import htmlreport
 from tests.conftest import TEST_ROOT, TEST_STATE, perfguard
-from tests.test_history_verdicts import store_nights
+from tests.system.test_history_verdicts import store_nights
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 #: Kept after the run (CI uploads it): the report and its screenshot.

@@ -143,26 +143,3 @@ def test_each_key_figure_names_the_point_of_its_curve_it_is(
     assert any(vd.key_point_text(line).startswith(" (the size ") for line in lines)
 
 
-def test_explain_marks_each_recent_run_on_its_own_side() -> None:
-    """A run far off the band on the other side than the judged one is beyond, not
-    "within"; only the runs that agree with the judged one are counted."""
-    import random
-
-    from perfguard.judge import rules as judge
-    from perfguard.judge.verdict import Line, explain
-
-    noisy = random.Random(3)
-    history = [100 + noisy.gauss(0, 2) for _ in range(20)]
-    recent = [160.0, 61.0, 60.0]
-    judged = judge.judge(history, recent, "higher")
-    line = Line("OsuBw", {}, "p", "e", "bandwidth", 60.0, "MB/s", {}, None, None, None,
-                judged.state, judged.reason, judged.centre, "higher", judged,
-                tuple(history + recent))
-    text = explain(line)
-    assert judged.state == judge.REGRESSION, text
-    assert "160 (beyond, better, not counted), 61 (beyond, worse, counted), 60 (beyond, " \
-           "worse, counted)" in text, text
-    curve = Line("OsuBw", {}, "p", "e", "bandwidth curve", None, "MB/s", {}, None, None,
-                 None, judge.REGRESSION, "-48% above 64 KiB")
-    explained = explain(curve)
-    assert "history: 0 runs" not in explained and "judged as a whole curve" in explained

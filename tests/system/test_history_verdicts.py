@@ -10,14 +10,11 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 import psycopg
-import pytest
 import yaml
 
-from perfguard.errors import UsageError
 from perfguard.judge import thresholds
-from perfguard.judge.rules import judge, load_rules
+from perfguard.judge.rules import load_rules
 from tests.conftest import perfguard, verdict_rows
 
 BW_LINE = "UcxPerftestCheck %hca=lo %memory=host %test=tag_bw bandwidth"
@@ -105,7 +102,7 @@ def test_dashboards_show_the_states_the_cli_prints(migrated_dsn: str, demo_repor
                                                   tmp_path: Path) -> None:
     """`perfguard ingest` judges each run once and stores its lines; the dashboards read
     those, and they say what `perfguard verdict` says."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import timedelta
 
     from perfguard.present import dashboards
 
@@ -204,17 +201,6 @@ def test_a_tie_between_thresholds_resolves_alike_in_cli_run_and_dashboards(
     assert explained.returncode == 1
 
 
-@pytest.mark.parametrize("recent, state", [
-    ([100.0, 100.0, 94.0], "inconclusive"), ([100.0, 94.0, 94.0], "regression"),
-    ([94.0, 100.0, 94.0], "regression"), ([100.0, 94.0, 100.0], "pass"),
-    ([100.0, 106.0, 106.0], "improvement")])
-def test_judge_needs_two_of_the_last_three_runs(recent: list[float], state: str) -> None:
-    history = [100.0 + d for d in (-1, 1, 0.5, -0.5, 0, 1.2, -1.2, 0.3, -0.3, 0.8)]
-    assert judge(history, recent, "higher").state == state
-    flipped = {"regression": "improvement", "improvement": "regression"}.get(state, state)
-    assert judge(history, recent, "lower").state == flipped
-
-
 def test_thresholds_derived_from_history_sit_a_few_noise_below_the_median(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 12)
@@ -291,108 +277,6 @@ def test_same_fingerprint_rule_learns_the_new_level_after_an_upgrade(
     assert state(runs[-1], None) in ("regression", "inconclusive")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("rules:\n  - metric: 'lat*'\n    kk: 2\n", "rules[0]: unknown keys ['kk']"),
-    ("rules:\n  - metric: 'lat*'\n    k: -1\n", "rules[0]: k must be a positive number"),
-    ("rules:\n  - needed: 4\n", "rules[0]: needed must be between 1 and confirm"),
-    ("rules: 3\n", "expected a mapping with a 'rules' list"),
-    ("rules:\n  - same_fingerprint: 1\n", "same_fingerprint must be true or false, not 1"),
-])
-def test_bad_verdict_rules_are_named(tmp_path: Path, text: str, message: str) -> None:
-    path = tmp_path / "verdict_rules.yaml"
-    path.write_text(text)
-    with pytest.raises(UsageError, match=re.escape(message)):
-        load_rules(path)
-    assert load_rules(tmp_path / "absent.yaml").for_metric("C", "latency").k == 1.3
-
-
-def test_the_fast_paths_judge_as_the_rule_does() -> None:
-    """The verdict's shortcuts change no judgement: over 20,000 random series (CV 0.1–5 %,
-    steps, spikes, ties, short histories) a series ``movement`` rules out is never a
-    regression or an improvement, the float noise estimate agrees with statistics.stdev's
-    exact one, and the baselines taken all at once (``judge_all``) are the same floats."""
-    import statistics
-
-    from perfguard.judge import rules
-
-    rng = random.Random(11)
-    every, directions, one_by_one = [], [], []
-    for _ in range(20_000):
-        length = rng.randint(1, 40)
-        cv = rng.choice([0.001, 0.01, 0.02, 0.05])
-        series = [100 * rng.gauss(1, cv) for _ in range(length)]
-        if rng.random() < 0.5:
-            step = rng.choice([0.9, 0.97, 0.99, 1.01, 1.03, 1.1])
-            moved = rng.randint(1, 3)
-            series[-moved:] = [v * step for v in series[-moved:]]
-        if rng.random() < 0.2:  # a bad night in the history: left out of the noise
-            series[rng.randrange(length)] *= rng.choice([0.5, 1.5])
-        if rng.random() < 0.1:  # coarse figures: ties, a MAD of 0
-            series = [round(v) for v in series]
-        better = rng.choice(["higher", "lower"])
-        judged = rules.judge_series(series, better)
-        every.append(series), directions.append(better), one_by_one.append(judged)
-        if rules.movement(series) == 0:
-            assert judged.state not in (rules.REGRESSION, rules.IMPROVEMENT), series
-        kept = rules.split(series)[0][-rules.DEFAULT_RULE.window:]
-        if len(kept) >= 3:
-            noise = rules._stdevs(np.array([kept]), np.ones((1, len(kept)), dtype=bool),
-                                  np.array([len(kept)]))[0]
-            assert abs(noise - statistics.stdev(kept)) <= 1e-9 * statistics.stdev(kept) + 1e-12
-    assert rules.judge_all(every, directions, [rules.DEFAULT_RULE] * len(every)) == one_by_one
-
-
-def test_a_curve_screened_out_is_never_a_regression_or_an_improvement() -> None:
-    """The curve verdict's screen (``could_band``, on values alone, before any series is
-    named) changes no curve's state: over 5,000 random curves (2–23 sizes, CV 0.1–5 %,
-    a band of sizes stepped or single sizes spiked), a curve it drops is never a
-    regression or an improvement, and it keeps those that are."""
-    from perfguard.judge import curves, rules
-
-    rng = random.Random(5)
-    kept_moved = 0
-    for _ in range(5_000):
-        nights, count = rng.randint(8, 40), rng.randint(1, 23)
-        cv = rng.choice([0.001, 0.01, 0.02, 0.05])
-        values = {1 << size: [100 * rng.gauss(1, cv) for _ in range(nights)]
-                  for size in range(count)}
-        stepped = sorted(values)[rng.randrange(count):][:rng.randint(1, 4)]
-        step, moved = rng.choice([0.9, 0.97, 0.99, 1.01, 1.03, 1.1]), rng.randint(1, 3)
-        for size in stepped:
-            values[size][-moved:] = [v * step for v in values[size][-moved:]]
-        better = rng.choice(["higher", "lower"])
-        curve = curves.Curve("C", {}, "p", "e", "m", "u", better,
-                             {s: rules.judge_series(v, better) for s, v in values.items()})
-        moved = curve.state in (rules.REGRESSION, rules.IMPROVEMENT)
-        assert curves.could_band(values, rules.DEFAULT_RULE) or not moved, values
-        kept_moved += moved
-    assert kept_moved > 100  # the steps made enough regressions to test the screen on
-
-
-def test_curves_screened_together_are_screened_as_one_by_one() -> None:
-    """The verdict screens the curves whose nights listed the same points as one stack
-    (``_could_band``): over 3,000 random curves of a few point lists, their point ids in
-    no size order, some stepped at a band of sizes, it keeps exactly the curves that
-    ``could_band`` keeps one at a time (and some of each)."""
-    from perfguard.judge import curves, history, rules
-
-    rng = np.random.default_rng(11)
-    sizes = {point: 1 << int(size) for point, size in zip(range(1, 9), rng.permutation(8))}
-    lists = [(1, 2, 3, 4, 5, 6, 7, 8), (8, 3, 5), (4,), (2, 7, 1, 6)]
-    found = []
-    for index in range(3_000):
-        points = lists[index % len(lists)]
-        nights = 100 * rng.normal(1, 0.01, (int(rng.choice([20, 33])), len(points)))
-        nights[-2:, rng.random(len(points)) < 0.5] *= rng.choice([0.9, 0.98, 1.0, 1.05])
-        found.append((history.CurveNights("v", "C", "bw", 1, True, nights, points, 1),
-                      rules.DEFAULT_RULE))
-    kept = {id(curve) for curve, _ in curves._could_band(found, sizes)}
-    one_by_one = {id(curve) for curve, rule in found if curves.could_band(
-        {sizes[point]: curve.nights[:, column].tolist()
-         for column, point in enumerate(curve.point_ids)}, rule)}
-    assert kept == one_by_one and 100 < len(kept) < 2_900
-
-
 def test_the_curve_verdict_reads_the_newest_nights_and_rereads_curves_missing_one(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     """The curve verdict reads only the newest runs that the rule's values take (33 of
@@ -458,40 +342,6 @@ def test_key_figures_are_read_from_the_newest_nights_and_reread_where_one_is_mis
         lengths.setdefault(what, set()).add(len(series.values))
     assert lengths.pop("tag_bw") == {35}
     assert set().union(*lengths.values()) == {33}, lengths
-
-
-def test_a_curve_whose_nights_list_different_points_keeps_each_points_nights() -> None:
-    """Nights of one curve (variant, partition, environ, metric 3) come as one row per
-    set of points: size 10 measured every night, size 20 on two; each series holds its
-    point's values, oldest night first, and is named by its newest test case. Metric 4
-    listed the same points every night (one row: the transposition)."""
-    from perfguard.judge.history import _point_series
-
-    def night(day: int) -> datetime:
-        return datetime(2026, 11, day, tzinfo=timezone.utc)
-
-    both = ((10, 20), (103, 105), (3, 5), (night(3), night(5)), ((1.3, 2.3), (1.5, 2.5)))
-    only_10 = ((10,), (101, 102, 104), (1, 2, 4), (night(1), night(2), night(4)),
-               ((1.1,), (1.2,), (1.4,)))
-    curves = [("v", 1, 1, 3, "C", *only_10), ("v", 1, 1, 3, "C", *both),
-              ("v", 1, 1, 4, "C", *only_10)]
-
-    def rows(points: set[int], with_times: bool) -> list[tuple]:
-        found = _point_series(curves, points, {3: "bw", 4: "lat"}, 5, with_times)
-        assert [(c.variant, c.check, c.metric, c.metric_id, c.measured) for c in found] == [
-            ("v", "C", "bw", 3, True), ("v", "C", "lat", 4, False)]
-        merged, single = found[0].nights, found[1].nights
-        assert merged is None and single.tolist() == [[1.1], [1.2], [1.4]]
-        return [(*row[:3], tuple(row[3]), *row[4:]) for curve in found for row in curve.rows]
-
-    series = {(row[1], row[2]): row for row in rows({10, 20}, True)}
-    assert series[(4, 10)] == (104, 4, 10, (1.1, 1.2, 1.4),
-                               tuple(night(d) for d in (1, 2, 4)), False)
-    assert series[(3, 10)] == (105, 3, 10, (1.1, 1.2, 1.3, 1.4, 1.5),
-                               tuple(night(d) for d in (1, 2, 3, 4, 5)), True)
-    assert series[(3, 20)] == (105, 3, 20, (2.3, 2.5), (night(3), night(5)), True)
-    assert {(row[1], row[2], row[4]) for row in rows({10}, False)} == {
-        (3, 10, None), (4, 10, None)}
 
 
 def test_a_step_on_every_line_is_one_finding_that_pages(

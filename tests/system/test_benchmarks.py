@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psycopg
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def run_benchmark(name: str, *args: str) -> str:

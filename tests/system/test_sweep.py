@@ -4,7 +4,6 @@ nothing is injected), with drains that only ever touch perfguard's own."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import subprocess
@@ -12,165 +11,17 @@ import sys
 from contextlib import contextmanager
 from itertools import combinations
 from pathlib import Path
-from statistics import median
 
 import psycopg
 import pytest
 
 from perfguard.cluster import faults
 from perfguard.cluster.layout import ClusterLayout
-from perfguard.contract.rounds import circle_rounds
-from perfguard.errors import PerfguardError, UsageError
+from perfguard.errors import PerfguardError
 from perfguard.sweep import analysis as sw
 from tests.conftest import TEST_STATE, perfguard
 
-
-@pytest.mark.parametrize("count", range(2, 10))
-def test_circle_rounds_are_disjoint_and_meet_every_pair_once(count: int) -> None:
-    rounds = circle_rounds(count)
-    assert len(rounds) == (count - 1 if count % 2 == 0 else count)
-    for pairs in rounds:
-        nodes = [n for pair in pairs for n in pair]
-        assert len(nodes) == len(set(nodes)), pairs
-    measured = [pair for pairs in rounds for pair in pairs]
-    assert sorted(measured) == list(combinations(range(count), 2))
-
-
-def bandwidths(hca: str, values: dict[tuple[str, str], float | None]) -> list[sw.Measurement]:
-    return [sw.Measurement(hca, a, b, "bandwidth", v, "MiB/s") for (a, b), v in values.items()]
-
-
 FOUR = ["n1", "n2", "n3", "n4"]
-
-
-def full(hca: str, slow: set[str] = frozenset(), link: tuple | None = None,
-         dead: tuple | None = None) -> dict:
-    """A sweep of FOUR at 10000, pairs with a slow node at 4000, one slow link at 6000."""
-    values = {}
-    for a, b in [(n, n) for n in FOUR] + list(combinations(FOUR, 2)):
-        value = 4000.0 if {a, b} & slow else 10000.0
-        if link and {a, b} == set(link):
-            value = 6000.0
-        values[(a, b)] = None if dead and (a, b) == dead else value
-    return values
-
-
-def test_blame_names_the_node_the_link_and_the_hca() -> None:
-    ms = bandwidths("mlx5_0", full("mlx5_0", slow={"n3"}, link=("n1", "n2")))
-    findings = sw.blame(sw.Sweep(ms, sw.limits(ms)))
-    assert [(f.kind, f.subject) for f in findings] == [("node", "n3"), ("link", "n1–n2")]
-    assert findings[0].evidence.startswith("fails with 3 of 3 partners: bandwidth loopback "
-                                           "4000 MiB/s (limit 9300: 93% of the best loopback")
-    assert "both nodes pass with their other partners" in findings[1].evidence
-    assert [(f.kind, f.subject) for f in findings] == [("node", "n3"), ("link", "n1–n2")]
-    # n2 bad on mlx5_1 only: that HCA, not the node; n3 bad on both HCAs: the node
-    two = ms + bandwidths("mlx5_1", full("mlx5_1", slow={"n2", "n3"}))
-    assert [(f.kind, f.subject, f.hca) for f in sw.blame(sw.Sweep(two, sw.limits(two)))] == [
-        ("hca", "n2 mlx5_1", "mlx5_1"), ("node", "n3", "mlx5_0,mlx5_1"),
-        ("link", "n1–n2", "mlx5_0")]
-
-
-def test_a_retest_that_passes_clears_the_pair_and_a_dead_one_is_a_link() -> None:
-    ms = bandwidths("lo", full("lo", link=("n1", "n4"), dead=("n2", "n3")))
-    first = sw.Sweep(ms, sw.limits(ms))
-    assert {m.pair for m in first.failing()} == {("n1", "n4"), ("n2", "n3")}
-    again = first.retested(bandwidths("lo", {("n1", "n4"): 9900.0, ("n2", "n3"): None}))
-    [finding] = sw.blame(again)
-    assert (finding.kind, finding.subject) == ("link", "n2–n3")
-    assert "measurement failed" in finding.evidence and "measured 2×" in finding.evidence
-    # the retest's own best pair may lower the bar (same conditions), never raise it
-    kind = ("lo", "bandwidth", False)
-    assert again.limit_of[kind].value == pytest.approx(0.93 * 9900.0)
-    assert again.limit_of[kind].value <= first.limit_of[kind].value
-
-
-def test_a_blamed_nodes_pair_sets_no_limit_for_the_links() -> None:
-    """The 64-node throttled sweep: the throttled node's pairs were slow in bandwidth but
-    one had the lowest latency (0.077 µs), and 4× that made a healthy link fail."""
-    six = FOUR + ["n5", "n6"]
-    latency = {(a, b): 0.3 for a, b in [(n, n) for n in six] + list(combinations(six, 2))}
-    latency[("n1", "n6")] = 0.05  # n6 is the throttled node
-    latency[("n2", "n3")] = 1.2   # within 1 µs of 0.3, not of 0.05
-    bandwidth = {pair: 4000.0 if "n6" in pair else 10000.0 for pair in latency}
-    ms = bandwidths("lo", bandwidth) + [
-        sw.Measurement("lo", a, b, "latency", v, "us") for (a, b), v in latency.items()]
-    criteria = sw.Criteria(latency_factor=4.0, latency_slack_us=1.0)  # the embedded site's
-    sweep = sw.Sweep(ms, sw.limits(ms, None, criteria), criteria=criteria)
-    assert ("n2", "n3") in {m.pair for m in sweep.failing()}  # by the throttled pair's limit
-    [finding] = sw.blame(sweep)
-    assert (finding.kind, finding.subject) == ("node", "n6")
-    slower = [m if m.pair != ("n2", "n3") or m.metric != "latency" else
-              dataclasses.replace(m, value=1.4) for m in ms]
-    findings = sw.blame(sw.Sweep(slower, sw.limits(slower, None, criteria), criteria=criteria))
-    assert [(f.kind, f.subject) for f in findings] == [("node", "n6"), ("link", "n2–n3")]
-    assert ("limit 1.3: 4× the lowest pair (n1–n2 0.3 us) or 1 us above it, no blamed "
-            "node's pair counted") in findings[1].evidence
-
-
-def latencies(values: dict[tuple[str, str], float]) -> list[sw.Measurement]:
-    return [sw.Measurement("lo", a, b, "latency", v, "us") for (a, b), v in values.items()]
-
-
-def test_a_sweep_off_its_history_as_a_whole_is_judged_without_it() -> None:
-    """Recorded on the embedded cluster under load: every latency 5–8× its history, and
-    two nodes of four were blamed by their pairs' own history. A pair's history judges it
-    only while its kind's other pairs meet theirs; one pair off alone is still caught, and
-    a retest whose reference is off too sets the suspect's history aside."""
-    every = [(n, n) for n in FOUR] + list(combinations(FOUR, 2))
-    history = {(("lo", (min(a, b), max(a, b)), "latency")): sw.Limit(
-        0.17, "lower", "above this pair's history: median 0.157") for a, b in every}
-    loaded = {pair: 1.0 + 0.1 * i for i, pair in enumerate(every)}  # 1.0–1.9 us
-    sweep = sw.Sweep(latencies(loaded), sw.limits(latencies(loaded)), pair_limits=history)
-    assert sw.blame(sweep) == [] and not sweep.failing()
-    shares = [0.17 / v for v in loaded.values()]
-    assert sweep.set_aside == {("lo", "latency", True): (4, median(shares[:4]), ""),
-                               ("lo", "latency", False): (6, median(shares[4:]), "")}
-    text = sw.render(1, "local", sweep, [], [])
-    assert "latency on lo: 6 pair(s) judged without their own history: the typical one " \
-           "reached 10% of its history's limit" in text
-    drifted = {pair: 0.16 for pair in every} | {("n1", "n2"): 0.2}
-    alone = sw.Sweep(latencies(drifted), sw.limits(latencies(drifted)), pair_limits=history)
-    assert [(f.kind, f.subject) for f in sw.blame(alone)] == [("link", "n1–n2")]
-    assert alone.set_aside == {}
-    # the suspect retested beside its kind's best pair: both off their history now
-    again = alone.retested(latencies({("n1", "n2"): 0.9, ("n3", "n4"): 0.8}))
-    assert sw.blame(again) == [] and ("lo", "latency", False) in again.set_aside
-    # the reference within its history at the retest: the suspect alone is off, twice
-    again = alone.retested(latencies({("n1", "n2"): 0.2, ("n3", "n4"): 0.16}))
-    [finding] = sw.blame(again)
-    assert "above this pair's history" in finding.evidence and "measured 2×" in finding.evidence
-    # a node off its history with every partner: its suspects retested side by side do
-    # not excuse each other, the reference pair within its own history keeps theirs
-    slow = {pair: 0.2 if "n1" in pair else 0.16 for pair in every}
-    first = sw.Sweep(latencies(slow), sw.limits(latencies(slow)), pair_limits=history)
-    assert sorted(m.pair for m in first.failing()) == [("n1", "n1"), ("n1", "n2"),
-                                                       ("n1", "n3"), ("n1", "n4")]
-    again = first.retested(latencies({("n1", "n2"): 0.2, ("n1", "n3"): 0.2,
-                                      ("n1", "n4"): 0.2, ("n2", "n3"): 0.16}))
-    [finding] = sw.blame(again)
-    assert (finding.kind, finding.subject) == ("node", "n1") and "measured 2×" in \
-        finding.evidence
-
-
-def test_line_rate_raises_the_floor() -> None:
-    ms = bandwidths("mlx5_0", {("n1", "n2"): 30000.0, ("n3", "n4"): 29000.0})
-    rate = 400e9 / 8 / 2**20  # NDR in MiB/s
-    limit = sw.limits(ms, {"mlx5_0": rate})[("mlx5_0", "bandwidth", False)]
-    assert limit.value == pytest.approx(rate * 0.8) and "line rate" in limit.why
-    assert len(sw.failing(ms, sw.limits(ms, {"mlx5_0": rate}))) == 2
-
-
-@pytest.mark.parametrize("text, message", [
-    ("default: {bandwidth_fraction: high}\n", "bandwidth_fraction must be a non-negative"),
-    ("systems: {x: {retests: 1.5}}\n", "retests must be a non-negative int"),
-    ("default: {ratio: 1}\n", "unknown keys ['ratio']"),
-])
-def test_bad_sweep_criteria_are_named(tmp_path: Path, text: str, message: str) -> None:
-    path = tmp_path / "sweep.yaml"
-    path.write_text(text)
-    with pytest.raises(UsageError, match=re.escape(message)):
-        sw.load_criteria(path, "x")
-    assert sw.load_criteria(tmp_path / "absent.yaml", "x") == sw.Criteria()
 
 
 # --- on the embedded cluster -------------------------------------------------------------

@@ -13,7 +13,7 @@ from perfguard.run.reframe import RunRequest, check_directories
 from perfguard.site import paths
 from tests.conftest import TEST_STATE, perfguard
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "writing-checks.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "writing-checks.md"
 
 
 def guide_files(site: Path) -> list[Path]:

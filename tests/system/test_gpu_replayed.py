@@ -42,7 +42,7 @@ def gpu_site(layout) -> Path:
     unforced = {**copy.deepcopy(part), "name": "gpu-unforced", "mpi": "openmpi-ucx-unforced"}
     topology.update(system="gpulocal", partitions=[{**part, "name": "gpu"}, unforced])
     (site / "systems" / "gpulocal.yaml").write_text(yaml.safe_dump(topology, sort_keys=False))
-    flavours = yaml.safe_load((Path(__file__).parents[1] / "site_config" /
+    flavours = yaml.safe_load((Path(__file__).parents[2] / "site_config" /
                                "mpi_flavours.yaml").read_text())
     flavours["openmpi-ucx-unforced"] = {k: v for k, v in flavours["openmpi-ucx"].items()
                                         if k != "device_buffers_without_hca"}

@@ -24,7 +24,7 @@ STACKS = ("gcc-mvapich2", "gcc-openmpi-ucx", "gcc-openmpi-ucx-cuda", "gcc-openmp
 HAVE_SPACK = shutil.which("spack") is not None
 NEEDS_SPACK = pytest.mark.skipif(not HAVE_SPACK, reason="needs `spack` (>= 1.0) on PATH: "
                                  "source your Spack's share/spack/setup-env.sh")
-CHECKOUT = Path(__file__).resolve().parents[1]
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def without_spack() -> dict[str, str]:

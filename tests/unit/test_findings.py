@@ -79,3 +79,25 @@ def test_bonferroni_bar_grows_with_the_lines() -> None:
 def test_a_spike_beside_a_middling_night_is_less_than_a_level() -> None:
     assert fd.pooled_z([9.0, 1.0]) < fd.pooled_z([4.0, 4.0])
     assert fd.pooled_z([50.0, 50.0]) == fd.pooled_z([80.0, 80.0])  # a night counts at most
+
+
+def test_a_pair_line_names_both_of_its_nodes_when_it_cannot_tell_which() -> None:
+    """One osu_latency pair between node1 and node2 (a latency line and its curve): both
+    nodes' HCAs take part in the same lines, so the finding names the two, not one."""
+    pair = [fd.Evidence(f"osu_latency node1-node2 {what}", "compute", f"osu_latency {what}",
+                        ("node1", "node2"), ("node1:lo", "node2:lo"), -1, True, 8.0, 2, 9.2)
+            for what in ("latency", "latency curve")]
+    [finding] = fd.findings(pair)
+    assert (finding.subject, finding.paged) == ("node1:lo, node2:lo", True)
+
+
+def test_nights_of_one_tenfold_level_confirm_each_other() -> None:
+    """Measured live: osu_latency under a CPU quota on its two nodes, 4.0 µs (σ 0.15) →
+    42.2 and 41.0 µs. Their 1.2 µs apart is 8 baseline σ, but the noise of a tenfold
+    level is tenfold: the two nights are one level, a regression on the second."""
+    from perfguard.judge.rules import REGRESSION, judge
+
+    history = [4.0, 4.08, 4.1, 3.72, 3.98, 3.73, 3.93, 4.02, 5.14, 5.21]
+    assert judge(history, [4.1, 42.16, 40.97], "lower").state == REGRESSION
+    assert judge(history, [4.1, 4.0, 42.16], "lower").state != REGRESSION
+    assert judge(history, [4.1, 42.16, 4.05], "lower").state == "pass"

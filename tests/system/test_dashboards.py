@@ -18,7 +18,7 @@ import yaml
 from perfguard.present import dashboards
 from perfguard.site.paths import CHECKOUT as REPO_ROOT
 from tests.conftest import DATA, perfguard
-from tests.test_history_verdicts import ingest
+from tests.system.test_history_verdicts import ingest
 
 NOW = datetime.now(timezone.utc)
 SEED_BW = [(int(size), float(bw)) for size, bw in (
@@ -140,7 +140,7 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
             "critical, change, confirmed, paged, environment) SELECT max(id), 0, 'device', "
             "'node1:mlx4_0', 'node1:mlx4_0: 3 of 4 line(s) worse, median -40.0%', 3, 9.1, "
             "4.4, -0.4, true, true, '{}' FROM run WHERE trigger = 'nightly'")
-    # One degraded run is no change point for E-Divisive (tests/test_history_verdicts.py
+    # One degraded run is no change point for E-Divisive (tests/system/test_history_verdicts.py
     # detects real ones): the change point `perfguard changepoints` would store at the degraded run.
     with psycopg.connect(migrated_dsn) as conn:
         conn.execute(
