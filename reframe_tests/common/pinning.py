@@ -60,9 +60,7 @@ def flavour_env(flavour: str, hca: Hca | None, gpudirect: bool | None,
     table = mpi_flavours()[flavour]
     env: dict[str, str] = {}
     if hca is not None:
-        device = f"{hca.name}:{hca.port}" if hca.rdma else hca.name
-        env.update({k: v.format(hca=hca.name, port=hca.port, device=device)
-                    for k, v in table["hca"].items()})
+        env.update(for_hca(table["hca"], hca))
     if device_buffers:
         env.update(table.get("device_buffers") or {})
         if hca is None:  # no HCA whose transport carries device memory: say which one
@@ -70,6 +68,22 @@ def flavour_env(flavour: str, hca: Hca | None, gpudirect: bool | None,
     if gpudirect is not None:
         env.update(table["gdr_on" if gpudirect else "gdr_off"])
     return env
+
+
+def for_hca(knobs: dict[str, str], hca: Hca) -> dict[str, str]:
+    """A flavour's knobs with {hca}, {port} and {device} (UCX's name of the port) filled."""
+    device = f"{hca.name}:{hca.port}" if hca.rdma else hca.name
+    return {k: str(v).format(hca=hca.name, port=hca.port, device=device)
+            for k, v in knobs.items()}
+
+
+def sharp_env(flavour: str, hca: Hca, requested: bool) -> dict[str, str] | None:
+    """The env vars that ask ``flavour`` for in-network collectives on ``hca`` (or for
+    software ones), or None where the flavour has no trace that proves which ran."""
+    table = mpi_flavours()[flavour]
+    if not table.get("sharp_proof"):
+        return None
+    return for_hca(table["sharp_on" if requested else "sharp_off"], hca)
 
 
 def map_cpu(cores: list[int]) -> str:

@@ -20,7 +20,8 @@ from reframe.utility.sanity import make_performance_function
 from reframe_tests.common.base import HcaCheck
 from reframe_tests.common.binding import binding_errors
 from reframe_tests.common.output import parsed, read_output
-from reframe_tests.omb import parser
+from reframe_tests.common.pinning import AUTO_HCA, partition_topology, sharp_env
+from reframe_tests.omb import parser, sharp
 
 OMB_LIBEXEC = "libexec/osu-micro-benchmarks/mpi"
 #: Key figure → (metric in OMB's table, unit, which size: "small", "large" or None).
@@ -59,6 +60,8 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, HcaCheck):
                                          "latency_p90", "latency_p99"], "lower")}
     #: Collectives print no size column for osu_barrier.
     sized = True
+    #: Set where a variant's SHARP use (or non-use) is proven by the library's trace.
+    sharp_proven = False
 
     @run_after("setup")
     def locate_and_pin(self):
@@ -235,3 +238,55 @@ class OsuAllreduceScalingCheck(OsuBenchmark):
 
     def omb_options(self) -> list[str]:
         return ["-f", *super().omb_options()]
+
+
+@rfm.simple_test
+class OsuSharpCheck(OsuBenchmark):
+    """osu_allreduce / osu_reduce / osu_barrier across the partition's nodes with in-network
+    reduction (SHARP) asked for and not, on partitions whose topology says they have it
+    (feature ``sharp``). The MPI flavour's ``sharp_on``/``sharp_off`` knobs ask; the
+    collective library's own trace proves which ran (reframe_tests/omb/sharp.py): a run
+    that asked for SHARP and fell back to software is test-failed with the cause, never a
+    slow pass. At seed 003's sizes (8 B–2 KiB), where SHARP makes 30–40 µs into 3–4 µs."""
+
+    benchmark = parameter(["osu_allreduce", "osu_reduce", "osu_barrier"])
+    sharp = parameter(["on", "off"])
+    descr = "OMB collectives with SHARP on and off, SHARP use proven"
+    tags = {"omb", "collectives", "sharp", "acceptance"}
+    min_size = 8
+    max_size = 2048
+
+    @run_after("init")
+    def only_partitions_with_sharp(self):
+        self.valid_systems = [f"{features} +sharp" for features in self.valid_systems]
+
+    def shape(self) -> None:
+        self.benchmark_path = f"collective/{self.benchmark}"
+        self.sized = self.benchmark != "osu_barrier"
+        self.num_tasks = self.current_partition.extras.get("num_nodes", 2)
+        self.key_figures = ("latency",)
+
+    def omb_options(self) -> list[str]:
+        return ["-f", *super().omb_options()]
+
+    @run_after("setup")
+    def ask_for_sharp(self):
+        """After the pinning: the SHARP knobs name the HCA it chose."""
+        flavour = self.current_partition.extras.get("mpi_flavour", "openmpi-ucx")
+        topology = partition_topology(self.current_partition)
+        knobs = sharp_env(flavour, topology.node.hca(self.hca), self.sharp == "on") \
+            if topology and self.hca != AUTO_HCA else None
+        self.sharp_proven = knobs is not None
+        if knobs is None and self.sharp == "on":
+            self.skip_saying(f"MPI flavour {flavour} of {self.current_partition.fullname} has "
+                             f"no trace that proves SHARP was used (sharp_proof in "
+                             f"mpi_flavours.yaml): a SHARP variant it cannot prove is not run")
+        self.env_vars.update(knobs or {})
+
+    def check_result(self) -> None:
+        if not self.sharp_proven:
+            return
+        text = read_output(self) + read_output(self, "stderr")
+        problem = sharp.sharp_problem(text, self.benchmark, self.sharp == "on")
+        if problem:
+            raise SanityError(problem)

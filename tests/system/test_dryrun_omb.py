@@ -130,3 +130,34 @@ def test_ndr_multi_pair_and_collectives() -> None:
 def test_hca_variants_follow_the_topology() -> None:
     names = set(dry_run_scripts("seedfdr", "OsuMultiPairCheck"))
     assert names == {"OsuMultiPairCheck %hca=mlx4_0", "OsuMultiPairCheck %hca=mlx4_1"}
+
+
+SHARP = "OsuSharpCheck%hca=mlx5_2%benchmark=osu_allreduce%sharp={}"
+#: What both SHARP variants share: Open MPI's coll/ucc on, UCC's collective trace (the
+#: proof the sanity check reads), the pinned HCA for UCX.
+UCC_ON = ["export UCX_NET_DEVICES=mlx5_2:1", "export OMPI_MCA_coll_ucc_enable=1",
+          "export OMPI_MCA_coll_ucc_priority=100"]
+
+
+def test_ndr_sharp_on_and_off_ask_ucc_and_trace_what_ran() -> None:
+    """Seed 003: the same allreduce over the partition's 4 nodes with UCC's SHARP TL on the
+    pinned HCA, and without it; each job asks UCC to trace the TL every collective ran on."""
+    scripts = dry_run_scripts("ndr4x4", SHARP.format("on"), SHARP.format("off"))
+    on, off = (body(scripts[SHARP.format(s).replace("%", " %")]) for s in ("on", "off"))
+    command = f"srun --mpi=pmix --cpu-bind=verbose,map_cpu:48 {OMB}/collective/osu_allreduce " \
+              f"-f -m 8:2048"
+    header = ["#SBATCH --ntasks=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --cpus-per-task=1",
+              "#SBATCH --output=rfm_job.out", "#SBATCH --error=rfm_job.err",
+              "#SBATCH --exclusive", "#SBATCH --partition=gpu", "#SBATCH --exclusive"]
+    assert on == [*header, *UCC_ON, "export OMPI_UCC_CL_BASIC_TLS=ucp,sharp",
+                  "export UCC_TL_SHARP_DEVICES=mlx5_2:1", "export SHARP_COLL_LOG_LEVEL=3",
+                  "export UCC_COLL_TRACE=info", ALLOCATION, FINGERPRINT, command]
+    assert off == [*header, *UCC_ON, "export OMPI_UCC_CL_BASIC_TLS=ucp",
+                   "export UCC_COLL_TRACE=info", ALLOCATION, FINGERPRINT, command]
+
+
+def test_sharp_variants_on_every_hca_of_a_sharp_partition() -> None:
+    """ndr4x4's partition says `sharp`: every HCA × collective × on/off; seedfdr's does not
+    and gets none (test_hca_variants_follow_the_topology lists what it gets)."""
+    names = set(dry_run_scripts("ndr4x4", "OsuSharpCheck"))
+    assert len(names) == 4 * 3 * 2, sorted(names)

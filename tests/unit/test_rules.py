@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from perfguard.errors import UsageError
-from perfguard.judge.rules import judge, load_rules
+from perfguard.judge.rules import DEFAULT_RULE, judge, load_rules
 
 
 @pytest.mark.parametrize("recent, state", [
@@ -180,3 +180,15 @@ def test_explain_marks_each_recent_run_on_its_own_side() -> None:
                  None, judge.REGRESSION, "-48% above 64 KiB")
     explained = explain(curve)
     assert "history: 0 runs" not in explained and "judged as a whole curve" in explained
+
+
+def test_a_faults_first_night_leaves_the_baseline_with_the_night_that_confirmed_it() -> None:
+    """Measured live (osu_latency under a CPU quota on both nodes): 24.0 µs was "confirm on
+    the next", 41.0 µs the regression. Both are the fault; a spike three nights earlier,
+    a night on the other side and the nights within the noise stay."""
+    from perfguard.judge.verdict import _first_nights
+
+    values = (3.96, 3.89, 4.1, 9.0, 3.85, 4.2, 3.56, 3.84, 3.87, 4.0, 23.99, 40.98)
+    assert _first_nights(values, {11}, DEFAULT_RULE) == {10}
+    assert _first_nights(values[:10] + (4.1, 40.98), {11}, DEFAULT_RULE) == set()
+    assert _first_nights(values[:10] + (1.0, 40.98), {11}, DEFAULT_RULE) == set()
