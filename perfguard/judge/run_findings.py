@@ -6,6 +6,7 @@ rule themselves are perfguard.judge.findings (pure)."""
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import math
 from pathlib import Path
 
@@ -132,17 +133,17 @@ def acknowledge(conn: psycopg.Connection, system: str, subject: str, reason: str
         if row:
             raise UsageError(f"{subject} on {system} is acknowledged already (#{row[0]}); "
                              f"`perfguard ack --clear {row[0]}` first")
-        return conn.execute("INSERT INTO acknowledgement (system, subject, reason) VALUES "
-                            "(%s, %s, %s) RETURNING id", (system, subject, reason)
-                            ).fetchone()[0]
+        return conn.execute("INSERT INTO acknowledgement (system, subject, reason, who) "
+                            "VALUES (%s, %s, %s, %s) RETURNING id",
+                            (system, subject, reason, getpass.getuser())).fetchone()[0]
 
 
 def clear(conn: psycopg.Connection, ack_id: int) -> str:
     """Clear an acknowledgement: its cause pages again."""
     with conn.transaction():
-        row = conn.execute("UPDATE acknowledgement SET cleared_at = now(), cleared_by = "
-                           "session_user WHERE id = %s AND cleared_at IS NULL RETURNING "
-                           "subject", (ack_id,)).fetchone()
+        row = conn.execute("UPDATE acknowledgement SET cleared_at = now(), cleared_by = %s "
+                           "WHERE id = %s AND cleared_at IS NULL RETURNING subject",
+                           (getpass.getuser(), ack_id)).fetchone()
     if row is None:
         raise UsageError(f"no active acknowledgement #{ack_id} (`perfguard ack --list`)")
     return row[0]

@@ -12,6 +12,7 @@ visible, never a silent pass.
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,10 +216,11 @@ def accepted_levels(conn: psycopg.Connection, run_id: int) -> list[tuple]:
 
 
 def accept(conn: psycopg.Connection, subject: str, from_run: int, reason: str) -> None:
-    """Accept the level of ``subject``'s lines from run ``from_run`` on (0024)."""
+    """Accept the level of ``subject``'s lines from run ``from_run`` on (0024), as the
+    account that ran the command (the database role is shared by every admin)."""
     with conn.transaction():
-        conn.execute("INSERT INTO accepted_level (subject, from_run, reason) VALUES "
-                     "(%s, %s, %s)", (subject, from_run, reason))
+        conn.execute("INSERT INTO accepted_level (subject, from_run, reason, who) VALUES "
+                     "(%s, %s, %s, %s)", (subject, from_run, reason, getpass.getuser()))
 
 
 def accepted(conn: psycopg.Connection) -> list[tuple]:
@@ -281,21 +283,22 @@ def _line_key(row: dict) -> tuple:
 def _without(series: history.Series | None, regressed: set | None,
              level: tuple | None, rule: judge.Rule = judge.DEFAULT_RULE
              ) -> history.Series | None:
-    """The series without the runs of a fault: those that judged it a regression and the
-    nights just before them that their level counted, but for those an accepted level
-    made the new normal (at or after the run it starts from and before it was accepted:
-    a regression after the acceptance is one against the new level)."""
+    """The series without the runs of a fault before its recent nights: those that judged
+    it a regression and the nights just before them that were the fault's first, but for
+    those an accepted level made the new normal (at or after the run it starts from and
+    before it was accepted: a regression after the acceptance is one against the new
+    level). The recent nights stay, whatever they were: they are what is judged."""
     if series is None or not regressed or series.times is None:
         return series
 
     def accepted(t) -> bool:
         return level is not None and level[1] <= t < level[3]
 
-    last = len(series.times) - 1  # the judged run itself
-    fault = {i for i, t in enumerate(series.times)
-             if i != last and t in regressed and not accepted(t)}
-    fault |= _first_nights(series.values[:last], fault, rule)
-    return _kept(series, [i for i in range(last + 1) if i not in fault])
+    recent = max(0, len(series.times) - rule.confirm)
+    fault = {i for i, t in enumerate(series.times[:recent])
+             if t in regressed and not accepted(t)}
+    fault |= _first_nights(series.values[:recent], fault, rule)
+    return _kept(series, [i for i in range(len(series.times)) if i not in fault])
 
 
 def _first_nights(values: tuple[float, ...], fault: set[int], rule: judge.Rule) -> set[int]:
