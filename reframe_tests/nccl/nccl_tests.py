@@ -1,0 +1,95 @@
+"""NCCL bus bandwidth with nccl-tests (seed 003): all_reduce, all_gather, reduce_scatter
+and sendrecv across the GPU partition's nodes, one rank per GPU.
+
+The figure every GPU acceptance test reads is ``busbw``: the algorithm bandwidth scaled
+to what each link carried, comparable across GPU counts. Each local rank owns one GPU
+(``-g 1``; ``--gpu-bind=map_gpu`` and its cores on that GPU's NUMA domain, from the
+topology); NCCL may use only the topology's HCAs (``NCCL_IB_HCA``, exact names) and
+picks the one closest to each GPU itself. Sanity proves the path from NCCL's own INFO
+lines: every peer across the fabric over NET/IB, through those HCAs, with GPUDirect RDMA
+where each GPU shares a PCIe switch with an HCA (PIX/PXB, where NCCL enables it by
+default); a silent fall-back to sockets or to bounce buffers is test-failed, not a slow
+pass. Every size's busbw, algbw and time is stored as a curve; the key figures are the
+busbw at the largest size and nccl-tests' average.
+"""
+
+import reframe as rfm
+from reframe.core.builtins import parameter, run_after, sanity_function, variable
+from reframe.core.exceptions import SanityError
+from reframe.utility.sanity import make_performance_function
+
+from perfguard.contract.topology import AFFINITY_ORDER
+from reframe_tests.common.base import MeasuredCheck
+from reframe_tests.common.gpus import ProvesRankGpus
+from reframe_tests.common.output import parsed, read_output
+from reframe_tests.common.pinning import HcaPinning, partition_topology
+from reframe_tests.nccl import parser
+
+#: GPU–HCA affinities at which NCCL uses GPUDirect RDMA by default (NCCL_NET_GDR_LEVEL PXB).
+GDR_AFFINITIES = ("PIX", "PXB")
+
+
+@rfm.simple_test
+class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck, HcaPinning, ProvesRankGpus):
+    """nccl-tests' ``*_perf`` over every GPU of ``num_nodes`` nodes, the path proven."""
+
+    test = parameter(["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf",
+                      "sendrecv_perf"])
+    descr = "NCCL bus bandwidth (nccl-tests), one rank per GPU, NET/IB and GDR proven"
+    valid_systems = ["+gpu +hcas"]
+    valid_prog_environs = ["+mpi"]
+    tags = {"nccl", "gpu", "collectives", "acceptance"}
+    perfguard_better = {"busbw": "higher", "algbw": "higher", "time": "lower",
+                        "avg_busbw": "higher"}
+    #: Nodes to span; 0 takes the partition's ``num_nodes`` (topology ``nodes``).
+    num_nodes = variable(int, value=0)
+    #: Message sizes (nccl-tests ``-b``/``-e``, doubling with ``-f 2``).
+    min_size = variable(int, value=8)
+    max_size = variable(int, value=1 << 30)
+    #: The HCAs NCCL may use (``mlx5_0:1``) and whether GPUDirect RDMA is expected: set
+    #: from the topology after setup, read by sanity.
+    nccl_hcas = variable(list, value=[])
+    expect_gdr = variable(bool, value=False)
+
+    @run_after("setup")
+    def one_rank_per_gpu(self):
+        topology = partition_topology(self.current_partition)
+        self.skip_saying_if(topology is None, f"{self.current_partition.fullname} has no "
+                                              f"topology file: its GPUs and HCAs are unknown")
+        node = topology.node
+        nodes = self.num_nodes or self.current_partition.extras.get("num_nodes", 2)
+        self.num_tasks_per_node = len(node.gpus)
+        self.num_tasks = nodes * len(node.gpus)
+        self.executable = self.provided(f"bin/{self.test}")
+        self.executable_opts = ["-b", str(self.min_size), "-e", str(self.max_size), "-f", "2",
+                                "-g", "1"]
+        self.pin_cores(node.cores_near_gpus(node.gpus))
+        self.pin_gpus(topology, node.gpus)
+        self.nccl_hcas = [f"{hca.name}:{hca.port}" for hca in node.hcas if hca.rdma]
+        self.expect_gdr = all(min(gpu.affinity.values(), key=affinity_rank, default="SYS")
+                              in GDR_AFFINITIES for gpu in node.gpus)
+        self.env_vars.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
+                              "NCCL_IB_HCA": "=" + ",".join(self.nccl_hcas)})
+        self.perf_variables = {
+            "busbw": make_performance_function(
+                lambda: self.result.at("busbw", self.max_size), "GB/s"),
+            "avg_busbw": make_performance_function(lambda: self.result.average_busbw, "GB/s")}
+
+    @sanity_function
+    def validate(self):
+        """A complete, correct table; NCCL's path as asked; each rank on its GPU."""
+        self.result = parsed(lambda text: parser.parse(text, self.max_size), read_output(self))
+        text = read_output(self) + read_output(self, "stderr")
+        problems = parser.transport_problems(text, self.nccl_hcas, self.expect_gdr)
+        problems += self.gpu_errors()
+        if problems:
+            raise SanityError("NCCL's path differs from the request: " + "; ".join(problems))
+        for metric, unit in (("busbw", "GB/s"), ("algbw", "GB/s"), ("time", "us")):
+            self.record_series(metric, unit, getattr(self.result, metric),
+                               size=self.result.sizes)
+        return True
+
+
+def affinity_rank(affinity: str) -> int:
+    """PIX before PXB before PHB … (nvidia-smi topo -m): the GPU's best HCA first."""
+    return AFFINITY_ORDER.index(affinity) if affinity in AFFINITY_ORDER else 99

@@ -1,0 +1,94 @@
+"""nccl-tests output: the table of sizes and NCCL's own account of the path it took.
+
+The table (``all_reduce_perf`` and its siblings, nccl-tests ``src/common.cu``): a header
+``#       size         count      type   redop    root     time   algbw   busbw #wrong``
+(the same four columns again for in-place), then one row per size; ``# Out of bounds
+values : 0 OK`` and ``# Avg bus bandwidth    : 12.3``. Bandwidths are in GB/s (10⁹),
+times in µs; ``#wrong`` is ``N/A`` when the check is off (``-c 0``).
+
+With ``NCCL_DEBUG=INFO`` NCCL prints which network each peer connection took (NCCL
+``src/transport/net.cc``): ``… NCCL INFO Channel 00/0 : 0[0] -> 4[0] [send] via
+NET/IB/0/GDRDMA`` (``/GDRDMA``: the HCA reads the GPU's memory itself), and which
+devices the IB plugin uses (``src/transport/net_ib.cc``): ``NET/IB : Using [0]mlx5_0:1/IB
+[1]mlx5_1:1/IB ; OOB ib0:…``. A run over ``NET/Socket`` crossed the fabric by TCP.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+HEADER = re.compile(r"^#\s+size\s+count\s+type\s+redop\s+root\s+time\s+algbw\s+busbw\s+#wrong",
+                    re.M)
+ROW = re.compile(r"^\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+"
+                 r"(?P<root>-?\d+)\s+(?P<time>[\d.]+)\s+(?P<algbw>[\d.]+)\s+(?P<busbw>[\d.]+)"
+                 r"\s+(?P<wrong>\S+)"
+                 r"(?:[ \t]+[\d.]+[ \t]+[\d.]+[ \t]+[\d.]+[ \t]+(?P<wrong_ip>\S+))?", re.M)
+BOUNDS = re.compile(r"^# Out of bounds values : (\d+) (OK|FAILED)", re.M)
+AVERAGE = re.compile(r"^# Avg bus bandwidth\s*: ([\d.]+)", re.M)
+VIA = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\] \[(?:send|receive)\]"
+                 r" via (?P<transport>NET/(?P<net>\w+)/\S+|\S+)")
+IB_DEVICES = re.compile(r"NCCL INFO NET/IB : Using((?: \[\d+\]\S+)+)")
+
+
+class ParseError(ValueError):
+    """nccl-tests output that cannot be a complete, correct run."""
+
+
+@dataclass(frozen=True)
+class NcclResult:
+    sizes: list[int]
+    #: Out-of-place figures per size: time (µs), algorithm and bus bandwidth (GB/s).
+    time: list[float]
+    algbw: list[float]
+    busbw: list[float]
+    average_busbw: float
+
+    def at(self, metric: str, size: int) -> float:
+        return getattr(self, metric)[self.sizes.index(size)]
+
+
+def parse(text: str, max_size: int | None = None) -> NcclResult:
+    """The table, complete up to ``max_size`` and without a wrong value, or ParseError."""
+    if not HEADER.search(text):
+        raise ParseError("no nccl-tests table header (# size count type redop root time "
+                         "algbw busbw #wrong): the program did not get to measuring")
+    rows = [m for m in ROW.finditer(text[HEADER.search(text).end():])]
+    if not rows:
+        raise ParseError("nccl-tests printed its header but no result rows")
+    wrong = [m["size"] for m in rows
+             if m["wrong"] not in ("0", "N/A") or (m["wrong_ip"] or "0") not in ("0", "N/A")]
+    if wrong:
+        raise ParseError(f"nccl-tests found wrong results at {', '.join(wrong)} B: the "
+                         f"collective corrupts data")
+    bounds = BOUNDS.search(text)
+    if bounds is None or bounds.group(2) != "OK":
+        raise ParseError("nccl-tests did not report '# Out of bounds values : 0 OK'")
+    sizes = [int(m["size"]) for m in rows]
+    if max_size is not None and sizes[-1] != max_size:
+        raise ParseError(f"nccl-tests table ends at {sizes[-1]} B, expected {max_size} B")
+    average = AVERAGE.search(text)
+    return NcclResult(sizes, [float(m["time"]) for m in rows], [float(m["algbw"]) for m in rows],
+                      [float(m["busbw"]) for m in rows],
+                      float(average.group(1)) if average else 0.0)
+
+
+def transport_problems(text: str, hcas: list[str], gdr: bool) -> list[str]:
+    """What NCCL's INFO lines say against the request: every peer over IB (not sockets),
+    only through ``hcas`` (``mlx5_0:1``), with GPUDirect RDMA where ``gdr``."""
+    vias = [m for m in VIA.finditer(text) if m["transport"].startswith("NET/")]
+    if not vias:
+        return ["no 'NCCL INFO Channel … via NET/…' line: NCCL_DEBUG=INFO did not reach the "
+                "ranks, or no peer was across the network"]
+    problems = sorted({f"a channel went via {m['transport']}, not NET/IB"
+                       for m in vias if m["net"] != "IB"})
+    if gdr:
+        problems += sorted({f"a channel went via {m['transport']} without GPUDirect RDMA "
+                            f"(/GDRDMA), which the topology's GPU–HCA affinity allows"
+                            for m in vias if m["net"] == "IB" and "/GDRDMA" not in m["transport"]})
+    used = {device.split("]", 1)[1].rsplit("/", 1)[0]
+            for m in IB_DEVICES.finditer(text) for device in m.group(1).split()}
+    strays = sorted(used - set(hcas))
+    if strays:
+        problems.append(f"NCCL used {', '.join(strays)}, outside NCCL_IB_HCA {','.join(hcas)}")
+    return problems
