@@ -127,6 +127,13 @@ class NodeTopology:
 
         return min(self.gpus, key=rank)
 
+    def every_gpu_shares_a_switch_with_an_hca(self) -> bool:
+        """Each GPU is PIX or PXB to some HCA: where NCCL (NCCL_NET_GDR_LEVEL's default,
+        PXB) and the MPIs use GPUDirect RDMA without being asked."""
+        return bool(self.gpus) and all(
+            any(gpu.affinity.get(hca.name) in ("PIX", "PXB") for hca in self.hcas)
+            for gpu in self.gpus)
+
     def gpus_for_ranks(self, count: int) -> list[Gpu]:
         """Without an HCA to follow: local rank i gets the node's i-th GPU (round robin),
         so two ranks of a node talk between two GPUs where it has two."""

@@ -78,6 +78,17 @@ WHERE tc.run_id = %s AND tc.check_name = 'HimenoCheck' AND tc.state = 'pass'
 ORDER BY 1, 2, 3
 """
 
+#: The allreduce scaling series' key figure (its smallest size) per node count, software
+#: and SHARP: seed 003's chart.
+ALLREDUCE_SQL = """
+SELECT (k.params->>'nodes')::int AS nodes, coalesce(k.params->>'sharp', 'off') AS sharp,
+       k.value
+FROM key_verdict k
+WHERE k.run_id = %s AND k.check_name = 'OsuAllreduceScalingCheck' AND k.metric = 'latency'
+  AND k.testcase_state = 'pass'
+ORDER BY 1, 2
+"""
+
 NODES_SQL = """
 SELECT tc.check_name, tc.params, p.name AS partition, e.name AS environ, tc.nodelist
 FROM judged_testcase tc JOIN partition p ON p.id = tc.partition_id
@@ -103,6 +114,8 @@ class Report:
     curves: list[CurvePlot] = field(default_factory=list)
     curves_left_out: int = 0
     scaling: dict[str, str] = field(default_factory=dict)
+    #: Allreduce latency over node counts, software and SHARP side by side (seed 003).
+    allreduce: str | None = None
     heatmap: str | None = None
     sweep: list[str] = field(default_factory=list)
     sweep_findings: list[sw.Finding] = field(default_factory=list)
@@ -195,6 +208,7 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
     with db.planned(conn, db.HASH_JOINS):
         _add_curves(conn, report)
     _add_scaling(conn, report)
+    _add_allreduce(conn, report)
     _add_heatmap(conn, report)
     _add_sweep(conn, report)
     report.failed_cases = _failed_cases(run.get("report_path"))
@@ -272,6 +286,14 @@ def _add_scaling(conn: psycopg.Connection, report: Report) -> None:
         for row in rows:  # efficiency against the smallest run of the sweep
             row["efficiency"] = row["mflops"] / base["mflops"] * base["ranks"] / row["ranks"]
         report.scaling[size] = plots.scaling(rows)
+
+
+def _add_allreduce(conn: psycopg.Connection, report: Report) -> None:
+    by_sharp: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for nodes, sharp, latency in conn.execute(ALLREDUCE_SQL, (report.run["id"],)):
+        by_sharp[sharp].append((nodes, latency))
+    if by_sharp:
+        report.allreduce = plots.allreduce_scaling(dict(by_sharp))
 
 
 def _add_heatmap(conn: psycopg.Connection, report: Report) -> None:

@@ -129,6 +129,22 @@ def scaling(rows: list[dict]) -> str:
     return _tagged(_svg(fig, "Himeno scaling"), "scaling", len(nodes))
 
 
+def allreduce_scaling(by_sharp: dict[str, list[tuple[int, float]]]) -> str:
+    """Seed 003's chart: small-message allreduce latency against the node count, software
+    collectives and SHARP side by side (a software allreduce grows with the nodes, an
+    in-network one stays flat)."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    labels = {"off": "software", "on": "SHARP"}
+    for sharp in sorted(by_sharp, key=lambda s: s != "off"):
+        points = sorted(by_sharp[sharp])
+        ax.plot([n for n, _ in points], [v for _, v in points], marker="o",
+                label=labels.get(sharp, sharp))
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="nodes", ylabel="us", title="allreduce latency (smallest size) over nodes")
+    ax.legend(frameon=False)
+    return _tagged(_svg(fig, "allreduce scaling"), "allreduce", len(by_sharp))
+
+
 def heatmap(title: str, rows: list[str], columns: list[str],
             values: list[list[float | None]], unit: str, centre: float | None = 0.0,
             reverse: bool = False) -> str:

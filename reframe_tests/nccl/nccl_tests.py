@@ -18,15 +18,11 @@ from reframe.core.builtins import parameter, run_after, sanity_function, variabl
 from reframe.core.exceptions import SanityError
 from reframe.utility.sanity import make_performance_function
 
-from perfguard.contract.topology import AFFINITY_ORDER
 from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.gpus import ProvesRankGpus
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.pinning import HcaPinning, partition_topology
 from reframe_tests.nccl import parser
-
-#: GPU–HCA affinities at which NCCL uses GPUDirect RDMA by default (NCCL_NET_GDR_LEVEL PXB).
-GDR_AFFINITIES = ("PIX", "PXB")
 
 
 @rfm.simple_test
@@ -66,8 +62,7 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck, HcaPinning, Prove
         self.pin_cores(node.cores_near_gpus(node.gpus))
         self.pin_gpus(topology, node.gpus)
         self.nccl_hcas = [f"{hca.name}:{hca.port}" for hca in node.hcas if hca.rdma]
-        self.expect_gdr = all(min(gpu.affinity.values(), key=affinity_rank, default="SYS")
-                              in GDR_AFFINITIES for gpu in node.gpus)
+        self.expect_gdr = node.every_gpu_shares_a_switch_with_an_hca()
         self.env_vars.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
                               "NCCL_IB_HCA": "=" + ",".join(self.nccl_hcas)})
         self.perf_variables = {
@@ -88,8 +83,3 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck, HcaPinning, Prove
             self.record_series(metric, unit, getattr(self.result, metric),
                                size=self.result.sizes)
         return True
-
-
-def affinity_rank(affinity: str) -> int:
-    """PIX before PXB before PHB … (nvidia-smi topo -m): the GPU's best HCA first."""
-    return AFFINITY_ORDER.index(affinity) if affinity in AFFINITY_ORDER else 99

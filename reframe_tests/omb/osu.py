@@ -60,6 +60,9 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, HcaCheck):
                                          "latency_p90", "latency_p99"], "lower")}
     #: Collectives print no size column for osu_barrier.
     sized = True
+    #: Set by ``shape`` where the check varies in-network reduction: SHARP asked for
+    #: (True) or the software baseline (False); None leaves the MPI's default alone.
+    sharp_requested: bool | None = None
     #: Set where a variant's SHARP use (or non-use) is proven by the library's trace.
     sharp_proven = False
 
@@ -71,6 +74,22 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, HcaCheck):
         self.pin_to_hca(self.hca, self.ranks_per_node, self.gpudirect, self.device_buffers)
         self.executable_opts = self.omb_options()
         self.perf_variables = {name: self.key_figure(name) for name in self.key_figures}
+
+    @run_after("setup")
+    def ask_for_sharp(self):
+        """After the pinning: the flavour's SHARP knobs, naming the HCA it chose."""
+        if self.sharp_requested is None:
+            return
+        flavour = self.current_partition.extras.get("mpi_flavour", "openmpi-ucx")
+        topology = partition_topology(self.current_partition)
+        knobs = sharp_env(flavour, topology.node.hca(self.hca), self.sharp_requested) \
+            if topology and self.hca != AUTO_HCA else None
+        self.sharp_proven = knobs is not None
+        if knobs is None and self.sharp_requested:
+            self.skip_saying(f"MPI flavour {flavour} of {self.current_partition.fullname} has "
+                             f"no trace that proves SHARP was used (sharp_proof in "
+                             f"mpi_flavours.yaml): a SHARP variant it cannot prove is not run")
+        self.env_vars.update(knobs or {})
 
     def shape(self) -> None:
         raise NotImplementedError
@@ -106,6 +125,12 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, HcaCheck):
         if errors:
             raise SanityError("GPUs differ from the topology's choice: " + "; ".join(errors))
         self.check_result()
+        if self.sharp_proven:
+            text = read_output(self) + read_output(self, "stderr")
+            problem = sharp.sharp_problem(text, self.benchmark_path.split("/")[-1],
+                                          bool(self.sharp_requested))
+            if problem:
+                raise SanityError(problem)
         for (metric, unit), values in self.result.series().items():
             # osu_barrier has no size column: its point is the number of ranks.
             coords = {"size": self.result.sizes} if self.sized else {"ranks": self.num_tasks}
@@ -223,7 +248,10 @@ class OsuAllreduceScalingCheck(OsuBenchmark):
     line per node count, its curve over sizes: a node count that got slower is named."""
 
     nodes = parameter([2, 4, 8, 16, 32, 64, 128])
-    descr = "OMB allreduce latency over node counts"
+    #: In-network reduction asked for (partitions whose topology says ``sharp``) or the
+    #: software collectives every partition has: the seed's two curves.
+    sharp = parameter(["off", "on"])
+    descr = "OMB allreduce latency over node counts, software and SHARP"
     tags = {"omb", "collectives", "scaling", "acceptance"}
     min_size = 8
     max_size = 2048
@@ -235,6 +263,12 @@ class OsuAllreduceScalingCheck(OsuBenchmark):
         self.benchmark_path = "collective/osu_allreduce"
         self.num_tasks = self.nodes
         self.key_figures = ("latency",)
+        self.sharp_requested = self.sharp == "on"
+
+    @run_after("init")
+    def sharp_only_where_the_fabric_has_it(self):
+        if self.sharp == "on":
+            self.valid_systems = [f"{features} +sharp" for features in self.valid_systems]
 
     def omb_options(self) -> list[str]:
         return ["-f", *super().omb_options()]
@@ -265,28 +299,7 @@ class OsuSharpCheck(OsuBenchmark):
         self.sized = self.benchmark != "osu_barrier"
         self.num_tasks = self.current_partition.extras.get("num_nodes", 2)
         self.key_figures = ("latency",)
+        self.sharp_requested = self.sharp == "on"
 
     def omb_options(self) -> list[str]:
         return ["-f", *super().omb_options()]
-
-    @run_after("setup")
-    def ask_for_sharp(self):
-        """After the pinning: the SHARP knobs name the HCA it chose."""
-        flavour = self.current_partition.extras.get("mpi_flavour", "openmpi-ucx")
-        topology = partition_topology(self.current_partition)
-        knobs = sharp_env(flavour, topology.node.hca(self.hca), self.sharp == "on") \
-            if topology and self.hca != AUTO_HCA else None
-        self.sharp_proven = knobs is not None
-        if knobs is None and self.sharp == "on":
-            self.skip_saying(f"MPI flavour {flavour} of {self.current_partition.fullname} has "
-                             f"no trace that proves SHARP was used (sharp_proof in "
-                             f"mpi_flavours.yaml): a SHARP variant it cannot prove is not run")
-        self.env_vars.update(knobs or {})
-
-    def check_result(self) -> None:
-        if not self.sharp_proven:
-            return
-        text = read_output(self) + read_output(self, "stderr")
-        problem = sharp.sharp_problem(text, self.benchmark, self.sharp == "on")
-        if problem:
-            raise SanityError(problem)

@@ -40,9 +40,12 @@ def sharp_problem(text: str, program: str, requested: bool) -> str | None:
     """Why the job's output does not prove what was asked of SHARP, or None.
 
     Requested: every traced ``program`` collective ran on TL_SHARP. Not requested: none
-    did (a "software" line that the switch reduced is not software)."""
+    did (a "software" line that the switch reduced is not software); an MPI without UCC
+    prints no trace and needs none for its software collectives."""
     collective = COLLECTIVE[program]
     runs = collective_tls(text, collective)
+    if not runs and not requested:
+        return None  # software collectives without UCC: nothing reached the switches
     if not runs:
         return (f"no UCC collective trace of {collective} in the output: UCC did not run "
                 f"the collectives (Open MPI without coll/ucc, `ompi_info | grep ucc`, or "

@@ -98,7 +98,8 @@ def test_gpcnet_replayed_through_slurm_is_stored_and_judged(sixteen_nodes) -> No
 
 def test_allreduce_over_node_counts_is_one_line_per_count(sixteen_nodes) -> None:
     """2, 4, 8 and 16 nodes, each its own line with its curve over seed 003's sizes
-    (8 B–2 KiB); 32 nodes and more skipped, saying the partition has 16."""
+    (8 B–2 KiB); 32 nodes and more skipped, saying the partition has 16; the report's
+    chart of latency over node counts."""
     state, running = sixteen_nodes
     _, dsn = create_database(running)
     perfguard("db", "upgrade", "--dsn", dsn, state=state, check=True)
@@ -116,3 +117,11 @@ def test_allreduce_over_node_counts_is_one_line_per_count(sixteen_nodes) -> None
             "'OsuAllreduceScalingCheck' AND m.name = 'latency' AND s.point_id <> 0 "
             "GROUP BY 1 ORDER BY 1").fetchall()
     assert [(n, points) for n, points, _ in rows] == [(2, 9), (4, 9), (8, 9), (16, 9)]
+    # the report draws the seed's chart: software collectives over the node counts (the
+    # SHARP curve only where a partition has it: none here, `sharp=on` is not selected)
+    run_id = re.search(r"^run (\d+): ", result.stdout, re.M).group(1)
+    page = state / "allreduce.html"
+    perfguard("report", run_id, "-o", str(page), "--dsn", dsn, state=state, check=True)
+    html = page.read_text()
+    assert '<section id="allreduce">' in html
+    assert 'data-plot="allreduce" data-series="1"' in html

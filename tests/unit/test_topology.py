@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,15 @@ def test_line_rates_by_encoding() -> None:
     assert rate(40, "FDR10") == 40.0
     assert rate(56, "FDR") == rate(56) == 54.55
     assert rate(100, "EDR") == 100.0 and rate(400, "NDR") == 400.0
+
+
+def test_gpudirect_is_expected_where_every_gpu_shares_a_switch_with_an_hca() -> None:
+    """ndr4x4: each H100 is PIX to its own NDR port; seedfdr's one V100 is PIX to mlx4_0
+    (the other port is PHB: GDR still has its switch-local HCA); no GPUs, no GDR."""
+    ndr = load_system(SYSTEMS / "ndr4x4.yaml").partition("gpu").node
+    seed = load_system(SYSTEMS / "seedfdr.yaml").partition("gpu").node
+    assert ndr.every_gpu_shares_a_switch_with_an_hca()
+    assert seed.every_gpu_shares_a_switch_with_an_hca()
+    behind_the_host_bridge = replace(seed.gpus[0], affinity={"mlx4_0": "PHB", "mlx4_1": "PHB"})
+    assert not replace(seed, gpus=(behind_the_host_bridge,)).every_gpu_shares_a_switch_with_an_hca()
+    assert not replace(seed, gpus=()).every_gpu_shares_a_switch_with_an_hca()
