@@ -1,8 +1,8 @@
 """Environment fingerprints, collected inside each job on every node it uses.
 
 A job step runs ``fingerprint.sh`` once per node before the benchmark; its lines
-become ``perfguard_fingerprints`` ({node: {field: value}}), a check variable the
-report carries to the database's fingerprint table. Kernel, OS, OFED and
+become ``perfguard_fingerprints`` ({node: {field: value}}), a variable of MeasuredCheck
+the report carries to the database's fingerprint table. Kernel, OS, OFED and
 rdma-core, HCA model/firmware/port state and rate, GPU model and driver, MPI and
 UCX versions, and the Spack lock hash of the stack used.
 """
@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-
-import reframe as rfm
-import reframe.utility.typecheck as typ
-from reframe.core.builtins import run_before, variable
 
 SCRIPT = Path(__file__).with_name("fingerprint.sh")
 OUTPUT = "fingerprints.txt"
@@ -52,19 +48,13 @@ def parse(text: str, spack_lock_hash: str = "") -> dict[str, dict]:
     return nodes
 
 
-class CollectsFingerprints(rfm.RegressionTestPlugin):
-    """Adds the fingerprint step to the job and carries its result into the report."""
+def add_step(stage: Path) -> str:
+    """The script staged beside the job; its step's command (first in the job)."""
+    shutil.copy(SCRIPT, stage / SCRIPT.name)
+    return collect_command("srun")
 
-    #: {node: {field: value}} of every node the job used.
-    perfguard_fingerprints = variable(typ.Dict[str, object], value={})
 
-    @run_before("run")
-    def add_fingerprint_step(self):
-        shutil.copy(SCRIPT, Path(self.stagedir) / SCRIPT.name)
-        self.prerun_cmds = [collect_command("srun"), *self.prerun_cmds]
-
-    @run_before("sanity")
-    def read_fingerprints(self):
-        path = Path(self.stagedir) / OUTPUT
-        text = path.read_text(errors="replace") if path.exists() else ""
-        self.perfguard_fingerprints = parse(text, getattr(self, "spack_lock_hash", ""))
+def read(stage: Path, spack_lock_hash: str = "") -> dict[str, dict]:
+    """{node: facts} from what the step wrote (nothing where it wrote nothing)."""
+    path = stage / OUTPUT
+    return parse(path.read_text(errors="replace") if path.exists() else "", spack_lock_hash)

@@ -8,9 +8,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import reframe as rfm
-from reframe.core.builtins import run_before
-
 from reframe_tests.common.launch import HELPER_STEP
 
 SCRIPT = Path(__file__).with_name("rank_gpu.sh")
@@ -47,26 +44,17 @@ def rank_gpu_errors(reported: list[tuple], expected: list[list], ranks: int,
     return errors
 
 
-class ProvesRankGpus(rfm.RegressionTestPlugin):
-    """Adds the rank-GPU step where ranks were given GPUs (``rank_gpus``, HcaPinning)."""
+def add_step(stage: Path, srun_extra: list[str]) -> str:
+    """The script staged beside the job; its step's command, with the benchmark's GPU
+    binding, run after the check's own commands and before the benchmark."""
+    shutil.copy(SCRIPT, stage / SCRIPT.name)
+    bind = [option for option in srun_extra if option.startswith("--gpu-bind")]
+    return " ".join(["srun", "-J", HELPER_STEP, "--cpu-bind=none", *bind, "bash", SCRIPT.name,
+                     ">", OUTPUT, "2>/dev/null", "|| true"])
 
-    @run_before("run")
-    def add_rank_gpu_step(self):
-        if not getattr(self, "rank_gpus", None):
-            return
-        shutil.copy(SCRIPT, Path(self.stagedir) / SCRIPT.name)
-        self.keep_files = [*self.keep_files, OUTPUT]  # the proof stays with the output
-        bind = [option for option in self.srun_extra if option.startswith("--gpu-bind")]
-        self.prerun_cmds = [*self.prerun_cmds,
-                            " ".join(["srun", "-J", HELPER_STEP, "--cpu-bind=none", *bind,
-                                      "bash", SCRIPT.name, ">", OUTPUT, "2>/dev/null",
-                                      "|| true"])]
 
-    def gpu_errors(self) -> list[str]:
-        """Sanity: each rank on the GPU the topology chose ([] where none was chosen)."""
-        if not getattr(self, "rank_gpus", None):
-            return []
-        path = Path(self.stagedir) / OUTPUT
-        reported = parse(path.read_text(errors="replace")) if path.exists() else []
-        gres = bool(self.current_partition.extras.get("gres_gpus", True))
-        return rank_gpu_errors(reported, self.rank_gpus, self.num_tasks, gres)
+def errors(stage: Path, expected: list[list], ranks: int, gres: bool) -> list[str]:
+    """What the step reported against ``expected`` ([index, bus id] per local rank)."""
+    path = stage / OUTPUT
+    reported = parse(path.read_text(errors="replace")) if path.exists() else []
+    return rank_gpu_errors(reported, expected, ranks, gres)

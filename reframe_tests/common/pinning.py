@@ -9,11 +9,10 @@ partition without a topology file nothing is pinned beyond ``--cpu-bind=cores``.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import reframe as rfm
 import yaml
-from reframe.core.builtins import variable
 
 from perfguard.contract import (
     Hca,
@@ -90,75 +89,76 @@ def map_cpu(cores: list[int]) -> str:
     return "map_cpu:" + ",".join(str(c) for c in cores)
 
 
-class HcaPinning(rfm.RegressionTestPlugin):
-    """Turns an ``hca`` choice into srun binding, GPU selection and MPI env vars.
+@dataclass(frozen=True)
+class Plan:
+    """What pinning to one HCA means for a job: its ranks' cores (empty: Slurm's
+    ``--cpu-bind=cores``), one core map per node where virtual nodes share a host, the
+    GPUs of the local ranks, and the MPI flavour's env vars."""
+    topology: Partition | None
+    cores: list[int] = field(default_factory=list)
+    node_cores: list[list[int]] = field(default_factory=list)
+    gpus: list = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
 
-    A check calls ``pin_to_hca(self.hca, ranks_per_node, gpudirect, device_buffers)``
-    after setup; afterwards ``cpu_bind``, ``env_vars`` and ``pinned_cores`` say what
-    was applied and the sanity check compares srun's report with ``pinned_cores``.
-    """
 
-    #: Cores each node's ranks were pinned to (local rank order); empty: not pinned.
-    pinned_cores = variable(list, value=[])
-    #: The GPU index exposed to the ranks; -1 when none.
-    pinned_gpu = variable(int, value=-1)
-    #: Each local rank's GPU (index, PCI bus id), as the topology chose them.
-    rank_gpus = variable(list, value=[])
+def plan(partition, hca_name: str, ranks_per_node: int, num_tasks: int,
+         gpudirect: bool | None, device_buffers: bool, flavour: str | None = None) -> Plan:
+    """Cores on the HCA's NUMA domain, the GPU closest to it for device buffers, the
+    flavour's knobs for HCA and GPUDirect. Without a topology file nothing is pinned;
+    with ``auto`` (no HCA to follow) device buffers still get a GPU per rank, each rank's
+    core on its GPU's NUMA domain. More ranks than cores: the shape check skips it."""
+    topology = partition_topology(partition)
+    flavour = flavour or partition.extras.get("mpi_flavour", "openmpi-ucx")
+    if topology is None:
+        return Plan(None, env=flavour_env(flavour, None, gpudirect, device_buffers))
+    node: NodeTopology = topology.node
+    if hca_name == AUTO_HCA:
+        env = flavour_env(flavour, None, gpudirect, device_buffers)
+        if device_buffers and node.gpus and ranks_per_node <= node.cores:
+            gpus = node.gpus_for_ranks(ranks_per_node)
+            return Plan(topology, node.cores_near_gpus(gpus), gpus=gpus, env=env)
+        return Plan(topology, env=env)
+    hca = node.hca(hca_name)
+    if ranks_per_node > node.cores:
+        return Plan(topology)
+    nodes = -(-num_tasks // ranks_per_node)
+    node_cores = []
+    if nodes > 1 and partition.extras.get("nodes_share_host"):
+        # Virtual nodes on one host: one core map per node, or every node's rank 0 would
+        # sit on the same host CPU and the "inter-node" ranks take turns on it.
+        node_cores = node.cores_per_node_sharing_a_host(hca, ranks_per_node, nodes)
+    gpu = node.closest_gpu(hca)
+    return Plan(topology, node.cores_near(hca, ranks_per_node), node_cores,
+                [gpu] * ranks_per_node if gpu is not None and device_buffers else [],
+                flavour_env(flavour, hca, gpudirect, device_buffers))
 
-    def pin_to_hca(self, hca_name: str, ranks_per_node: int, gpudirect: bool | None = None,
-                   device_buffers: bool = False, flavour: str | None = None) -> None:
-        """``flavour`` overrides the partition's MPI flavour (UCX tools use UCX's knobs)."""
-        topology = partition_topology(self.current_partition)
-        flavour = flavour or self.current_partition.extras.get("mpi_flavour", "openmpi-ucx")
-        if topology is None:
-            self.env_vars.update(flavour_env(flavour, None, gpudirect, device_buffers))
-            return
-        node: NodeTopology = topology.node
-        if hca_name == AUTO_HCA:
-            if device_buffers and node.gpus and ranks_per_node <= node.cores:
-                # no HCA to follow: each rank on a GPU of its own where there are several,
-                # its core on that GPU's NUMA domain
-                gpus = node.gpus_for_ranks(ranks_per_node)
-                self.pin_cores(node.cores_near_gpus(gpus))
-                self.pin_gpus(topology, gpus)
-            self.env_vars.update(flavour_env(flavour, None, gpudirect, device_buffers))
-            return
-        hca = node.hca(hca_name)
-        if ranks_per_node > node.cores:
-            return  # the shape check skips it: more ranks than the node has cores
-        self.pin_cores(node.cores_near(hca, ranks_per_node))
-        nodes = -(-(self.num_tasks or 1) // ranks_per_node)
-        if nodes > 1 and self.current_partition.extras.get("nodes_share_host"):
-            # Virtual nodes on one host: one core map per node, or every node's rank 0
-            # would sit on the same host CPU and the "inter-node" ranks take turns on it.
-            self.node_cores = node.cores_per_node_sharing_a_host(hca, ranks_per_node, nodes)
-        gpu = node.closest_gpu(hca)
-        if gpu is not None and device_buffers:
-            self.pin_gpus(topology, [gpu] * ranks_per_node)
-        self.env_vars.update(flavour_env(flavour, hca, gpudirect, device_buffers))
 
-    def pin_cores(self, cores: list[int]) -> None:
-        self.pinned_cores = cores
-        self.cpu_bind = map_cpu(cores)
-        self.exclusive_access = True
+@dataclass(frozen=True)
+class GpuBinding:
+    rank_gpus: list[list]
+    first: int
+    #: ``--gpu-bind=map_gpu:…`` where GPUs are Slurm GRES (Slurm then sets each task's
+    #: CUDA_VISIBLE_DEVICES), else empty.
+    srun_option: str
+    #: CUDA_VISIBLE_DEVICES in local-rank order (the MPI libraries and OMB take device
+    #: ``local rank % visible devices``), which alone selects them where not GRES.
+    visible: str
 
-    def pin_gpus(self, topology: Partition, gpus: list) -> None:
-        """Each local rank on its GPU: ``--gpu-bind=map_gpu`` where GPUs are Slurm GRES
-        (Slurm then sets each task's CUDA_VISIBLE_DEVICES), and CUDA_VISIBLE_DEVICES
-        listing them in local-rank order (the MPI libraries and OMB take device
-        ``local rank % visible devices``), which alone selects them where they are not."""
-        self.rank_gpus = [[gpu.index, gpu.bus_id] for gpu in gpus]
-        self.pinned_gpu = gpus[0].index
-        indices = [str(gpu.index) for gpu in gpus]
-        if topology.gres_gpus:
-            # Slurm reuses the map for the next tasks: one GPU for all is one entry
-            mapped = indices[:1] if len(set(indices)) == 1 else indices
-            self.num_gpus_per_node = len(topology.node.gpus)
-            self.srun_extra = [*self.srun_extra, f"--gpu-bind=map_gpu:{','.join(mapped)}"]
-        self.env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(dict.fromkeys(indices))
 
-    def hca_rate_gbps(self, hca_name: str) -> float | None:
-        topology = partition_topology(self.current_partition)
-        if topology is None or hca_name == AUTO_HCA:
-            return None
-        return topology.node.hca(hca_name).data_rate_gbps
+def gpu_binding(topology: Partition, gpus: list) -> GpuBinding:
+    """Each local rank on its GPU."""
+    indices = [str(gpu.index) for gpu in gpus]
+    option = ""
+    if topology.gres_gpus:
+        # Slurm reuses the map for the next tasks: one GPU for all is one entry
+        mapped = indices[:1] if len(set(indices)) == 1 else indices
+        option = f"--gpu-bind=map_gpu:{','.join(mapped)}"
+    return GpuBinding([[gpu.index, gpu.bus_id] for gpu in gpus], gpus[0].index, option,
+                      ",".join(dict.fromkeys(indices)))
+
+
+def hca_rate_gbps(partition, hca_name: str) -> float | None:
+    topology = partition_topology(partition)
+    if topology is None or hca_name == AUTO_HCA:
+        return None
+    return topology.node.hca(hca_name).data_rate_gbps

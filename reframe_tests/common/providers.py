@@ -33,12 +33,9 @@ from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-import reframe.utility.typecheck as typ
-from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
-from reframe.core.exceptions import SanityError
+from reframe.core.builtins import run_after, sanity_function, variable
 
 from perfguard.contract import SPACK_ENVS_DIR, environment_dir, render, state_dir
-from reframe_tests.common.output import read_output
 
 SPACK_ENVS = SPACK_ENVS_DIR
 REPLAY = Path(__file__).with_name("replay.py")
@@ -159,75 +156,31 @@ class SpackStack(rfm.RunOnlyRegressionTest):
         return True
 
 
-class BinaryProvider(rfm.RegressionTestPlugin):
-    """``self.provided(relpath)`` → the executable's path from the partition's providers.
-    Used with SrunLaunch (MeasuredCheck), whose SaysWhySkipped keeps skip reasons."""
+def find(partition, relpath: str, dry_run: bool) -> tuple[tuple[str, dict] | None, list[str]]:
+    """((path, provider) of the first provider that has ``relpath``, or None; why each
+    provider before it could not deliver). A dry run takes the first provider as is."""
+    reasons = []
+    for provider in providers_of(partition):
+        path, problem = locate(provider, relpath)
+        if problem is None or dry_run:
+            return (path, provider), reasons
+        reasons.append(problem)
+    return None, reasons
 
-    spack_stack = fixture(SpackStack, scope="partition")
-    #: sha256 of the Spack stack's spack.lock the check's binaries came from.
-    spack_lock_hash = variable(str, value="")
-    #: Programs the 'system' provider names: the job looks for them on the node first.
-    programs_on_node_path = variable(typ.List[str], value=[])
 
-    @property
-    def replaying(self) -> bool:
-        """The partition's first provider replays recorded output instead of running."""
-        return providers_of(self.current_partition)[0].get("kind") == "replay"
+def probe_commands(programs: list[str]) -> list[str]:
+    """First in the job: a program the node lacks ends the job cleanly, saying so."""
+    return [f"command -v {name} >/dev/null 2>&1 || "
+            f"{{ echo \"{MISSING_MARK} {name} $HOSTNAME\"; exit 0; }}"
+            for name in dict.fromkeys(programs)]
 
-    def replays(self, relpath: str) -> bool:
-        """A recording stands in for ``relpath`` (else a real program would run)."""
-        return self.replaying and replay_problem(
-            providers_of(self.current_partition)[0], relpath) is None
 
-    def provided(self, relpath: str) -> str:
-        reasons = []
-        providers = providers_of(self.current_partition)
-        for provider in providers:
-            path, problem = locate(provider, relpath)
-            if problem is None or self.is_dry_run():
-                self.modules = list(self.modules) + list(provider.get("modules", []))
-                if provider.get("kind") == "spack":
-                    self.activate_spack_view(provider)
-                if provider.get("kind", "system") == "system":
-                    self.programs_on_node_path = [*self.programs_on_node_path, path]
-                return path
-            reasons.append(problem)
-        self.skip_saying(f"no provider of {relpath} for {self.current_partition.fullname}: "
-                  + "; ".join(reasons))
-
-    def activate_spack_view(self, provider: dict) -> None:
-        """The stack's view first on PATH in the job (its binaries carry their RPATHs)."""
-        view = spack_view(provider)
-        self.env_vars["PATH"] = f"{view}/bin:$PATH"
-        self.spack_lock_hash = self.spack_stack.lock_hash
-
-    @run_before("run")
-    def look_for_programs_on_the_node(self):
-        """First in the job: a program the node lacks ends the job cleanly, saying so."""
-        probes = [f"command -v {name} >/dev/null 2>&1 || "
-                  f"{{ echo \"{MISSING_MARK} {name} $HOSTNAME\"; exit 0; }}"
-                  for name in dict.fromkeys(self.programs_on_node_path)]
-        self.prerun_cmds = [*probes, *self.prerun_cmds]
-
-    @run_before("sanity")
-    def skip_where_the_node_lacks_a_program(self):
-        """After the job, before sanity: a missing program is a skip, with the node.
-
-        Before sanity, not after run: ReFrame 4.10's asynchronous policy keeps a test that
-        leaves in ``run_wait`` (a ``run_after('run')`` hook that skips or fails) in its
-        partition's running set, so every such skip held one of the partition's
-        ``max_jobs`` slots for good and the run spun forever once they were all held."""
-        if not self.programs_on_node_path or self.is_dry_run():
-            return
-        try:  # from the stage directory (hooks run elsewhere)
-            text = read_output(self)
-        except SanityError:
-            return  # no output at all: the sanity stage says why
-        missing = re.search(rf"^{MISSING_MARK} (\S+) (\S+)$", text, re.M)
-        if missing:
-            name, host = missing.groups()
-            self.skip_saying(f"{name} is not on PATH on {host} (provider 'system'): install "
-                             f"a package that provides it on the nodes, or configure a "
-                             f"'prefix' or 'spack' provider for "
-                             f"{self.current_partition.fullname} (embedded cluster: set "
-                             f"PERFGUARD_PREFIX to an installation)")
+def missing_program(output: str, partition: str) -> str | None:
+    """The skip reason where the job said a node lacked a program, naming node and fix."""
+    missing = re.search(rf"^{MISSING_MARK} (\S+) (\S+)$", output, re.M)
+    if missing is None:
+        return None
+    name, host = missing.groups()
+    return (f"{name} is not on PATH on {host} (provider 'system'): install a package that "
+            f"provides it on the nodes, or configure a 'prefix' or 'spack' provider for "
+            f"{partition} (embedded cluster: set PERFGUARD_PREFIX to an installation)")

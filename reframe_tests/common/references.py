@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import functools
 
-import reframe as rfm
-from reframe.core.builtins import run_before
 from reframe.core.logging import getlogger
 
 from perfguard.contract import References, run_references
@@ -27,23 +25,23 @@ def _references() -> References:
     return found
 
 
-class DatabaseReferences(rfm.RegressionTestPlugin):
-    """Fills ``reference`` for the test's system, partition and variant."""
+def for_check(display_name: str, check: str, params: dict[str, str], system: str,
+              partition: str, environ: str, metrics: list[str]) -> dict:
+    """ReFrame's ``reference`` for one test: its system:partition → the thresholds of the
+    figures it reports (a missing one is said, once per test, in ReFrame's log)."""
+    found = _references().for_test(check, params, partition, environ, metrics)
+    missing = sorted(set(metrics) - set(found))
+    if missing:
+        getlogger().info(f"perfguard: {display_name}: no reference for {', '.join(missing)}")
+    return {f"{system}:{partition}": found}
 
-    @run_before("performance")
-    def load_database_references(self):
-        """Before the performance stage: the check has chosen its perf variables by now,
-        so only figures it really reports can lack a reference. A dry run measures nothing
-        and needs none."""
-        if self.is_dry_run():
-            return
-        system, partition = self.current_system.name, self.current_partition.name
-        params = {name: str(getattr(self, name)) for name in type(self).param_space.params}
-        metrics = sorted(getattr(self, "perf_variables", {}))
-        found = _references().for_test(type(self).__name__, params, partition,
-                                       self.current_environ.name, metrics)
-        self.reference = {f"{system}:{partition}": found}
-        missing = sorted(set(metrics) - set(found))
-        if missing:
-            getlogger().info(f"perfguard: {self.display_name}: no reference for "
-                             f"{', '.join(missing)}")
+
+def direction_problem(check: str, measured: set[str], better: dict[str, str]) -> str | None:
+    """Every metric measured must say 'higher' or 'lower' is better (perfguard_better):
+    verdicts never guess it from a unit."""
+    missing = sorted(measured - set(better))
+    wrong = sorted(m for m, b in better.items() if b not in ("higher", "lower"))
+    if missing or wrong:
+        return (f"perfguard_better of {check} must say 'higher' or 'lower' for "
+                f"{', '.join(missing + wrong)}")
+    return None

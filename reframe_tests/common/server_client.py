@@ -9,11 +9,11 @@ stopped when the client ends, whether it passed or failed.
 
 from __future__ import annotations
 
-from reframe.core.builtins import variable
+from reframe.core.builtins import parameter, variable
 
-from reframe_tests.common.base import HcaCheck
+from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.launch import HELPER_STEP
-from reframe_tests.common.pinning import AUTO_HCA, map_cpu, partition_topology
+from reframe_tests.common.pinning import AUTO_HCA, HCA_CHOICES, map_cpu, partition_topology
 
 # Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD`
 # runs one measurement. `$srun_server` / `$srun_client` are set by the check.
@@ -90,8 +90,11 @@ def per_size(sizes: list[int], line_for_size) -> str:
                      for size in sizes)
 
 
-class ServerClientCheck(HcaCheck):
+class ServerClientCheck(MeasuredCheck):
     """A two-sided benchmark: server and client steps composed by the job script."""
+
+    #: The HCA the pair is pinned to (``auto`` where a partition has none).
+    hca = parameter(HCA_CHOICES)
 
     uses_mpi = False
     self_launched = True

@@ -19,14 +19,13 @@ from reframe.core.exceptions import SanityError
 from reframe.utility.sanity import make_performance_function
 
 from reframe_tests.common.base import MeasuredCheck
-from reframe_tests.common.gpus import ProvesRankGpus
 from reframe_tests.common.output import parsed, read_output
-from reframe_tests.common.pinning import HcaPinning, partition_topology
+from reframe_tests.common.pinning import partition_topology
 from reframe_tests.nccl import parser
 
 
 @rfm.simple_test
-class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck, HcaPinning, ProvesRankGpus):
+class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
     """nccl-tests' ``*_perf`` over every GPU of ``num_nodes`` nodes, the path proven."""
 
     test = parameter(["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf",

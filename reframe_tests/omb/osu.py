@@ -17,10 +17,10 @@ from reframe.core.builtins import parameter, run_after, sanity_function, variabl
 from reframe.core.exceptions import SanityError
 from reframe.utility.sanity import make_performance_function
 
-from reframe_tests.common.base import HcaCheck
+from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.binding import binding_errors
 from reframe_tests.common.output import parsed, read_output
-from reframe_tests.common.pinning import AUTO_HCA, partition_topology, sharp_env
+from reframe_tests.common.pinning import AUTO_HCA, HCA_CHOICES, partition_topology, sharp_env
 from reframe_tests.omb import parser, sharp
 
 OMB_LIBEXEC = "libexec/osu-micro-benchmarks/mpi"
@@ -32,8 +32,12 @@ KEY_FIGURES = {
 }
 
 
-class OsuBenchmark(rfm.RunOnlyRegressionTest, HcaCheck):
+class OsuBenchmark(rfm.RunOnlyRegressionTest, MeasuredCheck):
     """What every OMB check shares: executable, pinning, parsing, samples, sanity."""
+
+    #: The HCA the variant is pinned to: every HCA a topology file names (``auto`` where a
+    #: partition has none); MeasuredCheck keeps each variant to the partitions with it.
+    hca = parameter(HCA_CHOICES)
 
     valid_prog_environs = ["+mpi"]
     tags = {"omb", "nightly", "acceptance"}

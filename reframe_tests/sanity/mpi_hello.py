@@ -11,13 +11,12 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import sanity_function, variable
 from reframe.core.exceptions import SanityError
 
+from reframe_tests.common.base import LaunchedCheck
 from reframe_tests.common.binding import mask_of, parse_mask, srun_masks
-from reframe_tests.common.fingerprints import CollectsFingerprints
-from reframe_tests.common.launch import SrunLaunch
 
 
 @rfm.simple_test
-class MpiHelloCheck(rfm.RegressionTest, SrunLaunch, CollectsFingerprints):
+class MpiHelloCheck(rfm.RegressionTest, LaunchedCheck):
     descr = "MPI hello: ranks on distinct nodes, CPU mask as requested"
     valid_systems = ["+mpi"]
     valid_prog_environs = ["+mpi"]
@@ -26,7 +25,6 @@ class MpiHelloCheck(rfm.RegressionTest, SrunLaunch, CollectsFingerprints):
     num_tasks = 2
     num_tasks_per_node = 1
     tags = {"sanity", "demo", "nightly", "acceptance"}
-    maintainers = ["perfguard"]
 
     #: Expected CPU mask per host, e.g. ``node1:0x1,node2:0x2``. Empty: with
     #: ``--cpu-bind=cores`` each rank must own exactly one of its node's cores (the
