@@ -114,6 +114,9 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
                     "STATE/spool with the reason; one that never can (malformed) is parked "
                     "in STATE/spool/rejected. Exit 1 if any report was not stored.")
     ing.add_argument("reports", nargs="*", type=Path, help="ReFrame report files")
+    ing.add_argument("--results-db", type=Path, metavar="FILE",
+                     help="every session of a ReFrame 4.7+ results database (results.db), "
+                          "oldest first: a site's ReFrame history as perfguard's")
     ing.add_argument("--spool", action="store_true", help="retry every spooled report")
     ing.add_argument("--trigger", default="manual", help="trigger for reports without metadata")
     ing.add_argument("--label", action="append", default=[], help="label for such reports")
@@ -127,8 +130,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from perfguard.store.spool import spool_lock, spooled
 
     dsn = args.ctx.dsn
+    imported = []
+    if args.results_db:
+        from perfguard.store.report import reports_in_results_db
+
+        imported = reports_in_results_db(args.results_db, args.state_dir / "imported")
     with spool_lock(args.state_dir) if args.spool else nullcontext():
-        reports = list(args.reports) + (spooled(args.state_dir) if args.spool else [])
+        reports = [*imported, *args.reports] + (spooled(args.state_dir) if args.spool else [])
         if not reports:
             print("nothing to ingest" + (" (spool is empty)" if args.spool else ""))
             return 0

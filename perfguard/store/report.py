@@ -392,3 +392,29 @@ def _skip_reason(case: dict) -> str | None:
     if case.get("result") != "skip":
         return None
     return _optional_text(case.get("perfguard_skip_reason")) or None
+
+
+def reports_in_results_db(db_file: Path, out_dir: Path) -> list[Path]:
+    """Each session of a ReFrame results database (ReFrame 4.7+ ``results.db``, its
+    ``sessions`` table: one whole run report per row) written out as a report file under
+    ``out_dir``, oldest first, so a site that already runs ReFrame brings its history in
+    through the same ingest as any report (idempotent by session uuid)."""
+    import sqlite3
+
+    if not db_file.is_file():
+        raise ReportError(f"{db_file}: no such file (ReFrame keeps it at "
+                          f"~/.reframe/reports/results.db, or where RFM_SQLITE_DB_FILE says)")
+    try:
+        with sqlite3.connect(f"file:{db_file}?mode=ro", uri=True) as conn:
+            rows = conn.execute("SELECT uuid, json_blob FROM sessions "
+                                "ORDER BY session_start_unix").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise ReportError(f"{db_file}: not a ReFrame results database ({exc}); it is written "
+                          f"by ReFrame 4.7+ with RFM_ENABLE_RESULTS_STORAGE=1") from exc
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for uuid, blob in rows:
+        path = out_dir / f"results-db-{uuid}.json"
+        path.write_text(blob)
+        paths.append(path)
+    return paths
