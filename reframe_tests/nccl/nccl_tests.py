@@ -9,8 +9,10 @@ picks the one closest to each GPU itself. Sanity proves the path from NCCL's own
 lines: every peer across the fabric over NET/IB, through those HCAs, with GPUDirect RDMA
 where each GPU shares a PCIe switch with an HCA (PIX/PXB, where NCCL enables it by
 default); a silent fall-back to sockets or to bounce buffers is test-failed, not a slow
-pass. Every size's busbw, algbw and time is stored as a curve; the key figures are the
-busbw at the largest size and nccl-tests' average.
+pass. Where the fabric reduces in the switches (topology feature ``sharp``) all_reduce
+also runs with NCCL's collective network (CollNet, SHARP) on, every rank proven to have
+connected it. Every size's busbw, algbw and time is stored as a curve; the key figures
+are the busbw at the largest size and nccl-tests' average.
 """
 
 import reframe as rfm
@@ -30,6 +32,9 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
 
     test = parameter(["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf",
                       "sendrecv_perf"])
+    #: NCCL's collective network (SHARP through the plugin) on, where the partition's
+    #: topology says ``sharp``, and off; all_reduce only, the collective it serves.
+    collnet = parameter(["off", "on"])
     descr = "NCCL bus bandwidth (nccl-tests), one rank per GPU, NET/IB and GDR proven"
     valid_systems = ["+gpu +hcas"]
     valid_prog_environs = ["+mpi"]
@@ -45,6 +50,12 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
     #: from the topology after setup, read by sanity.
     nccl_hcas = variable(list, value=[])
     expect_gdr = variable(bool, value=False)
+
+    @run_after("init")
+    def collnet_only_where_the_fabric_reduces(self):
+        if self.collnet == "on":
+            self.valid_systems = [f"{features} +sharp" for features in self.valid_systems] \
+                if self.test == "all_reduce_perf" else []
 
     @run_after("setup")
     def one_rank_per_gpu(self):
@@ -63,7 +74,8 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
         self.nccl_hcas = [f"{hca.name}:{hca.port}" for hca in node.hcas if hca.rdma]
         self.expect_gdr = node.every_gpu_shares_a_switch_with_an_hca()
         self.env_vars.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
-                              "NCCL_IB_HCA": "=" + ",".join(self.nccl_hcas)})
+                              "NCCL_IB_HCA": "=" + ",".join(self.nccl_hcas),
+                              "NCCL_COLLNET_ENABLE": "1" if self.collnet == "on" else "0"})
         self.perf_variables = {
             "busbw": make_performance_function(
                 lambda: self.result.at("busbw", self.max_size), "GB/s"),
@@ -76,6 +88,8 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
         text = read_output(self) + read_output(self, "stderr")
         problems = parser.transport_problems(text, self.nccl_hcas, self.expect_gdr)
         problems += self.gpu_errors()
+        collnet = parser.collnet_problem(text, self.num_tasks, self.collnet == "on")
+        problems += [collnet] if collnet else []
         if problems:
             raise SanityError("NCCL's path differs from the request: " + "; ".join(problems))
         for metric, unit in (("busbw", "GB/s"), ("algbw", "GB/s"), ("time", "us")):

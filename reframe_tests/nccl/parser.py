@@ -11,6 +11,8 @@ With ``NCCL_DEBUG=INFO`` NCCL prints which network each peer connection took (NC
 NET/IB/0/GDRDMA`` (``/GDRDMA``: the HCA reads the GPU's memory itself), and which
 devices the IB plugin uses (``src/transport/net_ib.cc``): ``NET/IB : Using [0]mlx5_0:1/IB
 [1]mlx5_1:1/IB ; OOB ib0:…``. A run over ``NET/Socket`` crossed the fabric by TCP.
+With ``NCCL_COLLNET_ENABLE=1`` each rank that set up the collective network (SHARP)
+says ``rank 3 Connected CollNet``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ AVERAGE = re.compile(r"^# Avg bus bandwidth\s*: ([\d.]+)", re.M)
 VIA = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\] \[(?:send|receive)\]"
                  r" via (?P<transport>NET/(?P<net>\w+)/\S+|\S+)")
 IB_DEVICES = re.compile(r"NCCL INFO NET/IB : Using((?: \[\d+\]\S+)+)")
+#: NCCL ``src/init.cc``: each rank whose communicator set CollNet (SHARP through the
+#: collective network plugin) up; on failure NCCL drops CollNet and says nothing more.
+COLLNET = re.compile(r"NCCL INFO rank (\d+) Connected CollNet")
 
 
 class ParseError(ValueError):
@@ -92,3 +97,17 @@ def transport_problems(text: str, hcas: list[str], gdr: bool) -> list[str]:
     if strays:
         problems.append(f"NCCL used {', '.join(strays)}, outside NCCL_IB_HCA {','.join(hcas)}")
     return problems
+
+
+def collnet_problem(text: str, ranks: int, requested: bool) -> str | None:
+    """CollNet (in-network reduction) asked for: every rank connected it; not asked for:
+    none did."""
+    connected = {int(rank) for rank in COLLNET.findall(text)}
+    if requested and len(connected) < ranks:
+        return (f"CollNet (SHARP) requested but {ranks - len(connected)} of {ranks} ranks "
+                f"never said 'Connected CollNet': NCCL fell back to rings and trees (no "
+                f"collective network plugin, the aggregation manager down, or no SHARP "
+                f"resources left)")
+    if not requested and connected:
+        return f"CollNet not requested but {len(connected)} ranks connected it"
+    return None

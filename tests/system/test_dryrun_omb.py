@@ -167,15 +167,19 @@ def test_ndr_nccl_tests_one_rank_per_gpu_on_the_topologys_hcas() -> None:
     """Seed 003's NCCL bus bandwidth: 4 nodes × 4 GPUs, each local rank on its GPU and a
     core of that GPU's socket, NCCL restricted to the four NDR ports (exact names) and
     asked for the INFO lines that prove NET/IB with GDRDMA; the rank-GPU proof first."""
-    [lines] = dry_run_scripts("ndr4x4", "NcclTestsCheck%test=all_reduce_perf").values()
-    assert body(lines) == [
+    scripts = dry_run_scripts("ndr4x4", "NcclTestsCheck%test=all_reduce_perf")
+    off = body(scripts["NcclTestsCheck %test=all_reduce_perf %collnet=off"])
+    on = body(scripts["NcclTestsCheck %test=all_reduce_perf %collnet=on"])
+    # the collective network (SHARP) asked of NCCL: the one line that differs
+    assert [line for line in on if line not in off] == ["export NCCL_COLLNET_ENABLE=1"]
+    assert off == [
         "#SBATCH --ntasks=16", "#SBATCH --ntasks-per-node=4", "#SBATCH --cpus-per-task=1",
         "#SBATCH --output=rfm_job.out", "#SBATCH --error=rfm_job.err", "#SBATCH --exclusive",
         "#SBATCH --partition=gpu", "#SBATCH --exclusive", "#SBATCH --gres=gpu:4",
         "export CUDA_VISIBLE_DEVICES=0,1,2,3", "export NCCL_DEBUG=INFO",
         "export NCCL_DEBUG_SUBSYS=INIT,NET",
         "export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1",
-        ALLOCATION, FINGERPRINT,
+        "export NCCL_COLLNET_ENABLE=0", ALLOCATION, FINGERPRINT,
         "srun -J perfguard-helper --cpu-bind=none --gpu-bind=map_gpu:0,1,2,3 bash rank_gpu.sh "
         "> rank_gpus.txt 2>/dev/null || true",
         "srun --mpi=pmix --gpu-bind=map_gpu:0,1,2,3 --cpu-bind=verbose,map_cpu:0,1,48,49 "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from reframe_tests.nccl.parser import ParseError, parse, transport_problems
+from reframe_tests.nccl.parser import ParseError, collnet_problem, parse, transport_problems
 
 HEADER = """#                                                              out-of-place                       in-place
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
@@ -62,3 +62,17 @@ def test_sockets_bounce_buffers_and_stray_hcas_are_named() -> None:
     assert transport_problems(INFO, HCAS[:2], gdr=True) == [
         "NCCL used mlx5_2:1, mlx5_3:1, outside NCCL_IB_HCA mlx5_0:1,mlx5_1:1"]
     assert "no 'NCCL INFO Channel … via NET/…' line" in transport_problems("", HCAS, True)[0]
+
+
+def test_collnet_is_proven_by_every_rank_connecting_it() -> None:
+    """``rank %d Connected CollNet`` (NCCL src/init.cc) per rank; a rank without it fell
+    back to rings and trees, silently."""
+    lines = "".join(f"hgx0{r // 4 + 1}:4711:4790 [{r % 4}] NCCL INFO rank {r} Connected "
+                    f"CollNet\n" for r in range(8))
+    assert collnet_problem(lines, 8, requested=True) is None
+    assert collnet_problem("", 8, requested=False) is None
+    half = "".join(line + "\n" for line in lines.splitlines()[:4])
+    assert collnet_problem(half, 8, requested=True).startswith(
+        "CollNet (SHARP) requested but 4 of 8 ranks never said 'Connected CollNet'")
+    assert collnet_problem(lines, 8, requested=False) == \
+        "CollNet not requested but 8 ranks connected it"
