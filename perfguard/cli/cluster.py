@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
+from pathlib import Path
 
 from perfguard.cli.options import port_base_option
 
@@ -64,10 +66,21 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
 
     components = cluster.status(args.state_dir)
     for comp in components:
+        if comp.name == "postgresql":  # what waits to be stored belongs with the database
+            comp = dataclasses.replace(comp, detail=comp.detail + _spool_detail(args.state_dir))
         state = "running" if comp.running else "stopped"
         pids = ",".join(str(p) for p in comp.pids[:4]) + ("…" if len(comp.pids) > 4 else "")
         print(f"{comp.name:<11} {state:<8} {('pid ' + pids) if pids else '':<22} {comp.detail}")
     return 0 if all(c.running for c in components) else 3
+
+
+def _spool_detail(state: Path) -> str:
+    from perfguard.store.spool import rejected, spooled
+
+    waiting, parked = len(spooled(state)), len(rejected(state))
+    parts = ([f"{waiting} report(s) spooled (`perfguard ingest --spool`)"] if waiting else []) + (
+        [f"{parked} rejected in {state / 'spool' / 'rejected'}"] if parked else [])
+    return f"; {', '.join(parts)}" if parts else ""
 
 
 def cmd_cluster_env(args: argparse.Namespace) -> int:

@@ -122,15 +122,6 @@ def _nodes_detail(layout: ClusterLayout) -> str:
     return detail
 
 
-def _spool_detail(state: Path) -> str:
-    from perfguard.store.spool import rejected, spooled
-
-    waiting, parked = len(spooled(state)), len(rejected(state))
-    parts = ([f"{waiting} report(s) spooled (`perfguard ingest --spool`)"] if waiting else []) + (
-        [f"{parked} rejected in {state / 'spool' / 'rejected'}"] if parked else [])
-    return f"; {', '.join(parts)}" if parts else ""
-
-
 def status(state: Path) -> list[ComponentStatus]:
     layout = current_layout(state)
     result = []
@@ -140,6 +131,6 @@ def status(state: Path) -> list[ComponentStatus]:
         if service.name == "slurmd":
             detail = _nodes_detail(layout)
         elif service.name == "postgresql":
-            detail = layout.dsn + _spool_detail(state)
+            detail = layout.dsn
         result.append(ComponentStatus(service.name, running, service.pids(layout), detail))
     return result
