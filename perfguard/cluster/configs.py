@@ -3,9 +3,8 @@ rendered from the layout, as the report is."""
 
 from __future__ import annotations
 
+import functools
 import socket
-
-import jinja2
 
 from perfguard.cluster.layout import (
     CLUSTER_NAME,
@@ -21,13 +20,20 @@ SLURMDBD_DB = "slurm_acct_db"
 SLURMDBD_DB_USER = "slurm"
 
 
-_TEMPLATES = jinja2.Environment(
-    loader=jinja2.PackageLoader("perfguard.cluster", "templates"),
-    undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+@functools.cache
+def _templates():
+    """Imported when a file is rendered, not with the package: `perfguard cluster up` run
+    by a user who is not root must say "needs root" on a bare Python, never fail on a
+    missing third-party module first."""
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.PackageLoader("perfguard.cluster", "templates"),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              autoescape=False)
 
 
 def _render(template: str, **values) -> str:
-    return _TEMPLATES.get_template(template).render(**values).rstrip("\n") + "\n"
+    return _templates().get_template(template).render(**values).rstrip("\n") + "\n"
 
 
 def slurm_conf(layout: ClusterLayout) -> str:
