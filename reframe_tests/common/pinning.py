@@ -53,6 +53,12 @@ def hca_valid_systems(hca: str, extra_features: str = "") -> list[str]:
     return [f"{base} {extra_features}".strip()]
 
 
+def with_feature(valid_systems: list[str], feature: str) -> list[str]:
+    """The check's system specs narrowed to partitions with ``feature`` (``sharp``,
+    ``ucx``): one place for a variant that needs what only some fabrics have."""
+    return [f"{spec} +{feature}" for spec in valid_systems]
+
+
 def flavour_env(flavour: str, hca: Hca | None, gpudirect: bool | None,
                 device_buffers: bool) -> dict[str, str]:
     """The env vars that select ``hca`` and switch GPUDirect for one MPI flavour."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 import reframe as rfm
 from reframe.core.builtins import run_after
 
+from reframe_tests.common.pinning import with_feature
+
 
 class UcxPerftestTool(rfm.RegressionTestPlugin):
     """For checks with a ``memory`` parameter ("host" or "cuda") and an ``hca``."""
@@ -17,7 +19,7 @@ class UcxPerftestTool(rfm.RegressionTestPlugin):
 
     @run_after("init")
     def only_partitions_with_ucx(self):
-        self.valid_systems = [f"{self.valid_systems[0]} +ucx"]
+        self.valid_systems = with_feature(self.valid_systems, "ucx")
 
     def locate_and_pin_ucx(self) -> None:
         """Call after setup: ``self.ucx_perftest`` from the partition's provider, one task

@@ -22,7 +22,7 @@ from reframe.utility.sanity import make_performance_function
 
 from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.output import parsed, read_output
-from reframe_tests.common.pinning import partition_topology
+from reframe_tests.common.pinning import partition_topology, with_feature
 from reframe_tests.nccl import parser
 
 
@@ -54,7 +54,7 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
     @run_after("init")
     def collnet_only_where_the_fabric_reduces(self):
         if self.collnet == "on":
-            self.valid_systems = [f"{features} +sharp" for features in self.valid_systems] \
+            self.valid_systems = with_feature(self.valid_systems, "sharp") \
                 if self.test == "all_reduce_perf" else []
 
     @run_after("setup")

@@ -20,7 +20,13 @@ from reframe.utility.sanity import make_performance_function
 from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.binding import binding_errors
 from reframe_tests.common.output import parsed, read_output
-from reframe_tests.common.pinning import AUTO_HCA, HCA_CHOICES, partition_topology, sharp_env
+from reframe_tests.common.pinning import (
+    AUTO_HCA,
+    HCA_CHOICES,
+    partition_topology,
+    sharp_env,
+    with_feature,
+)
 from reframe_tests.omb import parser, sharp
 
 OMB_LIBEXEC = "libexec/osu-micro-benchmarks/mpi"
@@ -272,7 +278,7 @@ class OsuAllreduceScalingCheck(OsuBenchmark):
     @run_after("init")
     def sharp_only_where_the_fabric_has_it(self):
         if self.sharp == "on":
-            self.valid_systems = [f"{features} +sharp" for features in self.valid_systems]
+            self.valid_systems = with_feature(self.valid_systems, "sharp")
 
     def omb_options(self) -> list[str]:
         return ["-f", *super().omb_options()]
@@ -296,7 +302,7 @@ class OsuSharpCheck(OsuBenchmark):
 
     @run_after("init")
     def only_partitions_with_sharp(self):
-        self.valid_systems = [f"{features} +sharp" for features in self.valid_systems]
+        self.valid_systems = with_feature(self.valid_systems, "sharp")
 
     def shape(self) -> None:
         self.benchmark_path = f"collective/{self.benchmark}"
