@@ -14,10 +14,14 @@ from perfguard.errors import UsageError
 def _add_db(sub: argparse._SubParsersAction) -> None:
     dbp = sub.add_parser("db", help="database schema: upgrade and status")
     actions = dbp.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("upgrade", parents=[DSN], help="apply pending SQL migrations").set_defaults(
-        func=cmd_db_upgrade)
-    actions.add_parser("status", parents=[DSN], help="list migrations and whether each is applied"
-                       ).set_defaults(func=cmd_db_status)
+    actions.add_parser(
+        "upgrade", parents=[DSN],
+        help="apply pending SQL migrations, then the views and functions that changed"
+    ).set_defaults(func=cmd_db_upgrade)
+    actions.add_parser(
+        "status", parents=[DSN],
+        help="list migrations and repeatable files and whether each is applied"
+    ).set_defaults(func=cmd_db_status)
     grant = actions.add_parser(
         "grant", parents=[DSN], help="give a login role the writer's or the reader's rights",
         description="writer: stores runs and verdicts (perfguard run, nightly, verdict), no "
@@ -47,9 +51,9 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
     with connect(args) as conn:
         newly = db.upgrade(conn)
-    for migration in newly:
-        print(f"applied {migration.version:04d} {migration.name}")
-    print("schema is current" if not newly else f"{len(newly)} migration(s) applied")
+    for change in newly:
+        print(f"applied {change.label}")
+    print("schema is current" if not newly else f"{len(newly)} change(s) applied")
     return 0
 
 
@@ -97,13 +101,10 @@ def cmd_db_status(args: argparse.Namespace) -> int:
     from perfguard.store import db
 
     with connect(args) as conn:
-        done = db.applied(conn)
-    pending = 0
-    for migration in db.migrations():
-        state = "applied" if migration.version in done else "pending"
-        pending += state == "pending"
-        print(f"{migration.version:04d} {migration.name:<30} {state}")
-    return 0 if not pending else 3
+        behind = db.pending(conn)
+    for change in db.migrations() + db.repeatables():
+        print(f"{change.label:<36} {'pending' if change in behind else 'applied'}")
+    return 0 if not behind else 3
 
 
 def _add_ingest(sub: argparse._SubParsersAction) -> None:

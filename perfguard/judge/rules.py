@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-REGRESSION, IMPROVEMENT, INCONCLUSIVE, PASS = "regression", "improvement", "inconclusive", "pass"
+from perfguard.states import IMPROVEMENT, INCONCLUSIVE, PASS, REGRESSION
+
 #: MAD → standard deviation for normally distributed noise.
 MAD_TO_SIGMA = 1.4826
 #: Values further than this many MAD-sigmas from the median are outliers of a history.

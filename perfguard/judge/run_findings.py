@@ -17,14 +17,8 @@ from perfguard.errors import UsageError
 from perfguard.judge import findings as fd
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
-from perfguard.judge.verdict import (
-    IMPROVEMENT,
-    REGRESSION,
-    Line,
-    devices_of,
-    line_name,
-    rules_file,
-)
+from perfguard.judge.verdict import Line, devices_of, line_name, rules_file
+from perfguard.states import IMPROVEMENT, REGRESSION
 
 #: Parameters that name where a line ran, not what it measured (its group leaves them out).
 WHERE_PARAMS = ("hca",)

@@ -27,17 +27,17 @@ from perfguard.judge import curves, history
 from perfguard.judge import rules as judge
 from perfguard.judge.fingerprint import compact_nodes
 from perfguard.site.paths import site_file
+from perfguard.states import (
+    FAIL,
+    FAILING,
+    IMPROVEMENT,
+    NO_REFERENCE,
+    PASS,
+    REGRESSION,
+    SKIPPED,
+    STATES,
+)
 from perfguard.store import db
-
-PASS, FAIL, NO_REFERENCE, TEST_FAILED = "pass", "fail", "no-reference", "test-failed"
-REGRESSION, IMPROVEMENT, INCONCLUSIVE = judge.REGRESSION, judge.IMPROVEMENT, judge.INCONCLUSIVE
-#: A test case that did not run (shape, provider, failed dependency): neither passed nor
-#: failed. One that failed the way a reference said it would: expected-failure.
-SKIPPED, EXPECTED_FAILURE = "skipped", "expected-failure"
-#: Every state, in the order the summary counts them; only FAILING ones fail a run.
-STATES = (PASS, FAIL, REGRESSION, TEST_FAILED, IMPROVEMENT, INCONCLUSIVE, NO_REFERENCE,
-          EXPECTED_FAILURE, SKIPPED)
-FAILING = (FAIL, REGRESSION, TEST_FAILED)
 
 # Key figures come from the key_verdict view; curve points where a point threshold
 # names them. Both choose the threshold with matching_threshold().

@@ -101,7 +101,7 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta,
                                     message=f"session {report.session_uuid} already stored")
             samples = _copy_testcases(conn, system, run_id, report)
             conn.execute("SELECT analyze_testcases(%s)",  # before the views read a
-                         (len(report.testcases),))  # large run (0012, 0020)
+                         (len(report.testcases),))  # large run (repeatable/20_testcases.sql)
             _insert_fingerprints(conn, system, run_id, report)
             _record_directions(conn, report)
             conn.execute("SELECT refresh_key_figure_nights(name, night, night) FROM system, "
@@ -112,7 +112,7 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta,
                          {"id": run_id})
             # New sample pages sit in unsummarized BRIN ranges, which every curve lookup
             # would scan until autovacuum gets to them: summarize them now.
-            conn.execute("SELECT summarize_new_samples()")  # as the owner (0010)
+            conn.execute("SELECT summarize_new_samples()")  # as the owner (SECURITY DEFINER)
     except psycopg.Error as exc:
         raise PerfguardError(f"{path}: database rejected the report: {exc}".strip()) from exc
     except (OverflowError, ValueError) as exc:  # a number PostgreSQL cannot hold
@@ -284,7 +284,7 @@ class Sweep(NamedTuple):
 
 def _sweeps(ids: list[int], testcases: list[TestCase], metrics: dict[tuple[str, str], int],
             points: dict[tuple, int], point_ids: dict[tuple, list[int]]) -> list[Sweep]:
-    """Every sweep of the report, points in id order, as 0015 stored the sweeps before it:
+    """Every sweep of the report, points in id order (the order `curve` keeps them in):
     a curve whose nights list the same points alike is split into series by one
     transposition (history.py)."""
     sweeps = []
@@ -299,7 +299,7 @@ def _sweeps(ids: list[int], testcases: list[TestCase], metrics: dict[tuple[str, 
 
 
 def _curve_lines(sweeps: list[Sweep], started: str) -> str:
-    """COPY text rows of every sweep, whole (0015), built directly as the samples are."""
+    """COPY text rows of every sweep, whole (`curve`), built directly as the samples are."""
     return "".join(f"{s.testcase_id}\t{s.metric_id}\t{started}\t"
                    f"{{{','.join(map(str, s.point_ids))}}}\t{{{','.join(map(repr, s.values))}}}\n"
                    for s in sweeps)

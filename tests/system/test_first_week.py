@@ -82,9 +82,9 @@ def test_a_run_that_makes_no_progress_is_stopped_and_what_it_has_is_stored(
 def test_a_schema_that_is_behind_is_found_before_reframe_starts(fresh_dsn: str) -> None:
     result = perfguard("run", "-n", "MpiHelloCheck", "--dsn", fresh_dsn, state=TEST_STATE)
     assert result.returncode == 2, result.stdout + result.stderr
-    pending = len(db.migrations())
-    assert f"database schema is behind ({pending} migration(s) pending, from 0001" in \
-        result.stderr
+    pending = len(db.migrations() + db.repeatables())
+    assert f"database schema is behind ({pending} change(s) pending, from 0024 baseline)" \
+        in result.stderr
     assert "perfguard db upgrade --dsn OWNER_DSN" in result.stderr
     assert "nothing was run" in result.stderr
     assert "[ RUN" not in result.stdout and "Traceback" not in result.stderr

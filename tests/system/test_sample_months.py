@@ -1,5 +1,5 @@
-"""Samples by month (migration 0011): the move of stored samples, the month an ingest
-creates, the nightly rollups of key figures, and `perfguard db prune`, on the real
+"""Samples by month: the month an ingest creates, the nightly rollups of key figures,
+`perfguard db prune`, and the marks a test case gets as it is stored, on the real
 PostgreSQL."""
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ def report_at(demo_report: Path, started: datetime, folder: Path) -> Path:
     return path
 
 
-def store_0010_run(conn, started: datetime, values: list[float]) -> None:
-    """A run with one key figure per value, written as the 0010 schema stored them."""
+def store_run(conn, started: datetime, values: list[float]) -> None:
+    """A run with one key figure per value, stored with plain INSERTs (what the triggers
+    and generated columns see from any writer, not only ingest's COPY)."""
     system = conn.execute("INSERT INTO system (name) VALUES ('old') ON CONFLICT (name) DO "
                           "UPDATE SET name = 'old' RETURNING id").fetchone()[0]
     part = conn.execute("INSERT INTO partition (system_id, name) VALUES (%s, 'p') ON CONFLICT "
@@ -45,34 +46,15 @@ def store_0010_run(conn, started: datetime, values: list[float]) -> None:
                           "(name, unit) DO UPDATE SET unit = 'MB/s' RETURNING id").fetchone()[0]
     run = conn.execute("INSERT INTO run (session_uuid, system_id, started_at) VALUES "
                        "(gen_random_uuid(), %s, %s) RETURNING id", (system, started)).fetchone()[0]
+    conn.execute("SELECT ensure_sample_month(%s)", (started,))
     for index, value in enumerate(values):
         case = conn.execute(
             "INSERT INTO testcase (run_id, check_name, unique_name, params, partition_id, "
             "environ_id, result) VALUES (%s, 'OldCheck', %s, %s, %s, %s, 'pass') RETURNING id",
             (run, f"OldCheck_{index}", json.dumps({"v": str(index)}), part, env)).fetchone()[0]
-        conn.execute("INSERT INTO sample (testcase_id, metric_id, point_id, value) VALUES "
-                     "(%s, %s, 0, %s), (%s, %s, 0, %s)",
-                     (case, metric, value, case, metric, value + 2))
+        conn.execute("INSERT INTO sample (testcase_id, metric_id, point_id, value, started_at) "
+                     "VALUES (%s, %s, 0, %s, %s)", (case, metric, value, started))
     conn.commit()
-
-
-def test_migration_moves_every_sample_into_its_month_and_rolls_up_the_nights(
-        fresh_dsn: str) -> None:
-    with db.connect(fresh_dsn) as conn:
-        db.upgrade(conn, up_to=10)
-        store_0010_run(conn, SEPTEMBER, [100.0, 200.0])
-        store_0010_run(conn, OCTOBER, [110.0])
-        applied = db.upgrade(conn)
-        assert applied[0].version == 11
-        by_month = dict(conn.execute(
-            "SELECT tableoid::regclass::text, count(*) FROM sample GROUP BY 1").fetchall())
-        assert by_month == {"sample_2025_09": 4, "sample_2025_10": 2}
-        nights = conn.execute(
-            "SELECT night, params->>'v', median, min, max, count FROM key_figure_night "
-            "ORDER BY 1, 2").fetchall()
-    assert [(str(n), v, med, lo, hi, c) for n, v, med, lo, hi, c in nights] == [
-        ("2025-09-15", "0", 101.0, 100.0, 102.0, 2), ("2025-09-15", "1", 201.0, 200.0, 202.0, 2),
-        ("2025-10-15", "0", 111.0, 110.0, 112.0, 2)]
 
 
 CURVES_FROM_SAMPLES_SQL = """
@@ -117,45 +99,19 @@ def assert_curves_match_samples(dsn: str) -> None:
     assert sorted(from_blocks) == sorted(curves + key_figures)
 
 
-def test_migrations_0015_and_0019_keep_each_stored_sweep_as_one_curve_and_in_a_block(
-        fresh_dsn: str) -> None:
-    with db.connect(fresh_dsn) as conn:
-        db.upgrade(conn, up_to=10)
-        store_0010_run(conn, SEPTEMBER, [100.0])
-        db.upgrade(conn, up_to=14)
-        case, metric = conn.execute("SELECT testcase_id, metric_id FROM sample "
-                                    "LIMIT 1").fetchone()
-        points = [conn.execute("INSERT INTO point (coords) VALUES (%s) RETURNING id",
-                               (json.dumps({"size": size}),)).fetchone()[0]
-                  for size in (4, 1, 2)]
-        conn.execute("INSERT INTO sample (testcase_id, metric_id, point_id, value, started_at) "
-                     "SELECT %s, %s, p, p * 10.0, %s FROM unnest(%s::int[]) p",
-                     (case, metric, SEPTEMBER, points))
-        conn.commit()
-        applied = [m.version for m in db.upgrade(conn)]
-        assert applied[0] == 15 and 19 in applied
-        assert conn.execute("SELECT point_ids, point_values FROM curve_2025_09").fetchall() == [
-            (sorted(points), [p * 10.0 for p in sorted(points)])]
-        assert conn.execute("SELECT testcase_ids, point_values FROM sample_block_2025_09 "
-                            "WHERE point_ids <> '{0}'").fetchall() == [([case], np.array(
-                                [p * 10.0 for p in sorted(points)], ">f8").tobytes())]
-    assert_curves_match_samples(fresh_dsn)
-
-
-def test_earlier_attempts_are_marked_by_0017_and_every_later_insert_0018_variants(
-        fresh_dsn: str) -> None:
-    """judged_testcase keeps the last attempt of a test case: attempts stored before 0017
-    are marked by the migration, later ones by whatever inserts the retry, in the same
-    statement or a later one; other test cases and other runs are left alone."""
+def test_earlier_attempts_are_marked_and_every_test_case_has_its_variant(
+        migrated_dsn: str) -> None:
+    """judged_testcase keeps the last attempt of a test case: whatever inserts a retry
+    marks what it supersedes, in the same statement or a later one; other test cases and
+    other runs are left alone. Every test case carries the variant the judge groups its
+    history by."""
     def judged(conn) -> list[tuple]:
         return conn.execute("SELECT unique_name, run_index FROM judged_testcase "
                             "ORDER BY 1, 2").fetchall()
 
-    with db.connect(fresh_dsn) as conn:
-        db.upgrade(conn, up_to=10)
-        store_0010_run(conn, SEPTEMBER, [100.0, 200.0])
-        store_0010_run(conn, OCTOBER, [110.0])
-        db.upgrade(conn, up_to=16)
+    with db.connect(migrated_dsn) as conn:
+        store_run(conn, SEPTEMBER, [100.0, 200.0])
+        store_run(conn, OCTOBER, [110.0])
         retry = ("INSERT INTO testcase (run_id, check_name, unique_name, partition_id, "
                  "environ_id, run_index, result) SELECT run_id, check_name, unique_name, "
                  "partition_id, environ_id, unnest(%s::int[]), 'pass' FROM testcase "
@@ -163,18 +119,13 @@ def test_earlier_attempts_are_marked_by_0017_and_every_later_insert_0018_variant
                  "AND run_id = (SELECT min(run_id) FROM testcase)")
         conn.execute(retry, ([1],))
         conn.commit()
-        last_attempts = [("OldCheck_0", 0), ("OldCheck_0", 1), ("OldCheck_1", 0)]  # Oct, Sep
-        assert judged(conn) == last_attempts  # 0016's NOT EXISTS
-        assert [m.version for m in db.upgrade(conn)][0] == 17
-        assert judged(conn) == last_attempts
+        assert judged(conn) == [("OldCheck_0", 0), ("OldCheck_0", 1), ("OldCheck_1", 0)]
         marked = "SELECT run_index FROM testcase WHERE superseded ORDER BY 1"
         assert conn.execute(marked).fetchall() == [(0,)]
         conn.execute(retry, ([3, 2],))  # two more attempts at once
         conn.commit()
         assert judged(conn) == [("OldCheck_0", 0), ("OldCheck_0", 3), ("OldCheck_1", 0)]
         assert conn.execute(marked).fetchall() == [(0,), (1,), (2,)]
-        # 0018: the variant the judge groups the history by, stored with every test case,
-        # those stored before it and after
         variants = conn.execute(
             "SELECT unique_name, variant = md5(check_name || ' ' || params::text)::uuid "
             "FROM testcase ORDER BY id").fetchall()

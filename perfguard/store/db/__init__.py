@@ -20,8 +20,16 @@ from psycopg.types.json import JsonbLoader
 
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.secrets import redact_secrets
+from perfguard.states import FAILING
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+REPEATABLE_DIR = Path(__file__).parent / "repeatable"
+#: The version the 24 migrations perfguard grew by (0001 … 0024, up to commit 5f6f1f8) were
+#: folded into: a database they brought to 0024 holds the baseline's tables.
+BASELINE = 24
+#: The last perfguard that carries the folded migrations, for a database older than them.
+BEFORE_BASELINE = "5f6f1f8"
+
 
 
 def connect(dsn: str) -> psycopg.Connection:
@@ -66,6 +74,7 @@ def redact(dsn: str) -> str:
 
 @dataclass(frozen=True)
 class Migration:
+    """A numbered change to the tables, applied once and never edited afterwards."""
     version: int
     name: str
     path: Path
@@ -78,6 +87,33 @@ class Migration:
     def checksum(self) -> str:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
+    @property
+    def label(self) -> str:
+        return f"{self.version:04d} {self.name}"
+
+
+@dataclass(frozen=True)
+class Repeatable:
+    """Views and functions with one current definition each (``CREATE OR REPLACE``),
+    applied after the migrations and again whenever the file changes: what a reader of the
+    schema looks up is in one place, not spread over the migrations that redefined it."""
+    name: str
+    path: Path
+
+    @property
+    def sql(self) -> str:
+        """The file with the verdict's failing states written in (states.FAILING)."""
+        failing = ", ".join(f"'{state}'" for state in FAILING)
+        return self.path.read_text().replace("@FAILING_STATES@", failing)
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+    @property
+    def label(self) -> str:
+        return f"repeatable/{self.name}.sql"
+
 
 def migrations() -> list[Migration]:
     found = []
@@ -87,27 +123,69 @@ def migrations() -> list[Migration]:
     return found
 
 
-_LEDGER = """
+def repeatables() -> list[Repeatable]:
+    """In the order of their names: a file reads only what those before it define."""
+    return [Repeatable(path.stem, path) for path in sorted(REPEATABLE_DIR.glob("*.sql"))]
+
+
+_LEDGERS = ("""
 CREATE TABLE IF NOT EXISTS schema_migration (
     version     integer PRIMARY KEY,
     name        text NOT NULL,
     checksum    text NOT NULL,
     applied_at  timestamptz NOT NULL DEFAULT now()
-)"""
+)""", """
+CREATE TABLE IF NOT EXISTS schema_repeatable (
+    name        text PRIMARY KEY,
+    checksum    text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+)""")
 
 
 def applied(conn: psycopg.Connection) -> dict[int, str]:
     """Applied migrations (version → checksum); none where the ledger does not exist yet.
-    Reading needs no DDL: a writer role (runs only) may ask too."""
+    A database the folded migrations brought to 0024 has the baseline. Reading needs no
+    DDL: a writer role (runs only) may ask too."""
     if conn.execute("SELECT to_regclass('schema_migration')").fetchone()[0] is None:
         return {}
-    return dict(conn.execute("SELECT version, checksum FROM schema_migration").fetchall())
+    rows = conn.execute("SELECT version, name, checksum FROM schema_migration").fetchall()
+    done = {version: checksum for version, _, checksum in rows}
+    folded = {version for version, name, _ in rows
+              if version < BASELINE or (version == BASELINE and name != "baseline")}
+    if folded and not set(range(1, BASELINE + 1)) <= folded:
+        newest = max(folded)
+        raise PerfguardError(
+            f"database schema is at migration {newest:04d}, older than the baseline "
+            f"{BASELINE:04d} this perfguard starts from: run `perfguard db upgrade` with "
+            f"perfguard {BEFORE_BASELINE} (the last with migrations 0001-{BASELINE:04d}) "
+            f"first, then with this one")
+    if folded:
+        baseline = next(m for m in migrations() if m.version == BASELINE)
+        done = {v: c for v, c in done.items() if v > BASELINE} | {BASELINE: baseline.checksum}
+    return done
 
 
-def upgrade(conn: psycopg.Connection, up_to: int | None = None) -> list[Migration]:
+def applied_repeatables(conn: psycopg.Connection) -> dict[str, str]:
+    """Applied repeatable files (name → checksum of what was applied)."""
+    if conn.execute("SELECT to_regclass('schema_repeatable')").fetchone()[0] is None:
+        return {}
+    return dict(conn.execute("SELECT name, checksum FROM schema_repeatable").fetchall())
+
+
+def pending(conn: psycopg.Connection) -> list[Migration | Repeatable]:
+    """What `db upgrade` would apply: migrations not applied, then the repeatable files
+    that are new or changed since they were applied."""
+    done, current = applied(conn), applied_repeatables(conn)
+    return [m for m in migrations() if m.version not in done] + \
+        [r for r in repeatables() if current.get(r.name) != r.checksum]
+
+
+def upgrade(conn: psycopg.Connection,
+            up_to: int | None = None) -> list[Migration | Repeatable]:
     """Apply every pending migration (up to version ``up_to``: an older schema, to test a
-    migration on data stored before it), each in its own transaction; refuse edited ones.
-    Only the schema's owner may: the writer and reader roles are told so."""
+    migration on data stored before it), each in its own transaction, refusing edited
+    ones; then the repeatable files if any is new or changed. Only the schema's owner
+    may: the writer and reader roles are told so."""
     try:
         return _upgrade(conn, up_to)
     except psycopg.errors.InsufficientPrivilege as exc:
@@ -119,14 +197,15 @@ def upgrade(conn: psycopg.Connection, up_to: int | None = None) -> list[Migratio
             f"the role that owns the database (docs/adopting.md)") from None
 
 
-def _upgrade(conn: psycopg.Connection, up_to: int | None) -> list[Migration]:
-    conn.execute(_LEDGER)
+def _upgrade(conn: psycopg.Connection, up_to: int | None) -> list[Migration | Repeatable]:
+    for ledger in _LEDGERS:
+        conn.execute(ledger)
     done = applied(conn)
     conn.commit()
-    newly = []
+    newly: list[Migration | Repeatable] = []
     for migration in migrations():
         if up_to is not None and migration.version > up_to:
-            break
+            return newly
         if migration.version in done:
             if done[migration.version] != migration.checksum:
                 raise PerfguardError(
@@ -139,7 +218,26 @@ def _upgrade(conn: psycopg.Connection, up_to: int | None) -> list[Migration]:
                          "VALUES (%s, %s, %s)",
                          (migration.version, migration.name, migration.checksum))
         newly.append(migration)
-    return newly
+    return newly + _apply_repeatables(conn)
+
+
+def _apply_repeatables(conn: psycopg.Connection) -> list[Repeatable]:
+    """All the files, in order and in one transaction, when any is new or changed: a view
+    that reads a changed one is defined again after it. A change that CREATE OR REPLACE
+    cannot make (a view's columns removed, a function's result type) begins its file with
+    the DROP it needs."""
+    current = applied_repeatables(conn)
+    files = repeatables()
+    changed = [r for r in files if current.get(r.name) != r.checksum]
+    if not changed:
+        return []
+    with conn.transaction():
+        for repeatable in files:
+            conn.execute(repeatable.sql)
+            conn.execute("INSERT INTO schema_repeatable (name, checksum) VALUES (%s, %s) "
+                         "ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, "
+                         "applied_at = now()", (repeatable.name, repeatable.checksum))
+    return changed
 
 
 class SchemaBehind(PerfguardError):
@@ -147,14 +245,13 @@ class SchemaBehind(PerfguardError):
 
 
 def require_current(conn: psycopg.Connection) -> None:
-    pending = [m for m in migrations() if m.version not in applied(conn)]
+    behind = pending(conn)
     conn.commit()
-    if pending:
+    if behind:
         raise SchemaBehind(
-            f"database schema is behind ({len(pending)} migration(s) pending, from "
-            f"{pending[0].version:04d} {pending[0].name}): run `perfguard db upgrade "
-            f"--dsn OWNER_DSN` with the role that owns the schema (the embedded cluster: "
-            f"`perfguard db upgrade`)")
+            f"database schema is behind ({len(behind)} change(s) pending, from "
+            f"{behind[0].label}): run `perfguard db upgrade --dsn OWNER_DSN` with the role "
+            f"that owns the schema (the embedded cluster: `perfguard db upgrade`)")
 
 
 #: A query that reads a run's history in bulk: sorts in memory, and no JIT. Its cost

@@ -1,29 +1,28 @@
--- Findings: a run's moved lines grouped by the cause they share (perfguard.judge.findings),
--- and whether each pages under the family-wise control. A regression line fails the run
--- only through a paged finding; a threshold miss (fail) or a test case that did not run
--- to the end (test-failed) fails it as before. Older runs (paged unknown) keep their
--- meaning: every regression line counts.
-CREATE TABLE finding (
-    run_id      bigint NOT NULL REFERENCES run(id) ON DELETE CASCADE,
-    ordinal     integer NOT NULL,
-    kind        text NOT NULL,
-    subject     text NOT NULL,
-    summary     text NOT NULL,
-    lines       integer NOT NULL,
-    evidence    double precision NOT NULL,
-    critical    double precision NOT NULL,
-    change      double precision,
-    confirmed   boolean NOT NULL,
-    paged       boolean NOT NULL,
-    environment text[] NOT NULL DEFAULT '{}',
-    PRIMARY KEY (run_id, ordinal)
-);
-GRANT SELECT ON finding TO perfguard_grafana;
-GRANT SELECT, INSERT, UPDATE, DELETE ON finding TO perfguard_writer;
+-- One answer to "did this run fail?", read by `perfguard run`, `nightly`, `upgrade-check`,
+-- `verdict`, `report` and Grafana alike.
 
-ALTER TABLE verdict_line ADD COLUMN paged boolean;
-ALTER TABLE run ADD COLUMN paged_findings integer;
+-- The states that fail a run: perfguard.states.FAILING, written in when this file is
+-- applied (one definition for Python and SQL). Skipped and expected-failure never fail it.
+CREATE OR REPLACE FUNCTION failing_status(p_status text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE AS $$
+    SELECT p_status IN (@FAILING_STATES@)
+$$;
 
+-- Whether too little was measured: skips, and fewer test cases with a key figure than
+-- the floor's share of those measured or skipped (at least one). Runs of sanity checks
+-- alone (nothing skipped, nothing to measure) still pass.
+CREATE OR REPLACE FUNCTION too_little_measured(
+    p_measured integer, p_skipped integer, p_floor double precision) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(p_skipped, 0) > 0
+       AND coalesce(p_measured, 0) < greatest(1, p_floor * (coalesce(p_measured, 0)
+                                                            + p_skipped))
+$$;
+
+-- A run's counts, once when its verdict is recorded (perfguard.judge.verdict.record):
+-- the run history panel read every test case and line of every run in view (366 ms at
+-- 2·10^7 samples, growing with the runs). A regression line counts as failing only
+-- through a paged finding; lines judged before findings (paged unknown) count as before.
 CREATE OR REPLACE FUNCTION summarize_run(p_run bigint) RETURNS void LANGUAGE sql AS $$
     UPDATE run SET (judged_lines, failing_lines, regressions, improvements, inconclusive,
                     measured, paged_findings) = (
@@ -46,8 +45,8 @@ CREATE OR REPLACE FUNCTION summarize_run(p_run bigint) RETURNS void LANGUAGE sql
     WHERE id = p_run;
 $$;
 
--- A paged finding fails the run on its own: on the night a fingerprint change explains it,
--- its lines are not yet regressions.
+-- outcome: 'fail' (a paged finding, a failing line, or nothing judged at all: a run never
+-- summarised counts as nothing judged), 'nothing-measured' or 'pass'; `failed` is "fail".
 CREATE OR REPLACE VIEW run_outcome AS
 SELECT r.id AS run_id,
        coalesce(r.judged_lines, 0)::bigint AS judged_lines,
@@ -80,4 +79,5 @@ SELECT r.id AS run_id,
             ELSE 'pass' END AS outcome,
        coalesce(r.measured, 0) AS measured
 FROM run r;
-GRANT SELECT ON run_outcome TO perfguard_grafana;
+
+GRANT EXECUTE ON FUNCTION failing_status, too_little_measured TO perfguard_grafana;

@@ -1,0 +1,89 @@
+-- What the judge, the reports and the dashboards read of stored values: key figures with
+-- their threshold, every judged value as a point of its series, the sweep's pairs, the
+-- runs a judgement reads, and the per-night rollups. Joins from a run to its samples
+-- carry the run's start, so they read the month the run is in.
+
+-- Every key figure (a ReFrame perf variable) of a last attempt, with the threshold valid
+-- when its run started (matching_threshold) and pass / fail / no-reference.
+CREATE OR REPLACE VIEW key_verdict AS
+SELECT r.id AS run_id, r.started_at, r.trigger, r.labels, sy.name AS system,
+       p.name AS partition, e.name AS environ, tc.id AS testcase_id, tc.check_name,
+       tc.params, tc.result, tc.fail_reason, tc.nodelist, m.name AS metric, m.unit, s.value,
+       th.id AS threshold_id, th.reference, th.lower, th.upper, th.bounds, th.direction,
+       th.lower_limit, th.upper_limit,
+       threshold_status(s.value, th.id, th.lower_limit, th.upper_limit) AS status,
+       tc.state AS testcase_state
+FROM run r
+JOIN system sy ON sy.id = r.system_id
+JOIN judged_testcase tc ON tc.run_id = r.id
+JOIN partition p ON p.id = tc.partition_id
+JOIN environ e ON e.id = tc.environ_id
+JOIN sample s ON s.testcase_id = tc.id AND s.started_at = r.started_at AND s.point_id = 0
+JOIN metric m ON m.id = s.metric_id
+LEFT JOIN LATERAL matching_threshold(sy.name, tc.check_name, m.name, NULL, p.name, e.name,
+                                     tc.params, r.started_at) th ON true;
+
+-- Every judged value (last attempts that passed) as a point of its series: system, check,
+-- variant, partition, environ, metric and point.
+CREATE OR REPLACE VIEW series_value AS
+SELECT r.id AS run_id, r.started_at, sy.name AS system, tc.check_name, tc.params,
+       p.name AS partition, e.name AS environ, m.name AS metric, m.unit, s.point_id,
+       pt.coords AS point, s.value, tc.nodelist
+FROM run r
+JOIN system sy ON sy.id = r.system_id
+JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
+JOIN partition p ON p.id = tc.partition_id
+JOIN environ e ON e.id = tc.environ_id
+JOIN sample s ON s.testcase_id = tc.id AND s.started_at = r.started_at
+JOIN metric m ON m.id = s.metric_id
+JOIN point pt ON pt.id = s.point_id;
+
+-- Every pair measurement of every sweep (loopback: server = client), with the HCA and
+-- memory of its variant: the node × node matrix and each pair's history. A measurement
+-- that failed is metric 'failed' with the test that failed (tag_bw, tag_lat).
+CREATE OR REPLACE VIEW sweep_pair AS
+SELECT r.id AS run_id, r.started_at, sy.name AS system, tc.params->>'hca' AS hca,
+       tc.params->>'memory' AS memory, pt.coords->>'server' AS server,
+       pt.coords->>'client' AS client, m.name AS metric, m.unit, s.value,
+       pt.coords->>'test' AS failed_test
+FROM run r
+JOIN system sy ON sy.id = r.system_id
+JOIN judged_testcase tc ON tc.run_id = r.id AND tc.check_name = 'FabricSweepCheck'
+JOIN sample s ON s.testcase_id = tc.id AND s.started_at = r.started_at
+JOIN metric m ON m.id = s.metric_id
+JOIN point pt ON pt.id = s.point_id
+WHERE pt.coords ? 'server';
+
+-- The runs a judgement reads: the newest `how_many` runs of the run's system, up to and
+-- including it, that ran any of `checks`; judging a run costs the same after a year of
+-- nightly runs as after a month.
+CREATE OR REPLACE FUNCTION recent_runs(p_run bigint, p_checks text[], p_how_many integer)
+RETURNS SETOF bigint LANGUAGE sql STABLE AS $$
+    SELECT r.id FROM run cur
+    JOIN run r ON r.system_id = cur.system_id AND r.started_at <= cur.started_at
+    WHERE cur.id = p_run
+      AND EXISTS (SELECT 1 FROM testcase tc
+                  WHERE tc.run_id = r.id AND tc.check_name = ANY(p_checks))
+    ORDER BY r.started_at DESC, r.id DESC
+    LIMIT p_how_many
+$$;
+
+-- The per-night rollups (key_figure_night) of a system's nights from `p_from` to `p_to`.
+CREATE OR REPLACE FUNCTION refresh_key_figure_nights(p_system text, p_from date, p_to date)
+RETURNS void LANGUAGE sql AS $$
+    DELETE FROM key_figure_night
+    WHERE system = p_system AND night >= p_from AND night <= p_to;
+    INSERT INTO key_figure_night (system, check_name, params, partition, environ, metric, unit,
+                                  night, median, min, max, count)
+    SELECT v.system, v.check_name, v.params, v.partition, v.environ, v.metric, v.unit,
+           (v.started_at AT TIME ZONE 'UTC')::date,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY v.value), min(v.value), max(v.value),
+           count(*)
+    FROM series_value v
+    WHERE v.system = p_system AND v.point_id = 0
+      AND v.started_at >= p_from::timestamp AT TIME ZONE 'UTC'
+      AND v.started_at < (p_to + 1)::timestamp AT TIME ZONE 'UTC'
+    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8;
+$$;
+
+GRANT EXECUTE ON FUNCTION recent_runs TO perfguard_grafana;
