@@ -43,11 +43,11 @@ from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from perfguard import paths  # noqa: E402
 from perfguard.judge import rules as judge  # noqa: E402
 from perfguard.judge import run_findings  # noqa: E402
 from perfguard.judge import verdict as vd  # noqa: E402
 from perfguard.present import dashboards  # noqa: E402
-from perfguard.site import paths  # noqa: E402
 from perfguard.store import db  # noqa: E402
 from perfguard.store.ingest import RunMeta, ingest_report  # noqa: E402
 

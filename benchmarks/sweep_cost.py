@@ -38,9 +38,9 @@ from perfguard import cluster  # noqa: E402
 from perfguard.cluster.faults import throttled  # noqa: E402
 from perfguard.cluster.layout import ClusterLayout  # noqa: E402
 from perfguard.cluster.procs import read_pid  # noqa: E402
+from perfguard.judge.sweep import cost, leaf_cost  # noqa: E402
 from perfguard.site.context import Context  # noqa: E402
 from perfguard.store import db  # noqa: E402
-from perfguard.sweep.analysis import cost, leaf_cost  # noqa: E402
 
 STATE = ROOT / ".state-sweep"
 PORT_BASE = 18800

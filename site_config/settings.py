@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from perfguard.contract.topology import load_system, load_systems
-from perfguard.site.paths import TESTS_DIR, embedded_topology_file, site_folder
-from perfguard.site.paths import state_dir as _state_dir
+from perfguard.paths import TESTS_DIR, embedded_topology_file, site_folder
+from perfguard.paths import state_dir as _state_dir
 
 
 def _cluster_record() -> dict:

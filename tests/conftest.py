@@ -20,9 +20,11 @@ import pytest
 
 from perfguard import cluster
 from perfguard.cluster.layout import ClusterLayout
-from perfguard.run.reframe import RunRequest, run_reframe
+from perfguard.run.reframe import RunOutcome, RunRequest, run_reframe
 from perfguard.site.context import Context
 from perfguard.store import db
+from perfguard.workflows.pipeline import write_references
+from tests.facts import DATA  # noqa: F401  (many tests import it from here)
 
 # Not under /tmp: every virtual node mounts a private /tmp over it.
 TEST_ROOT = Path(__file__).resolve().parents[1] / ".state-test"
@@ -31,7 +33,6 @@ TEST_STATE = Path(os.environ.get("PERFGUARD_TEST_STATE", TEST_ROOT / "session"))
 TEST_CONTEXT = Context(TEST_STATE.resolve())
 #: Two checkouts run their suites side by side with different PERFGUARD_TEST_PORT_BASE.
 TEST_PORT_BASE = int(os.environ.get("PERFGUARD_TEST_PORT_BASE", "17800"))
-DATA = Path(__file__).parent / "data"
 
 
 def perfguard_command(*args: str, state: Path | None = None) -> list[str]:
@@ -110,10 +111,18 @@ def migrated_dsn(fresh_dsn: str) -> str:
     return fresh_dsn
 
 
+def run_checks(request: RunRequest) -> RunOutcome:
+    """reframe as `perfguard run --no-ingest` runs it: the references in force written
+    into the run directory first."""
+    return run_reframe(TEST_CONTEXT, request,
+                       lambda directory: write_references(TEST_CONTEXT, request.system,
+                                                          directory))
+
+
 @pytest.fixture(scope="session")
 def demo_report(layout: ClusterLayout) -> Path:
     """A real report: the sanity and UCX checks run through Slurm on the test cluster."""
-    outcome = run_reframe(TEST_CONTEXT, RunRequest(tags=("demo",),
+    outcome = run_checks(RunRequest(tags=("demo",),
                                      setvars=("UcxPerftestCheck.iterations=2000",)))
     assert outcome.returncode == 0, f"demo checks failed, see {outcome.report}"
     return outcome.report

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from perfguard import paths
 from perfguard.cli.options import DSN, port_base_option
-from perfguard.site import paths
 from perfguard.site.context import Context
 
 
@@ -52,7 +52,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def run_and_print(ctx: Context, request, ingest: bool) -> int:
     """Run through the pipeline and print its verdict; the exit code is the stored
     verdict's (skips and expected failures do not fail it), reframe's without one."""
-    from perfguard.run.pipeline import judge_stored, run_and_store
+    from perfguard.workflows.pipeline import judge_stored, run_and_store
 
     done = run_and_store(ctx, request, ingest)
     if request.dry_run or not ingest:

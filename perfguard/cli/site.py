@@ -82,7 +82,7 @@ def cmd_site_show(args: argparse.Namespace) -> int:
 
 
 def cmd_site_check(args: argparse.Namespace) -> int:
-    from perfguard.site import check
+    from perfguard.workflows import site_check as check
 
     system = args.system or ("local" if args.ctx.embedded is not None else None)
     files = check.check(args.ctx, system)

@@ -37,7 +37,7 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from perfguard.sweep import workflow
+    from perfguard.workflows import sweep as workflow
 
     if args.resume:
         resumed = workflow.resume_drained(args.ctx)

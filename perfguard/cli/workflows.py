@@ -73,51 +73,51 @@ def _nightly_arguments(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from perfguard.run import workflows
+    from perfguard.workflows import nightly, schedule
 
     if args.print_scrontab or args.install_scrontab or args.submit_recurring:
-        args.partition = workflows.driver_partition(args.ctx, args.system, args.partition)
+        args.partition = schedule.driver_partition(args.ctx, args.system, args.partition)
     if args.print_scrontab or args.install_scrontab:
-        entry = workflows.scrontab_entry(args.ctx, args.schedule,
-                                         _nightly_arguments(args), args.partition)
+        entry = schedule.scrontab_entry(args.ctx, args.schedule,
+                                        _nightly_arguments(args), args.partition)
         if args.install_scrontab:
-            workflows.install_scrontab(args.ctx, entry)
+            schedule.install_scrontab(args.ctx, entry)
             print("installed in your scrontab (`scrontab -l` shows it):")
         print(entry, end="")
         return 0
     if args.submit_recurring:
-        print(workflows.submit_recurring(args.ctx, args.schedule,
-                                         _nightly_arguments(args), args.at, args.partition))
+        print(schedule.submit_recurring(args.ctx, args.schedule,
+                                        _nightly_arguments(args), args.at, args.partition))
         return 0
     if args.cancel_recurring:
-        workflows.cancel_recurring(args.ctx)
+        schedule.cancel_recurring(args.ctx)
         print("cancelled the recurring nightly job")
         return 0
     if args.remove_scrontab:
-        workflows.install_scrontab(args.ctx, None)
+        schedule.install_scrontab(args.ctx, None)
         print("removed perfguard's entry from your scrontab")
         return 0
-    outcome = workflows.nightly(args.ctx, tuple(args.tag or ["nightly"]), args.system,
-                                tuple(args.label))
+    outcome = nightly.nightly(args.ctx, tuple(args.tag or ["nightly"]), args.system,
+                              tuple(args.label))
     print(outcome.text)
     print(outcome.run_line)
     status = outcome.status
     if args.webhook:
-        workflows.notify_webhook(args.webhook, workflows.summary(outcome, args.system))
+        nightly.notify_webhook(args.webhook, nightly.summary(outcome, args.system))
     if args.mail_cmd:
-        workflows.notify_mail(args.mail_cmd, f"perfguard nightly {status}", outcome.text)
+        nightly.notify_mail(args.mail_cmd, f"perfguard nightly {status}", outcome.text)
     return outcome.exit_code
 
 
 def cmd_upgrade_check(args: argparse.Namespace) -> int:
     from perfguard.errors import UsageError
-    from perfguard.run import workflows
+    from perfguard.workflows import upgrade
 
     if args.accept is not None and not args.accept.strip():
         raise UsageError("--accept needs the reason the new level is right")
-    outcome = workflows.upgrade_check(args.ctx, args.baseline, args.nodes,
-                                      tuple(args.tag or ["acceptance"]), args.system,
-                                      args.accept)
+    outcome = upgrade.upgrade_check(args.ctx, args.baseline, args.nodes,
+                                    tuple(args.tag or ["acceptance"]), args.system,
+                                    args.accept)
     print(outcome.text)
     print(outcome.run_line)
     return outcome.exit_code

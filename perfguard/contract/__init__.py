@@ -5,9 +5,9 @@ cluster (tests/system/test_adoption.py holds the checks to that)."""
 
 from perfguard.contract.references import References, run_references
 from perfguard.contract.rounds import circle_rounds, disjoint_rounds, in_slots, leaf_rounds
+from perfguard.contract.stacks import environment_dir, render
 from perfguard.contract.topology import Hca, NodeTopology, Partition, all_hca_names, load_system
-from perfguard.site.paths import SPACK_ENVS_DIR, site_file, state_dir, topology_files
-from perfguard.site.stacks import environment_dir, render
+from perfguard.paths import SPACK_ENVS_DIR, site_file, state_dir, topology_files
 
 __all__ = ["SPACK_ENVS_DIR", "Hca", "NodeTopology", "Partition", "References",
            "all_hca_names", "circle_rounds", "disjoint_rounds", "environment_dir", "in_slots",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.errors import PerfguardError, UsageError
-from perfguard.site.yamlfile import load_yaml
+from perfguard.yamlfile import load_yaml
 
 #: PCIe affinity between a GPU and an HCA, best first (nvidia-smi topo -m legend).
 AFFINITY_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")

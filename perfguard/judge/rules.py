@@ -100,7 +100,7 @@ DEFAULT_RULES = Rules()
 def load_rules(path: Path) -> Rules:
     """The overrides in ``path``; a missing file means the defaults everywhere."""
     from perfguard.errors import UsageError
-    from perfguard.site.yamlfile import load_yaml
+    from perfguard.yamlfile import load_yaml
 
     if not path.exists():
         return DEFAULT_RULES

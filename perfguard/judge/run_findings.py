@@ -27,7 +27,7 @@ WHERE_PARAMS = ("hca",)
 def policy(path: Path | None = None) -> fd.Policy:
     """``findings:`` of the verdict rules (any field of findings.Policy), else the
     defaults benchmarks/run_quality.py measured."""
-    from perfguard.site.yamlfile import load_yaml
+    from perfguard.yamlfile import load_yaml
 
     path = rules_file() if path is None else path
     data = (load_yaml(path, "verdict rules") if path.exists() else {}) or {}

@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 
 from perfguard.contract.references import Reference, References
 from perfguard.errors import PerfguardError, UsageError
-from perfguard.site.yamlfile import load_yaml
+from perfguard.yamlfile import load_yaml
 
 DIRECTIONS = ("higher", "lower")
 BOUNDS = ("fraction", "absolute")

@@ -26,7 +26,7 @@ from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import curves, history
 from perfguard.judge import rules as judge
 from perfguard.judge.fingerprint import compact_nodes
-from perfguard.site.paths import site_file
+from perfguard.paths import site_file
 from perfguard.states import (
     FAIL,
     FAILING,
@@ -507,7 +507,7 @@ def measured_floor(path: Path | None = None) -> float:
     """``run: {min_measured_share: F}`` of the verdict rules: a run whose measured test
     cases are fewer than F of those measured or skipped is nothing-measured (default 0:
     only a run that measured none)."""
-    from perfguard.site.yamlfile import load_yaml
+    from perfguard.yamlfile import load_yaml
 
     path = rules_file() if path is None else path
     data = load_yaml(path, "verdict rules") if path.exists() else {}

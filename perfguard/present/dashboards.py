@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from perfguard.site.paths import DASHBOARDS_DIR
+from perfguard.paths import DASHBOARDS_DIR
 
 DASHBOARD_DIR = DASHBOARDS_DIR / "json"
 DATASOURCE_UID = "perfguard-pg"

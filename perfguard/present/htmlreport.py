@@ -24,10 +24,10 @@ from perfguard import __version__
 from perfguard.judge import curves, run_findings
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
+from perfguard.judge import sweep as sw
 from perfguard.judge import verdict as vd
 from perfguard.present import plots
 from perfguard.store import db
-from perfguard.sweep import analysis as sw
 
 #: Lines shown with evidence at the top (the rest sit in the full table); an inconclusive
 #: line whose series is still too short for a baseline is only counted (it is learning).

@@ -1,2 +1,2 @@
-"""Run: ReFrame invoked with the site's configuration, and the workflows
-(nightly, upgrade check) built on it."""
+"""Run: ReFrame invoked with the site's configuration and the test library, in a run
+directory of its own; what it leaves is a report (STATE/reports)."""

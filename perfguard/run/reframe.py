@@ -11,13 +11,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from perfguard.contract.references import REFERENCES_ENV, References
+from perfguard import paths
+from perfguard.contract.references import REFERENCES_ENV
 from perfguard.errors import PerfguardError, UsageError
-from perfguard.site import paths
 from perfguard.site.context import Context
 
 #: The system a run names when it names none: the embedded cluster's.
@@ -154,25 +155,11 @@ def run_environment(ctx: Context, references: Path | None) -> dict[str, str]:
     return env
 
 
-def write_references(ctx: Context, system: str, directory: Path) -> Path:
-    """The system's thresholds in force, as the checks read them; where the database
-    cannot say, the file says why (the checks run on without references)."""
-    import psycopg
-
-    from perfguard.judge.thresholds import references_in_force
-    from perfguard.store import db
-
-    try:
-        with db.connect(ctx.dsn) as conn:
-            db.require_current(conn)
-            found = references_in_force(conn, system)
-    except (PerfguardError, psycopg.Error) as exc:
-        found = References(unavailable=f"{exc}".strip().splitlines()[0])
-    return found.write(directory / "references.json")
-
-
-def run_reframe(ctx: Context, request: RunRequest) -> RunOutcome:
-    """Run reframe once, in its own stage and output directories."""
+def run_reframe(ctx: Context, request: RunRequest,
+                references: Callable[[Path], Path] | None = None) -> RunOutcome:
+    """Run reframe once, in its own stage and output directories. ``references`` writes
+    the run's references file into the run directory (the checks read it, named in
+    $PERFGUARD_REFERENCES); without it the checks run without references."""
     report = report_path(ctx.state, request.system)
     report.parent.mkdir(parents=True, exist_ok=True)
     directory = run_directory(ctx.state, report)
@@ -181,8 +168,8 @@ def run_reframe(ctx: Context, request: RunRequest) -> RunOutcome:
     for needed in (workdir, ctx.state / "log", ctx.state / "tmp"):
         needed.mkdir(parents=True, exist_ok=True)
     prune_run_directories(ctx.state)
-    references = None if request.dry_run else write_references(ctx, request.system, directory)
-    env = run_environment(ctx, references)
+    written = None if request.dry_run or references is None else references(directory)
+    env = run_environment(ctx, written)
     process = subprocess.Popen(command, env=env, cwd=workdir)
     watchdog = StallWatchdog(directory, env, stall_minutes())
     returncode = _wait_passing_on_termination(process, watchdog)

@@ -1,2 +1,2 @@
-"""Where things are and what the site says: paths, the site directory,
-topology detection, Spack stacks."""
+"""What the site says and has: the context a command resolves, the site directory, its
+Slurm, topology detection, Spack stacks."""

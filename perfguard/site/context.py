@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfguard import paths
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.errors import PerfguardError, UsageError
-from perfguard.site import paths
 
 
 @dataclass(frozen=True)

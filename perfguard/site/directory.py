@@ -14,8 +14,9 @@ from pathlib import Path
 
 import yaml
 
+from perfguard import paths
 from perfguard.errors import PerfguardError
-from perfguard.site import paths, slurm
+from perfguard.site import slurm
 from perfguard.site.context import Context
 
 README = """\

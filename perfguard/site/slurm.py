@@ -1,7 +1,8 @@
 """What the site's Slurm has: partitions, their nodes and the nodes' CPUs, asked once.
 
-The site directory is checked against it before anything is submitted (perfguard.site.check)
-and the scheduled nightly's driver is placed with it (perfguard.run.workflows).
+The site directory is checked against it before anything is submitted
+(perfguard.workflows.site_check) and the scheduled nightly's driver is placed with it
+(perfguard.workflows.schedule).
 """
 
 from __future__ import annotations

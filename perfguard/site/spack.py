@@ -8,7 +8,7 @@ Specs, package names, versions, variants and dependencies are Spack's to judge: 
 concretized (in a scratch copy, so Spack's rewrites of a manifest never touch the
 checkout) and ``spack audit packages`` runs on our recipes. Without Spack the specs are
 not parsed, and the output says so. Spack works on each stack rendered under the install
-root (perfguard.site.stacks), never on the checkout.
+root (perfguard.contract.stacks), never on the checkout.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from typing import Any
 
 import yaml
 
+from perfguard.contract import stacks
 from perfguard.errors import PerfguardError, UsageError
-from perfguard.site import stacks
-from perfguard.site.paths import SPACK_ENVS_DIR, state_dir
+from perfguard.paths import SPACK_ENVS_DIR, state_dir
 
 SPACK_ENVS = SPACK_ENVS_DIR
 #: Our package repository (package API v2 layout: ``spack_repo/<namespace>/packages``).

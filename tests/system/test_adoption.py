@@ -301,7 +301,7 @@ def test_the_checks_import_the_contract_alone() -> None:
              f"for name in {modules!r}: importlib.import_module(name)\n"
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'psycopg'\n"
              "      or m.startswith(('perfguard.store', 'perfguard.judge', 'perfguard.run',\n"
-             "                       'perfguard.cluster', 'perfguard.sweep'))))")
+             "                       'perfguard.cluster', 'perfguard.workflows'))))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                             cwd=CHECKOUT, timeout=120)
     assert loaded.returncode == 0, loaded.stderr[-2000:]

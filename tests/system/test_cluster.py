@@ -17,7 +17,7 @@ from perfguard import cluster
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.cluster.procs import pid_alive
 from perfguard.errors import PerfguardError
-from perfguard.site.paths import CHECKOUT as REPO_ROOT
+from perfguard.paths import CHECKOUT as REPO_ROOT
 from tests.conftest import TEST_ROOT, perfguard
 
 PORT_BASE = 18800

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 import yaml
 
+from perfguard.paths import CHECKOUT as REPO_ROOT
 from perfguard.present import dashboards
-from perfguard.site.paths import CHECKOUT as REPO_ROOT
 from tests.conftest import DATA, perfguard
 from tests.system.test_history_verdicts import ingest
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import psycopg
 
 from perfguard.store.ingest import RunMeta, ingest_paths
-from tests.conftest import DATA, TEST_STATE, perfguard
+from tests.conftest import TEST_STATE, perfguard
+from tests.facts import H100
 
 
 def test_fingerprints_from_a_real_run_and_cli_diff(migrated_dsn: str, demo_report: Path,
@@ -37,9 +38,6 @@ def test_fingerprints_from_a_real_run_and_cli_diff(migrated_dsn: str, demo_repor
     result = perfguard("fingerprint", "diff", "before", "after", "--dsn", migrated_dsn)
     assert result.returncode == 0
     assert result.stdout.strip().endswith(f"→ Version 1.17.0 on {upgraded}")
-
-
-H100 = DATA / "h100"
 
 
 def test_a_downtrained_gpu_link_is_named_in_verdict_report_and_diff(migrated_dsn: str,

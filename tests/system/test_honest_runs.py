@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 
-from perfguard.run import workflows
+from perfguard.workflows import nightly as workflows
 from tests.conftest import DATA, TEST_STATE, perfguard, perfguard_command
 
 UCX_LAT = "^UcxPerftestCheck%hca=lo%test=tag_lat%memory=host"

@@ -156,7 +156,7 @@ def test_gitlab_example_publishes_report_summary_and_junit_from_the_project() ->
     import yaml
 
     from perfguard.cli import build_parser
-    from perfguard.site.paths import CHECKOUT as REPO_ROOT
+    from perfguard.paths import CHECKOUT as REPO_ROOT
 
     pipeline = yaml.safe_load((REPO_ROOT / "ci" / "gitlab-ci.yml").read_text())
     for job in ("nightly", "upgrade-check"):

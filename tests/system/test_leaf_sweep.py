@@ -20,12 +20,8 @@ from perfguard.errors import PerfguardError
 from perfguard.store import db
 from tests.conftest import TEST_PORT_BASE, TEST_ROOT, perfguard
 
-DATA = Path(__file__).parents[1] / "data" / "switches"
 LEAF_STATE = TEST_ROOT / "leaves"
 LEAF_PORT_BASE = TEST_PORT_BASE - 2000
-
-
-LEAVES = {f"leaf{leaf}": [f"n{leaf}{i}" for i in range(1, 5)] for leaf in range(1, 5)}
 
 
 def test_dry_run_of_a_leaf_sweep_names_its_nodes_and_rounds() -> None:

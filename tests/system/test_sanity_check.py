@@ -5,13 +5,13 @@ from __future__ import annotations
 import subprocess
 
 from perfguard.cluster.layout import ClusterLayout
-from perfguard.run.reframe import RunRequest, run_reframe
+from perfguard.run.reframe import RunRequest
 from perfguard.store.report import load
-from tests.conftest import TEST_CONTEXT
+from tests.conftest import run_checks
 
 
 def run_hello(*setvars: str):
-    outcome = run_reframe(TEST_CONTEXT, RunRequest(names=("MpiHelloCheck",),
+    outcome = run_checks(RunRequest(names=("MpiHelloCheck",),
                                      setvars=setvars))
     [case] = load(outcome.report).testcases
     return outcome, case

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import socket
 
-from perfguard.run.reframe import RunRequest, run_reframe
+from perfguard.run.reframe import RunRequest
 from perfguard.store.report import load
-from tests.conftest import TEST_CONTEXT, job_file
+from tests.conftest import job_file, run_checks
 
 
 def busy_port_before_a_free_one() -> socket.socket:
@@ -27,7 +27,7 @@ def test_busy_port_is_skipped_not_waited_for(layout) -> None:
     started on the port it moved to (expanded when run, not when the line was written)."""
     with busy_port_before_a_free_one() as busy:
         port = busy.getsockname()[1]
-        outcome = run_reframe(TEST_CONTEXT, RunRequest(
+        outcome = run_checks(RunRequest(
             names=("^UcxPerftestCheck.*%test=tag_lat%memory=host",),
             setvars=("iterations=1000", f"first_port={port}",
                      "message_sizes=8")))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import psycopg
 
+from perfguard import paths
 from perfguard.run.reframe import RunRequest, check_directories
-from perfguard.site import paths
 from tests.conftest import TEST_STATE, perfguard
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "writing-checks.md"

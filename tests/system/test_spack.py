@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perfguard.site import spack, stacks
+from perfguard.contract import stacks
+from perfguard.site import spack
 from perfguard.site.spack import SPACK_ENVS, environments, recipes
 from tests.conftest import TEST_STATE, dry_run_scripts, job_file, perfguard
 

@@ -18,10 +18,8 @@ import pytest
 from perfguard.cluster import faults
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.errors import PerfguardError
-from perfguard.sweep import analysis as sw
+from perfguard.judge import sweep as sw
 from tests.conftest import TEST_STATE, perfguard
-
-FOUR = ["n1", "n2", "n3", "n4"]
 
 
 # --- on the embedded cluster -------------------------------------------------------------

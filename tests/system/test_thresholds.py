@@ -11,10 +11,10 @@ from psycopg.types.json import Jsonb
 
 from perfguard.contract.references import References
 from perfguard.judge import thresholds as th
-from perfguard.run.reframe import RunRequest, run_reframe
+from perfguard.run.reframe import RunRequest
 from perfguard.store.ingest import RunMeta, ingest_paths
 from perfguard.store.report import load
-from tests.conftest import TEST_CONTEXT, perfguard
+from tests.conftest import perfguard, run_checks
 
 LAT = ["--system", "local", "--check", "UcxPerftestCheck", "--param", "test=tag_lat",
        "--metric", "latency", "--unit", "us", "--direction", "lower"]
@@ -87,7 +87,7 @@ def test_reframe_fails_check_that_misses_db_threshold(layout, tmp_path: Path) ->
     perfguard("thresholds", "set", "--dsn", dsn, *LAT, "--reference", "0.001", "--upper",
               "10%", "--reason", "impossible on purpose", check=True)
     try:
-        outcome = run_reframe(TEST_CONTEXT, RunRequest(names=("UcxPerftestCheck",),
+        outcome = run_checks(RunRequest(names=("UcxPerftestCheck",),
                                          extra=("-x", "UcxPerftestCheck%test=tag_bw"),
                                          setvars=("iterations=2000",)))
     finally:

@@ -1,7 +1,8 @@
-"""docs/architecture.md's import table is true: every perfguard module imports only its
-own package, the base, and what its folder's row says it may (the flow run → store →
-judge → present runs one way). The table is read from the page, so the test fails when
-an import breaks it and the page is what to change with it."""
+"""docs/architecture.md's package table is true: its folders are floors listed from the
+bottom; every perfguard module imports only its own package, the base, and what its
+folder's row allows, and a row allows only folders above it in the table. So no import
+runs back up the flow and no two folders import each other. The table is read from the
+page: the test fails when an import breaks it, and the page is what to change with it."""
 
 from __future__ import annotations
 
@@ -11,41 +12,59 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "architecture.md"
-#: What every package may import (the page says so beside the table).
-BASE = {"errors", "secrets", "states", "site.paths", "site.yamlfile"}
+#: What every package may import (the page says so below the table).
+BASE = {"errors", "secrets", "states", "paths", "yamlfile", "__version__"}
 
 
-def allowed_imports() -> dict[str, set[str]]:
-    rows = {}
+def floors() -> list[tuple[str, set[str]]]:
+    """The table's rows from the bottom: folder, and the folders its row allows."""
+    rows = []
     for line in PAGE.read_text().splitlines():
         row = re.match(r"\| `perfguard/(\w+)/` \| .* \| (.*) \|$", line)
-        if row and row.group(1) != "cli":  # the CLI may import everything, thinly
-            rows[row.group(1)] = set(re.findall(r"`([\w.]+)`", row.group(2))) | BASE
+        if row:
+            rows.append((row.group(1), set(re.findall(r"`(\w+)`", row.group(2)))))
     return rows
 
 
 def perfguard_imports(path: Path) -> set[str]:
-    """``store``, ``site.paths``, … for every ``perfguard.X[.Y]`` the module imports,
-    at its top or inside a function."""
+    """``store``, ``paths``, … for every ``perfguard.X`` the module imports, at its top
+    or inside a function (``from perfguard import paths`` too)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "perfguard":
+            found |= {alias.name for alias in node.names}
+            continue
         names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
             [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-        found |= {".".join(n.split(".")[1:3]) for n in names
-                  if n.startswith("perfguard.") and n.count(".") >= 1}
+        found |= {n.split(".")[1] for n in names if n.startswith("perfguard.")}
     return found
 
 
 def test_every_module_imports_what_its_row_allows() -> None:
-    rows = allowed_imports()
-    assert set(rows) >= {"contract", "site", "run", "store", "judge", "present", "sweep",
-                         "cluster"}
-    assert all(f"`{module}`" in PAGE.read_text() for module in BASE)
+    rows = dict(floors())
+    assert set(rows) >= {"cluster", "contract", "site", "run", "store", "judge", "present",
+                         "workflows", "cli"}
+    assert all(f"`{module}`" in PAGE.read_text() for module in BASE - {"__version__"})
     outside = []
     for package, allowed in rows.items():
+        if package == "cli":  # the CLI may import everything, thinly
+            continue
         for module in sorted((ROOT / "perfguard" / package).rglob("*.py")):
-            for target in perfguard_imports(module):
-                top = target.split(".")[0]
-                if top != package and target not in allowed and top not in allowed:
-                    outside.append(f"{module.relative_to(ROOT)} imports perfguard.{target}")
+            for target in perfguard_imports(module) - BASE - allowed - {package}:
+                outside.append(f"{module.relative_to(ROOT)} imports perfguard.{target}")
     assert outside == []
+
+
+def test_a_folder_allows_only_folders_below_it() -> None:
+    seen: set[str] = set()
+    upward = []
+    for package, allowed in floors():
+        if package != "cli":
+            upward += [f"{package} → {target}" for target in sorted(allowed - seen)]
+        seen.add(package)
+    assert upward == []
+
+
+def test_the_base_imports_only_the_base() -> None:
+    for name in BASE - {"__version__"}:
+        assert perfguard_imports(ROOT / "perfguard" / f"{name}.py") <= BASE, name

@@ -14,7 +14,7 @@ from perfguard.judge.fingerprint import (
     links_below_maximum,
 )
 from reframe_tests.common.fingerprints import SCRIPT, parse
-from tests.system.test_fingerprint import H100
+from tests.facts import H100
 
 
 def test_script_on_this_host_never_fails_and_reports_basics() -> None:

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from perfguard.errors import PerfguardError
-from perfguard.run.workflows import next_occurrence
+from perfguard.workflows.schedule import next_occurrence
 
 
 def test_cron_schedule() -> None:

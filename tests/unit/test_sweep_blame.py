@@ -14,9 +14,9 @@ import pytest
 from perfguard.contract import switches
 from perfguard.contract.rounds import circle_rounds, leaf_rounds
 from perfguard.errors import UsageError
-from perfguard.sweep import analysis as sw
-from tests.system.test_leaf_sweep import DATA, LEAVES
-from tests.system.test_sweep import FOUR
+from perfguard.judge import sweep as sw
+from tests.facts import FOUR, LEAVES
+from tests.facts import SWITCHES as DATA
 
 
 @pytest.mark.parametrize("count", range(2, 10))

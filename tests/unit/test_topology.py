@@ -9,7 +9,7 @@ import pytest
 
 from perfguard.contract.topology import load_system, load_systems, parse_cpu_list
 from perfguard.errors import PerfguardError
-from perfguard.site.paths import site_folder
+from perfguard.paths import site_folder
 
 SYSTEMS = site_folder("systems")[0].parent
 

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfguard import paths
 from perfguard.contract.topology import Partition, System, load_system, slurm_partition
 from perfguard.errors import PerfguardError, UsageError
-from perfguard.site import paths, slurm
+from perfguard.site import slurm
 from perfguard.site.context import Context
 from perfguard.site.detect import compact_cpus
 

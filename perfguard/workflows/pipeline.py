@@ -8,17 +8,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+import psycopg
+
+from perfguard.contract.references import References
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import run_findings
 from perfguard.judge import verdict as vd
+from perfguard.judge.thresholds import references_in_force
 from perfguard.run.reframe import RunRequest, library_revision, run_reframe
-from perfguard.site import check
 from perfguard.site.context import Context
 from perfguard.store import db
 from perfguard.store.ingest import RunMeta, ingest_paths
+from perfguard.workflows import site_check as check
 
 
 @dataclass
@@ -76,7 +81,7 @@ def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Com
     check.require_runnable(ctx, request.system, against_slurm=not request.dry_run)
     if ingest and not request.dry_run:
         require_current_schema(ctx)
-    outcome = run_reframe(ctx, request)
+    outcome = run_reframe(ctx, request, partial(write_references, ctx, request.system))
     if request.dry_run or not ingest:
         return Completed(outcome.returncode, outcome.report, None, "not ingested",
                          outcome.stalled)
@@ -84,6 +89,18 @@ def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Com
     [result] = ingest_paths(ctx.state, ctx.dsn, [outcome.report], RunMeta())
     return Completed(outcome.returncode, outcome.report, result.run_id, result.message,
                      outcome.stalled)
+
+
+def write_references(ctx: Context, system: str, directory: Path) -> Path:
+    """The system's thresholds in force, as the checks read them; where the database
+    cannot say, the file says why (the checks run on without references)."""
+    try:
+        with db.connect(ctx.dsn) as conn:
+            db.require_current(conn)
+            found = references_in_force(conn, system)
+    except (PerfguardError, psycopg.Error) as exc:
+        found = References(unavailable=f"{exc}".strip().splitlines()[0])
+    return found.write(directory / "references.json")
 
 
 def require_current_schema(ctx: Context) -> None:

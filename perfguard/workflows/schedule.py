@@ -1,121 +1,26 @@
-"""The admin workflows: the nightly acceptance run (locked, notified, scheduled) and the
-after-upgrade comparison; the fabric sweep has its own (perfguard.sweep.workflow)."""
+"""The nightly scheduled from the cluster itself: a scrontab block, or (where scrontab is
+missing) a recurring batch job in a partition the nightly does not measure."""
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
 import shlex
 import shutil
 import subprocess
 import sys
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
 from croniter import CroniterError, croniter
 
 from perfguard.contract.topology import slurm_partition
-from perfguard.errors import AlreadyRunning, PerfguardError, UsageError
+from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import fingerprint as fp
-from perfguard.judge import verdict as vd
-from perfguard.run.pipeline import RunVerdict, run_pipeline
-from perfguard.run.reframe import RunRequest
-from perfguard.site import check, slurm
+from perfguard.site import slurm
 from perfguard.site.context import Context
-from perfguard.store import db
+from perfguard.workflows import site_check as check
 
 SCRON_BEGIN = "# >>> perfguard nightly >>>"
 SCRON_END = "# <<< perfguard nightly <<<"
-
-
-# --- nightly ---------------------------------------------------------------------
-@contextmanager
-def nightly_lock(state: Path, system: str) -> Iterator[None]:
-    """One nightly per state directory at a time; a second is refused, naming the first.
-    Manual runs, upgrade checks and sweeps take no lock: each has its own directories."""
-    path = state / "nightly.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            holder = lock.read().strip() or "a process that has not written its name yet"
-            raise AlreadyRunning(f"another nightly is running ({holder}; lock {path}): "
-                                 f"this one did not start") from None
-        lock.truncate(0)
-        lock.write(f"pid {os.getpid()} on {os.uname().nodename}, system {system}, since "
-                   f"{datetime.now():%Y-%m-%d %H:%M:%S}")
-        lock.flush()
-        try:
-            yield
-        finally:
-            lock.truncate(0)
-
-
-def nightly(ctx: Context, tags: tuple[str, ...], system: str,
-            labels: tuple[str, ...] = ()) -> RunVerdict:
-    with nightly_lock(ctx.state, system):
-        outcome = run_pipeline(ctx, RunRequest(system=system, tags=tags, trigger="nightly",
-                                               labels=labels))
-    outcome.text = f"perfguard nightly on {system}: run {outcome.completed.run_id}\n" \
-                   f"{outcome.text}"
-    return _with_report(ctx, outcome)
-
-
-def _with_report(ctx: Context, outcome: RunVerdict, baseline: str | None = None
-                 ) -> RunVerdict:
-    """Write the run's HTML report and name it in the text (mail, webhook). A report that
-    cannot be written is said so; the verdict stands without it."""
-    from perfguard.present import htmlreport
-
-    if not outcome.completed.stored:
-        return outcome
-    try:
-        with db.connect(ctx.dsn) as conn:
-            before = vd.resolve_run(conn, baseline) if baseline else None
-        outcome.html = htmlreport.write_for_run(ctx.state, ctx.dsn, outcome.completed.run_id,
-                                                before)
-        outcome.text += f"\n\nHTML report: {outcome.html}"
-    except (PerfguardError, OSError, ValueError) as exc:
-        outcome.text += f"\n\nHTML report not written: {exc}"
-    return outcome
-
-
-def summary(outcome: RunVerdict, system: str) -> dict:
-    """The webhook's JSON payload."""
-    counts = vd.counts(outcome.lines)
-    failures = [{"check": line.check, "params": line.params, "partition": line.partition,
-                 "metric": line.metric, "value": line.value, "reference": line.reference,
-                 "status": line.status, "detail": line.detail}
-                for line in outcome.lines if line.status in vd.FAILING]
-    return {"system": system, "run_id": outcome.completed.run_id,
-            "status": outcome.status.lower(), "counts": counts,
-            "failures": failures, "report": str(outcome.completed.report),
-            "html_report": str(outcome.html) if outcome.html else None}
-
-
-def notify_webhook(url: str, payload: dict) -> None:
-    request = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=15) as response:
-            response.read()
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise PerfguardError(f"webhook {url} failed: {exc}") from exc
-
-
-def notify_mail(command: str, subject_status: str, text: str) -> None:
-    result = subprocess.run(command, shell=True, input=f"{subject_status}\n\n{text}\n",
-                            text=True, capture_output=True, timeout=60)
-    if result.returncode != 0:
-        raise PerfguardError(f"mail command `{command}` failed ({result.returncode}): "
-                             f"{result.stderr.strip()}")
 
 
 # --- scrontab ----------------------------------------------------------------------
@@ -261,57 +166,3 @@ def submit_recurring(ctx: Context, schedule: str, arguments: list[str],
 def cancel_recurring(ctx: Context) -> None:
     subprocess.run(["scancel", f"--name={JOB_NAME}"], capture_output=True,
                    env=ctx.slurm_env())
-
-
-# --- after an upgrade -----------------------------------------------------------------
-def excluded_nodes(ctx: Context, keep: str) -> tuple[set[str], str]:
-    """The nodes ``keep`` names, and the partition's other nodes as a list for
-    sbatch --exclude."""
-    env = ctx.slurm_env()
-    wanted = subprocess.run(["scontrol", "show", "hostnames", keep], capture_output=True,
-                            text=True, env=env)
-    every = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
-                           env=env)
-    if wanted.returncode != 0 or every.returncode != 0:
-        raise PerfguardError(f"cannot resolve nodes {keep!r}: "
-                             f"{(wanted.stderr or every.stderr).strip()}")
-    keep_set = set(wanted.stdout.split())
-    unknown = keep_set - set(every.stdout.split())
-    if unknown:
-        raise PerfguardError(f"--nodes names nodes Slurm does not know: {sorted(unknown)}")
-    return keep_set, ",".join(sorted(set(every.stdout.split()) - keep_set, key=fp.natural_key))
-
-
-def upgrade_check(ctx: Context, baseline: str, nodes: str | None,
-                  tags: tuple[str, ...], system: str, accept: str | None = None) -> RunVerdict:
-    with db.connect(ctx.dsn) as conn:
-        vd.resolve_run(conn, baseline)  # a wrong baseline fails before anything runs
-    extra: tuple[str, ...] = ()
-    setvars: tuple[str, ...] = ()
-    kept: set[str] | None = None
-    if nodes:
-        kept, others = excluded_nodes(ctx, nodes)
-        extra = ("-J", f"exclude={others}") if others else ()
-        # shapes that need more nodes than given are skipped before anything is submitted
-        setvars = (f"nodes_available={len(kept)}",)
-    outcome = run_pipeline(ctx, RunRequest(system=system, tags=tags, extra=extra,
-                                           setvars=setvars, trigger="upgrade",
-                                           labels=("post-upgrade",)), baseline, kept)
-    outcome.text = (f"perfguard upgrade check on {system}"
-                    + (f" (nodes {nodes})" if nodes else "")
-                    + f": run {outcome.completed.run_id} against baseline {baseline}\n"
-                    + outcome.text)
-    if accept and outcome.completed.run_id is not None:
-        outcome.text += "\n" + accept_new_level(ctx, outcome.completed.run_id, kept, accept)
-    return _with_report(ctx, outcome, baseline)
-
-
-def accept_new_level(ctx: Context, run_id: int, nodes: set[str] | None, reason: str) -> str:
-    """The upgrade's run as the new level of what it measured (every line, or the lines of
-    the upgraded nodes): later runs are judged against it, as `perfguard accept` does."""
-    subjects = sorted(nodes, key=fp.natural_key) if nodes else ["*"]
-    with db.connect(ctx.dsn) as conn:
-        for subject in subjects:
-            vd.accept(conn, subject, run_id, reason)
-    return (f"accepted: {', '.join(subjects)} judged against the level of run {run_id} from "
-            f"now on ({reason}); `perfguard accept --list` shows it")

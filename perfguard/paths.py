@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1]
+PACKAGE = Path(__file__).resolve().parent
 _SHIPPED_IN_PACKAGE = PACKAGE / "shipped"
 #: The source checkout this package runs from (editable install), or None (a wheel).
 CHECKOUT: Path | None = None if _SHIPPED_IN_PACKAGE.is_dir() else PACKAGE.parent
@@ -109,7 +109,7 @@ def topology_files(state: Path | None = None) -> list[Path]:
 
 def spack_packages_file() -> Path:
     """The externals every Spack stack includes: the site's ``spack_packages.yaml``, else
-    the shipped example ``spack_envs/site/packages.yaml`` (perfguard.site.stacks)."""
+    the shipped example ``spack_envs/site/packages.yaml`` (perfguard.contract.stacks)."""
     site = site_dir()
     if site is not None and (site / "spack_packages.yaml").is_file():
         return site / "spack_packages.yaml"

@@ -18,7 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from perfguard.site.paths import SPACK_ENVS_DIR, spack_packages_file
+from perfguard.paths import SPACK_ENVS_DIR, spack_packages_file
 
 #: What the shipped manifests write for the install root.
 ROOT_VARIABLE = "${PERFGUARD_SPACK_ROOT}"

@@ -494,7 +494,7 @@ def host_load() -> str:
 def load_criteria(path: Path, system: str) -> Criteria:
     """The system's entry of site_config/sweep.yaml over its defaults; errors name the key."""
     from perfguard.errors import UsageError
-    from perfguard.site.yamlfile import load_yaml
+    from perfguard.yamlfile import load_yaml
 
     if not path.exists():
         return Criteria()

@@ -7,19 +7,19 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfguard import paths
 from perfguard.contract import switches
 from perfguard.contract.switches import leaf_of
 from perfguard.errors import PerfguardError
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
+from perfguard.judge import sweep as sw
 from perfguard.judge import verdict as vd
-from perfguard.run.pipeline import run_and_store
 from perfguard.run.reframe import RunRequest
-from perfguard.run.workflows import excluded_nodes
-from perfguard.site import paths
 from perfguard.site.context import Context
 from perfguard.store import db
-from perfguard.sweep import analysis as sw
+from perfguard.workflows.pipeline import run_and_store
+from perfguard.workflows.upgrade import excluded_nodes
 
 
 @dataclass

@@ -1,1 +1,0 @@
-"""The fabric sweep's analysis: who is slow, retested before blamed."""

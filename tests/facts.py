@@ -1,0 +1,16 @@
+"""What the unit and the system suites both describe: recorded data and the example
+fabrics they are judged on (plain values: importing this starts nothing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
+#: The recorded switch tables (ibnetdiscover, ibswitches) of the leaf-sweep tests.
+SWITCHES = DATA / "switches"
+#: The recorded H100 node (nvidia-smi, sysfs) of the fingerprint tests.
+H100 = DATA / "h100"
+#: Four leaves of four nodes.
+LEAVES = {f"leaf{leaf}": [f"n{leaf}{i}" for i in range(1, 5)] for leaf in range(1, 5)}
+#: The embedded cluster's four nodes, as a sweep names them.
+FOUR = ["n1", "n2", "n3", "n4"]
