@@ -20,7 +20,7 @@ import jinja2
 import psycopg
 from psycopg.rows import dict_row
 
-from perfguard import __version__
+from perfguard import __version__, states
 from perfguard.judge import curves, run_findings
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
@@ -31,7 +31,8 @@ from perfguard.store import db
 
 #: Lines shown with evidence at the top (the rest sit in the full table); an inconclusive
 #: line whose series is still too short for a baseline is only counted (it is learning).
-TOP_STATES = (vd.FAIL, vd.REGRESSION, vd.TEST_FAILED, vd.IMPROVEMENT, vd.INCONCLUSIVE)
+TOP_STATES = (states.FAIL, states.REGRESSION, states.TEST_FAILED, states.IMPROVEMENT,
+              states.INCONCLUSIVE)
 #: Lines of the top table that get a history sparkline: the file stays small at 2,000
 #: test cases.
 MAX_SPARKLINES = 100
@@ -373,7 +374,7 @@ def _sparkline(line: vd.Line, index: int) -> str:
         return ""
     j = line.judgement
     return plots.sparkline(list(line.series[-31:]), j.band if j else None,
-                           line.status in vd.FAILING)
+                           line.status in states.FAILING)
 
 
 def render_html(report: Report) -> str:
@@ -385,8 +386,9 @@ def render_html(report: Report) -> str:
 
 
 def _state_class(state: str) -> str:
-    return {vd.FAIL: "bad", vd.REGRESSION: "bad", vd.TEST_FAILED: "bad",
-            vd.IMPROVEMENT: "good", vd.INCONCLUSIVE: "warn", vd.PASS: "ok"}.get(state, "muted")
+    return {states.FAIL: "bad", states.REGRESSION: "bad", states.TEST_FAILED: "bad",
+            states.IMPROVEMENT: "good", states.INCONCLUSIVE: "warn",
+            states.PASS: "ok"}.get(state, "muted")
 
 
 def render_markdown(report: Report, html_name: str | None = None) -> str:

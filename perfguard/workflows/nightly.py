@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+from perfguard import states
 from perfguard.errors import AlreadyRunning, PerfguardError
 from perfguard.judge import verdict as vd
 from perfguard.run.reframe import RunRequest
@@ -81,7 +82,7 @@ def summary(outcome: RunVerdict, system: str) -> dict:
     failures = [{"check": line.check, "params": line.params, "partition": line.partition,
                  "metric": line.metric, "value": line.value, "reference": line.reference,
                  "status": line.status, "detail": line.detail}
-                for line in outcome.lines if line.status in vd.FAILING]
+                for line in outcome.lines if line.status in states.FAILING]
     return {"system": system, "run_id": outcome.completed.run_id,
             "status": outcome.status.lower(), "counts": counts,
             "failures": failures, "report": str(outcome.completed.report),
