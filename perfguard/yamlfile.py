@@ -1,12 +1,17 @@
-"""Reading the YAML files admins hand us (thresholds, topologies, stacks), safely.
+"""Reading the YAML files admins hand us (thresholds, topologies, rules, stacks), safely,
+and checking each against its JSON Schema (``perfguard/schemas/<name>.schema.yaml``).
 
 Safe loading alone still expands aliases: 600 bytes of nested ``*a`` references
 become hundreds of megabytes. Our files never need aliases, so they are refused,
-and a file larger than any real one is refused before it is parsed.
+and a file larger than any real one is refused before it is parsed. Every site file's
+shape is checked by one mechanism, jsonschema (ReFrame needs it too), and every problem
+is a line naming the file, the place in it and, for an unknown key, the key meant.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +20,7 @@ import yaml
 from perfguard.errors import UsageError
 
 MAX_BYTES = 4 * 1024 * 1024
+SCHEMAS_DIR = Path(__file__).parent / "schemas"
 
 
 class _NoAliasLoader(yaml.SafeLoader):
@@ -27,8 +33,11 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-def load_yaml(path: Path, what: str) -> Any:
-    """The document in ``path``; any problem is a UsageError naming the file."""
+def load_yaml(path: Path, what: str, schema: str | None = None) -> Any:
+    """The document in ``path``; any problem is a UsageError naming the file. With a
+    ``schema`` (``topology``, ``thresholds``, ``verdict_rules``, ``sweep``,
+    ``mpi_flavours``) an empty file is an empty mapping, and every place that breaks the
+    schema is one line of the error."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -39,6 +48,48 @@ def load_yaml(path: Path, what: str) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read {what} file: {exc}") from exc
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise UsageError(f"{path}: not valid YAML for a {what} file: {exc}") from exc
+    if schema is None:
+        return data
+    data = {} if data is None else data
+    problems = schema_problems(data, schema)
+    if problems:
+        raise UsageError(f"{path}: " + f"\n{path}: ".join(problems))
+    return data
+
+
+@functools.cache
+def _validator(schema: str):  # noqa: ANN202 - a jsonschema validator, imported lazily
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(load_yaml(SCHEMAS_DIR / f"{schema}.schema.yaml", "schema"))
+
+
+def schema_problems(data: Any, schema: str) -> list[str]:
+    """What in a document breaks the schema ``schema``, one line each, by place in the
+    document (``partitions[0].measurment_options: unknown key (did you mean …)``)."""
+    errors = _validator(schema).iter_errors(data)
+    return [_problem(error) for error in sorted(
+        errors, key=lambda e: [str(p) for p in e.absolute_path])]
+
+
+def _problem(error) -> str:  # noqa: ANN001 - a jsonschema ValidationError
+    place = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    place = place.lstrip(".")
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict) \
+            and "properties" in error.schema:
+        known = list(error.schema["properties"])
+        return "; ".join(f"{place + '.' if place else ''}{key}: unknown key"
+                         f"{_did_you_mean(str(key), known)}"
+                         for key in error.instance if key not in known)
+    if error.validator == "required":
+        missing = error.message.split("'")[1]
+        return f"{place or '(top level)'}: missing '{missing}'"
+    return f"{place or '(top level)'}: {error.message}"
+
+
+def _did_you_mean(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(known)})"

@@ -9,12 +9,11 @@ from it: which cores, which GPU and which HCA knob for a given HCA.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfguard.errors import PerfguardError, UsageError
+from perfguard.errors import PerfguardError
 from perfguard.yamlfile import load_yaml
 
 #: PCIe affinity between a GPU and an HCA, best first (nvidia-smi topo -m legend).
@@ -297,44 +296,9 @@ def _partition(data: dict, where: str) -> Partition:
         env_vars=tuple((str(k), str(v)) for k, v in (data.get("env_vars") or {}).items()))
 
 
-SCHEMA_FILE = Path(__file__).with_name("topology.schema.yaml")
-
-
-def schema_problems(data: Any) -> list[str]:
-    """What in a topology document breaks its schema, one line each, by place in the
-    document (``partitions[0].measurment_options: unknown key; did you mean …``)."""
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(load_yaml(SCHEMA_FILE, "schema"))
-    return [_schema_problem(error) for error in sorted(
-        validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])]
-
-
-def _schema_problem(error) -> str:  # noqa: ANN001 - a jsonschema ValidationError
-    place = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    place = place.lstrip(".")
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        known = list(error.schema.get("properties", {}))
-        return "; ".join(f"{place + '.' if place else ''}{key}: unknown key"
-                         f"{_did_you_mean(str(key), known)}"
-                         for key in error.instance if key not in known)
-    if error.validator == "required":
-        missing = error.message.split("'")[1]
-        return f"{place or '(top level)'}: missing '{missing}'"
-    return f"{place or '(top level)'}: {error.message}"
-
-
-def _did_you_mean(key: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(key, known, n=1)
-    return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(known)})"
-
-
 def load_system(path: Path) -> System:
-    data = load_yaml(path, "topology")
+    data = load_yaml(path, "topology", schema="topology")
     where = str(path)
-    problems = schema_problems(data)
-    if problems:
-        raise UsageError(f"{where}: " + f"\n{where}: ".join(problems))
     try:
         partitions = tuple(_partition(p, f"{where}: partitions[{i}]")
                            for i, p in enumerate(_require(data, "partitions", where)))

@@ -104,29 +104,14 @@ def load_rules(path: Path) -> Rules:
 
     if not path.exists():
         return DEFAULT_RULES
-    data = load_yaml(path, "verdict rules")
-    if not isinstance(data, dict) or not isinstance(data.get("rules", []), list):
-        raise UsageError(f"{path}: expected a mapping with a 'rules' list")
-    fields = {f.name: f.type for f in dataclasses.fields(Rule)}
+    data = load_yaml(path, "verdict rules", schema="verdict_rules")
     entries = []
     for index, entry in enumerate(data.get("rules") or []):
-        where = f"{path}: rules[{index}]"
-        if not isinstance(entry, dict):
-            raise UsageError(f"{where}: expected a mapping")
-        unknown = set(entry) - set(fields) - {"check", "metric"}
-        if unknown:
-            raise UsageError(f"{where}: unknown keys {sorted(unknown)} (known: check, metric, "
-                             f"{', '.join(fields)})")
-        values = {k: v for k, v in entry.items() if k in fields}
-        for key, value in values.items():
-            if fields[key] == "bool":
-                if not isinstance(value, bool):
-                    raise UsageError(f"{where}: {key} must be true or false, not {value!r}")
-            elif isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise UsageError(f"{where}: {key} must be a positive number, not {value!r}")
+        values = {k: v for k, v in entry.items() if k not in ("check", "metric")}
         rule = dataclasses.replace(DEFAULT_RULE, **values)
-        if not 1 <= rule.needed <= rule.confirm:
-            raise UsageError(f"{where}: needed must be between 1 and confirm")
+        if rule.needed > rule.confirm:
+            raise UsageError(f"{path}: rules[{index}]: needed ({rule.needed}) must not be "
+                             f"more than confirm ({rule.confirm})")
         entries.append((str(entry.get("check", "*")), str(entry.get("metric", "*")), rule))
     return Rules(tuple(entries))
 

@@ -30,18 +30,8 @@ def policy(path: Path | None = None) -> fd.Policy:
     from perfguard.yamlfile import load_yaml
 
     path = rules_file() if path is None else path
-    data = (load_yaml(path, "verdict rules") if path.exists() else {}) or {}
-    given = data.get("findings") or {}
-    fields = {f.name for f in dataclasses.fields(fd.Policy)}
-    unknown = set(given) - fields if isinstance(given, dict) else {"(not a mapping)"}
-    if unknown:
-        raise UsageError(f"{path}: findings: unknown keys {sorted(unknown)} (known: "
-                         f"{', '.join(sorted(fields))})")
-    for key, value in given.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise UsageError(f"{path}: findings.{key} must be a positive number, not "
-                             f"{value!r}")
-    return dataclasses.replace(fd.DEFAULT_POLICY, **given)
+    data = load_yaml(path, "verdict rules", schema="verdict_rules") if path.exists() else {}
+    return dataclasses.replace(fd.DEFAULT_POLICY, **(data.get("findings") or {}))
 
 
 def evidence_of(line: Line, rules: fd.Policy) -> tuple[dict, tuple[float, ...]]:

@@ -257,30 +257,15 @@ def to_yaml(system: str, thresholds: list[Threshold]) -> str:
 
 def from_yaml(path: Path) -> list[Threshold]:
     """Every entry of a thresholds file, all validated before any is used."""
-    data = load_yaml(path, "thresholds")
-    if not isinstance(data, dict) or "system" not in data or not isinstance(
-            data.get("thresholds"), list):
-        raise UsageError(f"{path}: expected a mapping with 'system' and a 'thresholds' list")
+    data = load_yaml(path, "thresholds", schema="thresholds")
     return [_entry(data["system"], entry, f"{path}: thresholds[{i}]")
             for i, entry in enumerate(data["thresholds"])]
 
 
-def _entry(system: str, entry: Any, where: str) -> Threshold:
-    if not isinstance(entry, dict):
-        raise UsageError(f"{where}: expected a mapping")
-    unknown = set(entry) - set(_YAML_KEYS)
-    missing = {"check", "metric", "reference", "direction"} - set(entry)
-    if unknown or missing:
-        raise UsageError(f"{where}: unknown keys {sorted(unknown)}, missing keys "
-                         f"{sorted(missing)}")
-    params = entry.get("params") or {}
-    if not isinstance(params, dict) or not all(
-            isinstance(v, (str, int, float)) and not isinstance(v, bool)
-            for v in params.values()):
-        raise UsageError(f"{where}: params must map parameter names to plain values, "
-                         f"not {params!r}"[:300])
+def _entry(system: str, entry: dict, where: str) -> Threshold:
+    """One entry of a file its schema passed: parameters as the checks name them."""
     values = {k: entry[k] for k in _YAML_KEYS if k in entry}
-    values["params"] = {str(k): str(v) for k, v in params.items()}
+    values["params"] = {str(k): str(v) for k, v in (entry.get("params") or {}).items()}
     for key in ("reference", "lower", "upper"):
         if isinstance(values.get(key), int) and not isinstance(values[key], bool):
             values[key] = float(values[key])

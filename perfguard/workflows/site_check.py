@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from perfguard.errors import PerfguardError, UsageError
 from perfguard.site import slurm
 from perfguard.site.context import Context
 from perfguard.site.detect import compact_cpus
+from perfguard.yamlfile import load_yaml
 
 
 @dataclass
@@ -53,6 +55,8 @@ def read_site_files(ctx: Context) -> SiteFiles:
     for path in paths.site_folder("thresholds"):
         files.load(path, thresholds.from_yaml)
     files.load(rules_file(), load_rules)
+    for name, schema in (("sweep.yaml", "sweep"), ("mpi_flavours.yaml", "mpi_flavours")):
+        files.load(paths.site_file(name), partial(load_yaml, what=name, schema=schema))
     return files
 
 

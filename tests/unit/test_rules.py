@@ -26,11 +26,16 @@ def test_judge_needs_two_of_the_last_three_runs(recent: list[float], state: str)
     assert judge(history, recent, "lower").state == flipped
 
 @pytest.mark.parametrize("text, message", [
-    ("rules:\n  - metric: 'lat*'\n    kk: 2\n", "rules[0]: unknown keys ['kk']"),
-    ("rules:\n  - metric: 'lat*'\n    k: -1\n", "rules[0]: k must be a positive number"),
-    ("rules:\n  - needed: 4\n", "rules[0]: needed must be between 1 and confirm"),
-    ("rules: 3\n", "expected a mapping with a 'rules' list"),
-    ("rules:\n  - same_fingerprint: 1\n", "same_fingerprint must be true or false, not 1"),
+    ("rules:\n  - metric: 'lat*'\n    kk: 2\n", "rules[0].kk: unknown key (did you mean 'k'?)"),
+    ("rules:\n  - metric: 'lat*'\n    k: -1\n",
+     "rules[0].k: -1 is less than or equal to the minimum of 0"),
+    ("rules:\n  - needed: 4\n", "rules[0]: needed (4) must not be more than confirm (3)"),
+    ("rules: 3\n", "rules: 3 is not of type 'array'"),
+    ("rules:\n  - same_fingerprint: 1\n", "rules[0].same_fingerprint: 1 is not of type 'boolean'"),
+    ("findings: {alpah: 0.1}\nrun: {min_measured_share: 2}\n",
+     "findings.alpah: unknown key (did you mean 'alpha'?)\n"),
+    ("run: {min_measured_share: 2}\n",
+     "run.min_measured_share: 2 is greater than the maximum of 1"),
 ])
 def test_bad_verdict_rules_are_named(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "verdict_rules.yaml"

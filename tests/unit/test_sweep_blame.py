@@ -143,9 +143,10 @@ def test_line_rate_raises_the_floor() -> None:
     assert len(sw.failing(ms, sw.limits(ms, {"mlx5_0": rate}))) == 2
 
 @pytest.mark.parametrize("text, message", [
-    ("default: {bandwidth_fraction: high}\n", "bandwidth_fraction must be a non-negative"),
-    ("systems: {x: {retests: 1.5}}\n", "retests must be a non-negative int"),
-    ("default: {ratio: 1}\n", "unknown keys ['ratio']"),
+    ("default: {bandwidth_fraction: high}\n",
+     "default.bandwidth_fraction: 'high' is not of type 'number'"),
+    ("systems: {x: {retests: 1.5}}\n", "systems.x.retests: 1.5 is not of type 'integer'"),
+    ("default: {ratio: 1}\n", "default.ratio: unknown key (known: bandwidth_fraction,"),
 ])
 def test_bad_sweep_criteria_are_named(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "sweep.yaml"

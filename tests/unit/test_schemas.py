@@ -1,0 +1,54 @@
+"""Every site file's schema (perfguard/schemas/) knows exactly the settings its loader
+takes, and the shipped site files pass their schemas: a key the code reads but the
+schema refuses, or one the schema lets through that the code never reads, fails here."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from perfguard import paths
+from perfguard.errors import UsageError
+from perfguard.judge import findings, rules, sweep, thresholds
+from perfguard.yamlfile import SCHEMAS_DIR, load_yaml, schema_problems
+
+
+def schema(name: str) -> dict:
+    return yaml.safe_load((SCHEMAS_DIR / f"{name}.schema.yaml").read_text())
+
+
+def fields(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def test_each_schema_names_what_its_loader_takes() -> None:
+    verdict_rules = schema("verdict_rules")["properties"]
+    assert set(verdict_rules["rules"]["items"]["properties"]) == \
+        fields(rules.Rule) | {"check", "metric"}
+    assert set(verdict_rules["findings"]["properties"]) == fields(findings.Policy)
+    assert set(schema("sweep")["$defs"]["criteria"]["properties"]) == fields(sweep.Criteria)
+    entry = schema("thresholds")["properties"]["thresholds"]["items"]
+    assert set(entry["properties"]) == set(thresholds._YAML_KEYS)
+
+
+@pytest.mark.parametrize("name, files", [
+    ("verdict_rules", ["verdict_rules.yaml"]), ("sweep", ["sweep.yaml"]),
+    ("mpi_flavours", ["mpi_flavours.yaml"]), ("thresholds", ["thresholds/local.yaml"]),
+    ("topology", ["systems/ndr4x4.yaml", "systems/seedfdr.yaml"])])
+def test_the_shipped_files_pass_their_schemas(name: str, files: list[str]) -> None:
+    for file in files:
+        assert schema_problems(load_yaml(paths.DEFAULTS_DIR / file, name), name) == []
+
+
+def test_a_misspelt_flavour_knob_is_named_with_the_one_meant(tmp_path: Path) -> None:
+    path = tmp_path / "mpi_flavours.yaml"
+    path.write_text("mine:\n  hca: {X: '{hca}'}\n  gdr_on: {}\n  gdr_of: {}\n"
+                    "  device_buffers: {}\n")
+    with pytest.raises(UsageError) as error:
+        load_yaml(path, "MPI flavours", schema="mpi_flavours")
+    assert set(str(error.value).splitlines()) == {
+        f"{path}: mine.gdr_of: unknown key (did you mean 'gdr_off'?)",
+        f"{path}: mine: missing 'gdr_off'"}
