@@ -79,6 +79,8 @@ def synthetic_report(started: float, checks: int = CHECKS, variants: int = VARIA
                 "unique_name": f"{name}{check}_{variant}", "system": "bench",
                 "partition": "gpu", "environ": "gnu", "result": "pass", "run_index": 0,
                 "jobid": str(1000 + variant), "job_nodelist": ["n1", "n2"], "job_exitcode": 0,
+                "filename": "synth.py", "fail_phase": None, "fail_reason": None,
+                "job_completion_time_unix": started + 60, "time_total": 60.0,
                 "perfvalues": {
                     "bench:gpu:latency": [1.5 + variant / 100, 0, None, None, "us", "pass"],
                     "bench:gpu:bandwidth": [12000.0 - variant, 0, None, None, "MB/s", "pass"]},
@@ -88,9 +90,10 @@ def synthetic_report(started: float, checks: int = CHECKS, variants: int = VARIA
             })
     return {"session_info": {"data_version": "4.2", "uuid": str(uuid.uuid4()),
                              "time_start_unix": started, "time_end_unix": started + 3600,
-                             "version": "4.10.4", "cmdline": "reframe -r", "hostname": "login",
-                             "user": "bench"},
-            "runs": [{"testcases": cases}]}
+                             "time_elapsed": 3600.0, "version": "4.10.4",
+                             "cmdline": "reframe -r", "hostname": "login", "user": "bench"},
+            "restored_cases": [],
+            "runs": [{"testcases": cases, "num_cases": len(cases), "num_failures": 0}]}
 
 
 def create_database(dsn_admin: str) -> tuple[str, str]:

@@ -1,16 +1,20 @@
 """ReFrame run reports: load, validate and flatten them into what perfguard stores.
 
-A report that is malformed, truncated, of an unknown data version or carrying
-non-finite numbers raises ReportError naming the file and the place; nothing
-downstream ever sees half a report.
+A report that is malformed, truncated, of an unknown data version, not what ReFrame's
+own schema (``reframe/schemas/runreport.json`` of the installed ReFrame) describes, or
+carrying non-finite numbers raises ReportError naming the file and the place; nothing
+downstream ever sees half a report. perfguard's own variables (``perfguard_samples``,
+fingerprints, directions), which the schema leaves open, are checked here.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
+import importlib.util
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -192,6 +196,7 @@ def parse(raw: Any, path: Path) -> Report:
         for case_no, case in enumerate(cases):
             where = f"{path}: runs[{run_no}].testcases[{case_no}]"
             testcases.append(_testcase(_typed(case, dict, where), where))
+    _as_reframe_describes(raw, path)
     return Report(
         path=path, session_uuid=uuid, data_version=version,
         started=_time(info.get("time_start_unix"), info.get("time_start")) or _now(),
@@ -200,6 +205,28 @@ def parse(raw: Any, path: Path) -> Report:
         hostname=str(info.get("hostname", "")), user=str(info.get("user", "")),
         testcases=testcases,
     )
+
+
+@functools.cache
+def _runreport_validator() -> Callable[[Any], Any]:
+    """ReFrame's schema of a run report, compiled once (fastjsonschema: 9 µs a test case
+    where jsonschema took 175, 9 s of a 50,000-test-case run; benchmarks/ingest.py)."""
+    import fastjsonschema
+
+    schema = Path(importlib.util.find_spec("reframe").origin).parent / "schemas" / \
+        "runreport.json"
+    return fastjsonschema.compile(json.loads(schema.read_text()))
+
+
+def _as_reframe_describes(raw: dict, path: Path) -> None:
+    from fastjsonschema import JsonSchemaException
+
+    try:
+        _runreport_validator()(raw)
+    except JsonSchemaException as exc:
+        place = exc.message.replace("data.", "", 1).replace("data ", "(top level) ", 1)
+        raise ReportError(f"{path}: not a run report as ReFrame's schema describes it "
+                          f"(reframe/schemas/runreport.json): {place}") from None
 
 
 def _typed(value: Any, kind: type, where: str) -> Any:

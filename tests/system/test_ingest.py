@@ -94,11 +94,14 @@ def broken_copies(demo_report: Path, tmp_path: Path) -> dict[str, Path]:
     case = next(tc for run in nan["runs"] for tc in run["testcases"] if tc["perfvalues"])
     key = next(iter(case["perfvalues"]))
     case["perfvalues"][key][0] = float("nan")
+    off_schema = json.loads(text)
+    off_schema["runs"][0]["testcases"][1]["result"] = 7  # perfguard would read it as "7"
     files = {
         "truncated": text[: len(text) // 2],
         "unknown_version": json.dumps(unknown),
         "nan": json.dumps(nan),
         "not_a_report": json.dumps({"hello": raw["session_info"]["uuid"]}),
+        "off_schema": json.dumps(off_schema),
     }
     paths = {}
     for name, content in files.items():
@@ -112,6 +115,8 @@ def broken_copies(demo_report: Path, tmp_path: Path) -> dict[str, Path]:
     ("unknown_version", "unsupported report data_version '3.1'"),
     ("nan", "is not finite"),
     ("not_a_report", "not a ReFrame run report"),
+    ("off_schema", "not a run report as ReFrame's schema describes it "
+                   "(reframe/schemas/runreport.json): runs[0].testcases[1].result must be string"),
 ])
 def test_bad_report_is_parked_and_db_unchanged(migrated_dsn: str, demo_report: Path,
                                                 tmp_path: Path, kind: str, message: str) -> None:
