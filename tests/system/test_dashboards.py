@@ -18,6 +18,7 @@ import yaml
 from perfguard.paths import CHECKOUT as REPO_ROOT
 from perfguard.present import dashboards
 from tests.conftest import DATA, perfguard
+from tests.facts import AS_REFRAME_WRITES
 from tests.system.test_history_verdicts import ingest
 
 NOW = datetime.now(timezone.utc)
@@ -30,7 +31,7 @@ SEED_HIMENO = {(1, 2): 11775.91, (1, 8): 42359.61, (1, 24): 52442.97, (2, 12): 9
 
 
 def omb_case(bandwidths: list[tuple[int, float]], result: str = "pass") -> dict:
-    return {"name": "OsuPt2PtCheck", "unique_name": "OsuPt2PtCheck_1",
+    return {**AS_REFRAME_WRITES, "name": "OsuPt2PtCheck", "unique_name": "OsuPt2PtCheck_1",
             "display_name": "OsuPt2PtCheck %hca=mlx4_0 %benchmark=osu_bw %transfer=H-H "
                             "%placement=inter",
             "system": "local", "partition": "compute", "environ": "gnu-openmpi",
@@ -51,7 +52,7 @@ def himeno_cases() -> list[dict]:
         ranks = nodes * rpn
         speedup = mflops / base
         cases.append({
-            "name": "HimenoCheck", "unique_name": f"HimenoCheck_{index}",
+            **AS_REFRAME_WRITES, "name": "HimenoCheck", "unique_name": f"HimenoCheck_{index}",
             "display_name": f"HimenoCheck %size=XL %nodes={nodes} %ranks_step={rpn}",
             "system": "local", "partition": "compute", "environ": "gnu-openmpi",
             "result": "pass", "job_nodelist": [f"node{i + 1}" for i in range(nodes)],
@@ -73,7 +74,8 @@ def sweep_case() -> dict:
         (a, b) for i, a in enumerate(SWEEP_NODES) for b in SWEEP_NODES[i + 1:]]
     bandwidth = [2000.0 if "node3" in pair else 6000.0 for pair in pairs]
     coords = {"server": [a for a, _ in pairs], "client": [b for _, b in pairs]}
-    return {"name": "FabricSweepCheck", "unique_name": "FabricSweepCheck_1",
+    return {**AS_REFRAME_WRITES, "name": "FabricSweepCheck",
+            "unique_name": "FabricSweepCheck_1",
             "display_name": "FabricSweepCheck %hca=mlx4_0 %memory=host",
             "system": "local", "partition": "compute", "environ": "gnu-openmpi",
             "result": "pass", "jobid": "78", "job_nodelist": SWEEP_NODES,

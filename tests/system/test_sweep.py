@@ -20,6 +20,7 @@ from perfguard.cluster.layout import ClusterLayout
 from perfguard.errors import PerfguardError
 from perfguard.judge import sweep as sw
 from tests.conftest import TEST_STATE, perfguard
+from tests.facts import AS_REFRAME_WRITES
 
 
 # --- on the embedded cluster -------------------------------------------------------------
@@ -198,7 +199,8 @@ def test_a_pair_that_drifted_from_its_own_history_is_a_link(
                                                else 1) for pair in pairs]
         coords = {"server": [a for a, _ in pairs], "client": [b for _, b in pairs]}
         report["runs"][0]["testcases"] = [{
-            "name": "FabricSweepCheck", "unique_name": "FabricSweepCheck_0",
+            **AS_REFRAME_WRITES, "name": "FabricSweepCheck",
+            "unique_name": "FabricSweepCheck_0", "perfvalues": {},
             "display_name": "FabricSweepCheck %hca=lo %memory=host", "system": "local",
             "partition": "compute", "environ": "gnu-openmpi", "result": "pass",
             "perfguard_better": {"bandwidth": "higher"},
@@ -229,9 +231,9 @@ def test_a_sweep_run_that_stored_no_pair_says_why(migrated_dsn: str, demo_report
     reason = ("sanity error: client binding differs from the request: task 0 (local rank 0) "
               "on node1: mask 0x1, expected 0x2")
     report["runs"][0]["testcases"] = [{
-        "name": "FabricSweepCheck", "unique_name": "FabricSweepCheck_0",
+        **AS_REFRAME_WRITES, "name": "FabricSweepCheck", "unique_name": "FabricSweepCheck_0",
         "display_name": "FabricSweepCheck %hca=lo %memory=host", "system": "local",
-        "partition": "compute", "environ": "gnu-openmpi", "result": "fail",
+        "partition": "compute", "environ": "gnu-openmpi", "result": "fail", "perfvalues": {},
         "fail_phase": "sanity", "fail_reason": reason}]
     path = tmp_path / "retest.json"
     path.write_text(json.dumps(report))

@@ -1,0 +1,21 @@
+WITH latest AS (
+  SELECT r.id AS run_id, r.started_at, row_number() OVER (ORDER BY r.started_at DESC) AS rank
+  FROM run r JOIN system sy ON sy.id = r.system_id
+  WHERE sy.name = '$system' AND $__timeFilter(r.started_at)
+    AND EXISTS (SELECT 1 FROM testcase tc WHERE tc.run_id = r.id
+                AND tc.check_name = '$check' AND tc.params::text = '$variant')
+  ORDER BY r.started_at DESC LIMIT 2)
+SELECT (pt.coords->>'size')::bigint AS size,
+       max(s.value) FILTER (WHERE l.rank = 1) AS latest,
+       max(s.value) FILTER (WHERE l.rank = 2) AS previous,
+       max(th.reference) AS reference
+FROM latest l
+JOIN testcase tc ON tc.run_id = l.run_id AND tc.check_name = '$check'
+  AND tc.params::text = '$variant'
+JOIN curve cv ON cv.testcase_id = tc.id AND cv.started_at = l.started_at
+JOIN metric m ON m.id = cv.metric_id AND m.name = '$metric'
+CROSS JOIN unnest(cv.point_ids, cv.point_values) AS s(point_id, value)
+JOIN point pt ON pt.id = s.point_id AND pt.coords ? 'size'
+LEFT JOIN threshold_limit th ON th.system = '$system' AND th.check_name = '$check'
+  AND th.metric = '$metric' AND th.point = pt.coords AND th.valid_to IS NULL
+GROUP BY 1 ORDER BY 1

@@ -1,0 +1,6 @@
+SELECT r.started_at AS "time", v.band_low AS history_low, v.band_high AS history_high
+FROM verdict_line v JOIN run r ON r.id = v.run_id JOIN system sy ON sy.id = r.system_id
+WHERE $__timeFilter(r.started_at) AND sy.name = '$system' AND v.partition IN ($partition)
+  AND v.check_name = '$check' AND v.metric = '$metric' AND v.point = '{}'
+  AND v.params::text = '$variant' AND v.band_low IS NOT NULL
+ORDER BY 1

@@ -1,0 +1,1 @@
+SELECT DISTINCT m.name FROM metric m ORDER BY 1

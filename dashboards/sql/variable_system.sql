@@ -1,0 +1,1 @@
+SELECT name FROM system ORDER BY 1
