@@ -72,32 +72,8 @@ def redact(dsn: str) -> str:
     return redact_secrets(dsn)
 
 
-@dataclass(frozen=True)
-class Migration:
-    """A numbered change to the tables, applied once and never edited afterwards."""
-    version: int
-    name: str
-    path: Path
-
-    @property
-    def sql(self) -> str:
-        return self.path.read_text()
-
-    @property
-    def checksum(self) -> str:
-        return hashlib.sha256(self.sql.encode()).hexdigest()
-
-    @property
-    def label(self) -> str:
-        return f"{self.version:04d} {self.name}"
-
-
-@dataclass(frozen=True)
-class Repeatable:
-    """Views and functions with one current definition each (``CREATE OR REPLACE``),
-    applied after the migrations and again whenever the file changes: what a reader of the
-    schema looks up is in one place, not spread over the migrations that redefined it."""
-    name: str
+class _SchemaFile:
+    """A file of the schema, checksummed as it is applied (what the ledgers keep)."""
     path: Path
 
     @property
@@ -109,6 +85,27 @@ class Repeatable:
     @property
     def checksum(self) -> str:
         return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Migration(_SchemaFile):
+    """A numbered change to the tables, applied once and never edited afterwards."""
+    version: int
+    name: str
+    path: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.version:04d} {self.name}"
+
+
+@dataclass(frozen=True)
+class Repeatable(_SchemaFile):
+    """Views and functions with one current definition each (``CREATE OR REPLACE``),
+    applied after the migrations and again whenever the file changes: what a reader of the
+    schema looks up is in one place, not spread over the migrations that redefined it."""
+    name: str
+    path: Path
 
     @property
     def label(self) -> str:
