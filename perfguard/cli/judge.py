@@ -24,6 +24,7 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     from perfguard.judge import fingerprint as fp
     from perfguard.judge import run_findings
     from perfguard.judge import verdict as vd
+    from perfguard.present import text as tx
 
     with connect(args) as conn:
         run_id = vd.resolve_run(conn, args.run)
@@ -33,7 +34,7 @@ def cmd_verdict(args: argparse.Namespace) -> int:
         if args.baseline:
             before = vd.resolve_run(conn, args.baseline)
             vd.with_baseline(lines, vd.stored_verdict(conn, before))
-        chosen = [line for line in lines if args.explain in vd.name_of(line)] \
+        chosen = [line for line in lines if args.explain in tx.name_of(line)] \
             if args.explain is not None else []
         vd.with_key_points(conn, run_id, chosen)  # which curve point each key figure is
         slow = fp.links_below_maximum(fp.fingerprints(conn, run_id))
@@ -41,13 +42,13 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     if args.explain is not None:
         if not chosen:
             raise UsageError(f"no line of run {run_id} is named like {args.explain!r}")
-        print("\n\n".join(vd.explain(line) for line in chosen))
+        print("\n\n".join(tx.explain(line) for line in chosen))
     else:
         if found:
-            print(run_findings.render(found, len(lines)) + "\n")
-        print(vd.render(lines, show_baseline=bool(args.baseline)))
+            print(tx.findings(found, len(lines)) + "\n")
+        print(tx.verdict_table(lines, show_baseline=bool(args.baseline)))
         if slow:
-            print("\n" + fp.render_slow_links(slow))
+            print("\n" + tx.slow_links(slow))
     print(result.line(run_id))
     return result.exit_code
 
@@ -155,11 +156,12 @@ def _add_fingerprint(sub: argparse._SubParsersAction) -> None:
 def cmd_fingerprint_diff(args: argparse.Namespace) -> int:
     from perfguard.judge import fingerprint as fp
     from perfguard.judge.verdict import resolve_run
+    from perfguard.present import text as tx
 
     with connect(args) as conn:
         before = fp.fingerprints(conn, resolve_run(conn, args.run_a))
         after = fp.fingerprints(conn, resolve_run(conn, args.run_b))
-    print(fp.render(fp.diff(before, after)))
+    print(tx.fingerprint_changes(fp.diff(before, after)))
     return 0
 
 

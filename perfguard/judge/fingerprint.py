@@ -136,14 +136,6 @@ def links_below_maximum(nodes: dict[str, dict[str, str]]) -> list[SlowLink]:
             for (device, trained, maximum), found in grouped.items()]
 
 
-def render_slow_links(links: list[SlowLink]) -> str:
-    """The verdict's paragraph on links below their maximum ('' when there are none)."""
-    if not links:
-        return ""
-    return "PCIe links below their maximum (the nodes' fingerprints):\n" + "\n".join(
-        f"  {link.render()}" for link in links)
-
-
 def natural_key(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
@@ -154,7 +146,3 @@ def compact_nodes(nodes) -> str:
     return nodelist_abbrev(sorted(nodes, key=natural_key))
 
 
-def render(changes: list[Change]) -> str:
-    if not changes:
-        return "no fingerprint changes"
-    return "\n".join(change.render() for change in changes)

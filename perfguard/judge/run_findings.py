@@ -159,15 +159,3 @@ def stored(conn: psycopg.Connection, run_id: int) -> list[dict]:
         "SELECT * FROM finding WHERE run_id = %s ORDER BY ordinal", (run_id,)).fetchall()
 
 
-def render(found: list[dict], judged: int) -> str:
-    """The findings block the CLI prints above the verdict table."""
-    if not found:
-        return ""
-    bar = found[0]["critical"]
-    head = (f"findings ({judged} lines; family-wise: a finding pages at evidence z ≥ "
-            f"{bar:.2f} and confirmed over nights or by a fingerprint change):")
-    return "\n".join([head, *(f"  {_mark(f)} {f['summary']}" for f in found)])
-
-
-def _mark(finding: dict) -> str:
-    return "PAGE " if finding["paged"] else "ack  " if finding["acknowledged"] else "watch"

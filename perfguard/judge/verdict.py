@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,16 +24,12 @@ from psycopg.types.json import Jsonb
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import curves, history
 from perfguard.judge import rules as judge
-from perfguard.judge.fingerprint import compact_nodes
 from perfguard.paths import site_file
 from perfguard.states import (
     FAIL,
-    FAILING,
     IMPROVEMENT,
-    NO_REFERENCE,
     PASS,
     REGRESSION,
-    SKIPPED,
     STATES,
 )
 from perfguard.store import db
@@ -386,22 +381,6 @@ def with_key_points(conn: psycopg.Connection, run_id: int, lines: list[Line]) ->
     return lines
 
 
-def key_point_text(line: Line) -> str:
-    """' (the size 4 MiB point of its curve)' for a key figure taken from a curve."""
-    if not line.key_point:
-        return ""
-    point = ", ".join(f"{k} {_size(v) if k == 'size' else v}" for k, v in line.key_point.items())
-    return f" (the {point} point of its curve)"
-
-
-def _size(value: Any) -> str:
-    size = int(value)
-    for unit, factor in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= factor and size % factor == 0:
-            return f"{size // factor} {unit}"
-    return f"{size} B"
-
-
 def _series_key(row: dict) -> tuple:
     """A row's ``history.Series.key``."""
     return (row["check_name"], row["params_text"], row["partition"], row["environ"],
@@ -598,153 +577,8 @@ def counts(lines: list[Line]) -> dict[str, int]:
     return {state: sum(1 for line in lines if line.status == state) for state in STATES}
 
 
-def plain(value: float | None) -> str:
-    """A figure as an admin reads it: 22,200 and 0.304, never 2.22e+04."""
-    if value is None:
-        return "-"
-    if value != value or abs(value) in (0.0, float("inf")):
-        return f"{value:g}"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    if abs(value) >= 0.001:
-        return f"{value:.4g}" if abs(value) >= 1 else f"{value:.4f}".rstrip("0").rstrip(".")
-    return f"{value:.2e}"
-
-
-
-#: The verdict table fits a 120-column terminal; `--explain` gives the full names.
-TABLE_WIDTH = 120
-
-
-def skip_notes(lines: list[Line]) -> dict[str, tuple[int, str]]:
-    """Skip reason → (note number, the note): each reason said once under the table, not
-    on every line it skipped. Reasons that differ only in their first word (the program
-    or shape they name: "osu_bw is not on PATH on node1 …") share one note that lists
-    those words."""
-    subjects: dict[str, dict[str, None]] = {}
-    for line in lines:
-        if line.status == SKIPPED and line.detail.strip():
-            subject, _, rest = line.detail.strip().partition(" ")
-            subjects.setdefault(rest, {})[subject] = None
-    notes: dict[str, tuple[int, str]] = {}
-    for number, (rest, words) in enumerate(subjects.items(), start=1):
-        note = f"{', '.join(words)} {rest}"
-        for word in words:
-            notes[f"{word} {rest}"] = (number, note)
-    return notes
-
-
-def _verdict_cell(line: Line) -> str:
-    """The state and why: a test case that did not run to a figure ("test-failed: node
-    node2 failed (NODE_FAIL)", "skipped: needs 8 nodes, …"), a line not yet judged."""
-    if not line.detail.strip() or (line.status in (FAIL, NO_REFERENCE)):
-        return line.status
-    if line.status == PASS and not line.detail.startswith(judge.NOT_YET):
-        return line.status
-    why = line.detail.strip().splitlines()[0].removeprefix("sanity error: ")
-    why = why.split(" (the last ")[0]  # "not yet judged: history 2 of 8 runs"
-    return f"{line.status}: {why}"
-
-
-def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
-
-
-def render(lines: list[Line], show_baseline: bool = False) -> str:
-    """The verdict as a table of at most TABLE_WIDTH columns: one heading per variant and
-    where it ran, its metrics below (long names and reasons shortened with …)."""
-    header = ["  metric", "value", "unit", "reference", "bounds", "verdict"]
-    if show_baseline:
-        header[3:3] = ["baseline", "change"]
-    groups: dict[tuple, list[list[str]]] = {}
-    notes = skip_notes(lines)
-    for line in lines:
-        name = variant_name(line.check, line.params)
-        bounds = "-" if line.low is None and line.high is None else \
-            f"[{plain(line.low)}, {plain(line.high)}]"
-        metric = name_of(line).removeprefix(name + " ")
-        note = notes.get(line.detail.strip()) if line.status == SKIPPED else None
-        row = ["  " + metric, plain(line.value), line.unit, plain(line.reference), bounds,
-               f"{SKIPPED} [{note[0]}]" if note else _verdict_cell(line)]
-        if show_baseline:
-            change = "-" if line.change is None else f"{line.change:+.1%}"
-            row[3:3] = [plain(line.baseline), change]
-        where = f"{line.partition}/{line.environ}" + (
-            f" on {compact_nodes(line.nodes)}"
-            if line.nodes else "")
-        groups.setdefault((name, where), []).append(row)
-    rows = [header] + [row for group in groups.values() for row in group]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    widths[0] = min(widths[0], 40)
-    used = sum(widths[:-1]) + 2 * (len(widths) - 1)
-    last = max(TABLE_WIDTH - used, 12)
-
-    def formatted(row: list[str]) -> str:
-        cells = [_fit(c, w).ljust(w) for c, w in zip(row[:-1], widths)]
-        return "  ".join(cells + [_fit(row[-1], last)]).rstrip()
-
-    text = [formatted(header)]
-    for (name, where), group in groups.items():
-        text.append(_fit(f"{name}  ({where})", TABLE_WIDTH))
-        text += [formatted(row) for row in group]
-    summary = ", ".join(f"{n} {s}" for s, n in counts(lines).items() if n or s in FAILING)
-    notes = dict(skip_notes(lines).values())
-    said = [textwrap.fill(f"[{n}] {note}", TABLE_WIDTH, subsequent_indent="    ")
-            for n, note in sorted(notes.items())]
-    return "\n".join(text + ([""] + said if said else []) + ["", f"verdict: {summary}"])
-
-
 def variant_name(check: str, params: dict) -> str:
     """``Check %p1=v1 %p2=v2``, parameters sorted: how a variant is named in every output."""
     return check + "".join(f" %{k}={v}" for k, v in sorted(params.items()))
 
 
-def name_of(line: Line) -> str:
-    """``Check %p=v … metric @size=…``: how a line is named in the table and --explain."""
-    point = "" if not line.point else " @" + ",".join(f"{k}={v}" for k, v in line.point.items())
-    return line_name(line.check, line.params, line.metric) + point
-
-
-def run_mark(value: float, index: int, j: judge.Judgement, better: str,
-             rule: judge.Rule) -> str:
-    """One recent run as the judge saw it: within the band, or beyond it on its side, and
-    whether it counted towards the decision (beyond on the judged run's side, agreeing)."""
-    side = judge.side(value, j.centre, j.noise, better, rule)
-    if side == 0:
-        return "within"
-    where = "beyond, worse" if side < 0 else "beyond, better"
-    return where + (", counted" if index in j.beyond else ", not counted")
-
-
-def explain(line: Line) -> str:
-    """The history, the noise estimate, the rule and the decision behind one line."""
-    rule = line.judgement.rule if line.judgement else judge.DEFAULT_RULE
-    out = [f"{name_of(line)} on {line.partition}/{line.environ}: {line.status}"]
-    if line.key_point:
-        out.append(f"  key figure: {plain(line.value)} {line.unit}{key_point_text(line)}")
-    out.append(f"  better: {line.better or 'not declared by the check'}")
-    if line.low is not None or line.high is not None:
-        out.append(f"  threshold: reference {plain(line.reference)}, limits "
-                   f"[{plain(line.low)}, {plain(line.high)}] (acceptance floor)")
-    if line.metric.endswith(" curve"):  # judged size by size against each size's history
-        out.append("  judged as a whole curve, each size against its own history: "
-                   "`perfguard report` plots it")
-        return "\n".join([*out, f"  decision: {line.status} — {line.detail}"])
-    earlier, recent = judge.split(line.series, rule)
-    used = earlier[-rule.window:]
-    out.append(f"  history: {len(used)} runs before the last {len(recent)} ({rule.min_history} "
-               f"needed for a baseline, at most {rule.window} used): "
-               + (" ".join(plain(v) for v in used) or "none"))
-    j = line.judgement
-    if j is not None and j.centre is not None:
-        out.append(f"  baseline: median {plain(j.centre)}, noise σ {plain(j.noise)} "
-                   f"(MAD × {judge.MAD_TO_SIGMA}; CV {j.cv:.2%})")
-        out.append(f"  rule: a run is beyond when {rule.k:g}σ ({plain(rule.k * j.noise)}) and "
-                   f"{rule.min_change:.0%} from the median; {rule.needed} of the last "
-                   f"{rule.confirm} runs beyond, this one included, and on average "
-                   f"{rule.level:g}σ ({plain(rule.level * j.noise)}) off, decide")
-        out.append("  last runs: " + ", ".join(
-            f"{plain(v)} ({run_mark(v, i, j, line.better or 'lower', rule)})"
-            for i, v in enumerate(recent)))
-    out.append(f"  decision: {line.status}" + (f" — {line.detail}" if line.detail else ""))
-    return "\n".join(out)

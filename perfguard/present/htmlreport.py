@@ -27,6 +27,7 @@ from perfguard.judge import rules as judge
 from perfguard.judge import sweep as sw
 from perfguard.judge import verdict as vd
 from perfguard.present import plots
+from perfguard.present import text as tx
 from perfguard.store import db
 
 #: Lines shown with evidence at the top (the rest sit in the full table); an inconclusive
@@ -141,7 +142,7 @@ class Report:
         order = {state: i for i, state in enumerate(TOP_STATES)}
         return sorted((line for line in self.lines if line.status in order
                        and not _learning(line)),
-                      key=lambda line: (order[line.status], vd.name_of(line)))
+                      key=lambda line: (order[line.status], tx.name_of(line)))
 
     @property
     def learning(self) -> int:
@@ -381,7 +382,7 @@ def render_html(report: Report) -> str:
     return _ENV.get_template("report.html.j2").render(
         r=report, vd=vd, sparkline=_sparkline, version=__version__,
         generated=datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-        cell=vd._verdict_cell, num=vd.plain, state_class=_state_class, one_host=ONE_HOST,
+        cell=tx.verdict_cell, num=tx.plain, state_class=_state_class, one_host=ONE_HOST,
         hostlist=fp.compact_nodes)
 
 
@@ -401,8 +402,8 @@ def render_markdown(report: Report, html_name: str | None = None) -> str:
         out += ["| line | value | baseline | verdict |", "|---|---|---|---|"]
         for line in report.top:
             baseline = line.judgement.centre if line.judgement else line.reference
-            out.append(f"| `{vd.name_of(line)}` | {vd.plain(line.value)} {line.unit} | "
-                       f"{vd.plain(baseline)} | {vd._verdict_cell(line).replace('|', '/')} |")
+            out.append(f"| `{tx.name_of(line)}` | {tx.plain(line.value)} {line.unit} | "
+                       f"{tx.plain(baseline)} | {tx.verdict_cell(line).replace('|', '/')} |")
     if report.sweep_findings:
         out += ["", "**Fabric sweep**: " + "; ".join(f"{f.kind} {f.subject}"
                                                     for f in report.sweep_findings)]

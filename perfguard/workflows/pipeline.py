@@ -19,6 +19,7 @@ from perfguard.judge import fingerprint as fp
 from perfguard.judge import run_findings
 from perfguard.judge import verdict as vd
 from perfguard.judge.thresholds import references_in_force
+from perfguard.present import text as tx
 from perfguard.run.reframe import RunRequest, library_revision, run_reframe
 from perfguard.site.context import Context
 from perfguard.store import db
@@ -127,22 +128,22 @@ def judge_stored(ctx: Context, completed: Completed, baseline: str | None = None
                                          f"is kept in the spool ({completed.report.name})")
     with db.connect(ctx.dsn) as conn:
         lines = vd.judge_and_record(conn, completed.run_id)
-        found = run_findings.render(run_findings.stored(conn, completed.run_id), len(lines))
+        found = tx.findings(run_findings.stored(conn, completed.run_id), len(lines))
         result = vd.outcome(conn, completed.run_id)
         after = fp.fingerprints(conn, completed.run_id)
-        slow = fp.render_slow_links(fp.links_below_maximum(after))
+        slow = tx.slow_links(fp.links_below_maximum(after))
         if baseline is None:
             return RunVerdict(completed, lines, _joined(completed.stalled or "", found,
-                                                        vd.render(lines), slow), result)
+                                                        tx.verdict_table(lines), slow), result)
         before_id = vd.resolve_run(conn, baseline)
         vd.with_baseline(lines, vd.verdict(conn, before_id))
         compared = sorted(nodes or after, key=fp.natural_key)
         before = fp.fingerprints_as_of(conn, before_id, compared)
         changes = fp.diff(before, {n: facts for n, facts in after.items() if n in compared})
     return RunVerdict(completed, lines, _joined(
-        found, vd.render(lines, show_baseline=True), slow,
+        found, tx.verdict_table(lines, show_baseline=True), slow,
         f"fingerprint changes since run {before_id} (each node against its own state "
-        f"then):\n" + fp.render(changes)), result)
+        f"then):\n" + tx.fingerprint_changes(changes)), result)
 
 
 def _joined(*parts: str) -> str:

@@ -15,6 +15,7 @@ from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
 from perfguard.judge import sweep as sw
 from perfguard.judge import verdict as vd
+from perfguard.present import text as tx
 from perfguard.run.reframe import RunRequest
 from perfguard.site.context import Context
 from perfguard.store import db
@@ -66,7 +67,7 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
     with db.connect(ctx.dsn) as conn:
         sw.store_findings(conn, first, findings, set(drained))
     shape = f"{len(leaves)} leaf switches ({topology})" if leaves else "every pair"
-    text = sw.render(first, system, state_of, findings, drained, shape)
+    text = tx.sweep(first, system, state_of, findings, drained, shape)
     if unretested:
         text += f"\n{unretested[0].upper()}{unretested[1:]}" + (
             "; nothing drained on one measurement" if drain and findings else "")

@@ -16,6 +16,7 @@ import yaml
 
 from perfguard.judge import thresholds
 from perfguard.judge.rules import load_rules
+from perfguard.present import text as tx
 from tests.conftest import perfguard, verdict_rows
 
 #: Who accepts and acknowledges: the account that ran the command, not the shared role.
@@ -269,7 +270,7 @@ def test_same_fingerprint_rule_learns_the_new_level_after_an_upgrade(
     def state(run_id: int, rules) -> str:
         with psycopg.connect(migrated_dsn) as conn:
             return next(line.status for line in vd.verdict(conn, run_id, rules)
-                        if vd.name_of(line) == BW_LINE)
+                        if tx.name_of(line) == BW_LINE)
 
     assert state(runs[16], None) == "regression"
     assert state(runs[16], epoch_rules) == "inconclusive"

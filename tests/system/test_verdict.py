@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from perfguard.present import text as tx
 from perfguard.store.ingest import RunMeta, ingest_paths
 from tests.conftest import perfguard, verdict_rows
 
@@ -140,6 +141,6 @@ def test_each_key_figure_names_the_point_of_its_curve_it_is(
     expected = {(check, metric, json.loads(params).get("test")): json.loads(coords)
                 for check, params, metric, coords in from_samples}
     assert len(expected) >= 4 and named == expected, (named, expected)
-    assert any(vd.key_point_text(line).startswith(" (the size ") for line in lines)
+    assert any(tx.key_point_text(line).startswith(" (the size ") for line in lines)
 
 

@@ -168,7 +168,8 @@ def test_explain_marks_each_recent_run_on_its_own_side() -> None:
     import random
 
     from perfguard.judge import rules as judge
-    from perfguard.judge.verdict import Line, explain
+    from perfguard.judge.verdict import Line
+    from perfguard.present.text import explain
 
     noisy = random.Random(3)
     history = [100 + noisy.gauss(0, 2) for _ in range(20)]

@@ -15,6 +15,7 @@ from perfguard.contract import switches
 from perfguard.contract.rounds import circle_rounds, leaf_rounds
 from perfguard.errors import UsageError
 from perfguard.judge import sweep as sw
+from perfguard.present import text as tx
 from tests.facts import FOUR, LEAVES
 from tests.facts import SWITCHES as DATA
 
@@ -109,7 +110,7 @@ def test_a_sweep_off_its_history_as_a_whole_is_judged_without_it() -> None:
     shares = [0.17 / v for v in loaded.values()]
     assert sweep.set_aside == {("lo", "latency", True): (4, median(shares[:4]), ""),
                                ("lo", "latency", False): (6, median(shares[4:]), "")}
-    text = sw.render(1, "local", sweep, [], [])
+    text = tx.sweep(1, "local", sweep, [], [])
     assert "latency on lo: 6 pair(s) judged without their own history: the typical one " \
            "reached 10% of its history's limit" in text
     drifted = {pair: 0.16 for pair in every} | {("n1", "n2"): 0.2}
