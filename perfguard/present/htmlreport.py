@@ -380,7 +380,7 @@ def _sparkline(line: vd.Line, index: int) -> str:
 
 def render_html(report: Report) -> str:
     return _ENV.get_template("report.html.j2").render(
-        r=report, vd=vd, sparkline=_sparkline, version=__version__,
+        r=report, tx=tx, sparkline=_sparkline, version=__version__,
         generated=datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         cell=tx.verdict_cell, num=tx.plain, state_class=_state_class, one_host=ONE_HOST,
         hostlist=fp.compact_nodes)

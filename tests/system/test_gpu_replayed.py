@@ -44,8 +44,8 @@ def gpu_site(layout) -> Path:
     (site / "systems" / "gpulocal.yaml").write_text(yaml.safe_dump(topology, sort_keys=False))
     flavours = yaml.safe_load((Path(__file__).parents[2] / "site_config" /
                                "mpi_flavours.yaml").read_text())
-    flavours["openmpi-ucx-unforced"] = {k: v for k, v in flavours["openmpi-ucx"].items()
-                                        if k != "device_buffers_without_hca"}
+    flavours["openmpi-ucx-unforced"] = {k: v for k, v in copy.deepcopy(flavours["openmpi-ucx"])
+                                        .items() if k != "device_buffers_without_hca"}
     (site / "mpi_flavours.yaml").write_text(yaml.safe_dump(flavours))
     return site
 
