@@ -14,27 +14,12 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
-import psycopg
-from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 from scipy.stats import rankdata
 from signal_processing_algorithms.energy_statistics.energy_statistics import e_divisive
 
 from perfguard.judge.verdict import variant_name
-
-SERIES_SQL = """
-SELECT v.system, v.check_name, v.params, v.partition, v.environ, v.metric, v.run_id,
-       v.value, d.better
-FROM series_value v
-JOIN metric_direction d ON d.check_name = v.check_name AND d.metric = v.metric
-WHERE v.point_id = 0 AND (%(system)s::text IS NULL OR v.system = %(system)s)
-ORDER BY v.started_at, v.run_id
-"""
-
-ENVIRONMENT_SQL = """
-SELECT string_agg(node || ': ' || text, '; ' ORDER BY node) FROM fingerprint_change
-WHERE run_id = %s
-"""
+from perfguard.store import queries
+from perfguard.store.queries import Connection
 
 
 @dataclass
@@ -90,10 +75,10 @@ def change_points(values: list[float], pvalue: float = 0.001, permutations: int 
     return kept
 
 
-def detect(conn: psycopg.Connection, system: str | None = None) -> list[ChangePoint]:
+def detect(conn: Connection, system: str | None = None) -> list[ChangePoint]:
     """Every key-figure series' change points, stored (a series' earlier rows replaced)."""
     series: dict[tuple, list[dict]] = defaultdict(list)
-    for row in conn.cursor(row_factory=dict_row).execute(SERIES_SQL, {"system": system}):
+    for row in queries.rows(conn, "key_figure_series", {"system": system}):
         key = (row["system"], row["check_name"], tuple(sorted(row["params"].items())),
                row["partition"], row["environ"], row["metric"])
         series[key].append(row)
@@ -101,10 +86,9 @@ def detect(conn: psycopg.Connection, system: str | None = None) -> list[ChangePo
     with conn.transaction():
         for rows in series.values():
             first = rows[0]
-            conn.execute("DELETE FROM change_point WHERE system = %s AND check_name = %s AND "
-                         "params = %s AND partition = %s AND environ = %s AND metric = %s",
-                         (first["system"], first["check_name"], Jsonb(first["params"]),
-                          first["partition"], first["environ"], first["metric"]))
+            queries.execute(conn, "delete_change_points", (
+                first["system"], first["check_name"], queries.json(first["params"]),
+                first["partition"], first["environ"], first["metric"]))
             values = [r["value"] for r in rows]
             starts = [0, *change_points(values), len(values)]
             for previous, index, following in zip(starts, starts[1:], starts[2:]):
@@ -113,17 +97,14 @@ def detect(conn: psycopg.Connection, system: str | None = None) -> list[ChangePo
                     first["environ"], first["metric"], rows[index]["run_id"],
                     statistics.median(values[previous:index]),
                     statistics.median(values[index:following]), first["better"])
-                point.environment = conn.execute(
-                    ENVIRONMENT_SQL, (point.run_id,)).fetchone()[0] or ""
+                point.environment = queries.one(
+                    conn, "environment_changes_of_run", (point.run_id,))[0] or ""
                 _store(conn, point)
                 found.append(point)
     return found
 
 
-def _store(conn: psycopg.Connection, p: ChangePoint) -> None:
-    conn.execute(
-        "INSERT INTO change_point (system, check_name, params, partition, environ, metric, "
-        "run_id, before, after, change, better, environment) VALUES (%s, %s, %s, %s, %s, %s, "
-        "%s, %s, %s, %s, %s, %s)",
-        (p.system, p.check, Jsonb(p.params), p.partition, p.environ, p.metric, p.run_id,
-         p.before, p.after, p.change, p.better, p.environment))
+def _store(conn: Connection, p: ChangePoint) -> None:
+    queries.execute(conn, "insert_change_point", (
+        p.system, p.check, queries.json(p.params), p.partition, p.environ, p.metric, p.run_id,
+        p.before, p.after, p.change, p.better, p.environment))

@@ -14,24 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import psycopg
 
 from perfguard.judge import history
 from perfguard.judge import rules as judge
+from perfguard.store import queries
+from perfguard.store.queries import Connection
 
 #: A curve regressed (improved) where this many consecutive sizes did: what a protocol,
 #: firmware or PCIe change does (a band of sizes), and what chance rarely does.
 BAND = 2
-
-# The points that are sizes of a curve: {"size": 65536}.
-SIZED_POINTS_SQL = """
-SELECT id, (coords->>'size')::bigint FROM point
-WHERE coords ? 'size' AND jsonb_typeof(coords->'size') = 'number'
-"""
-
-DIRECTIONS_SQL = """
-SELECT check_name, metric, better FROM metric_direction WHERE check_name = ANY(%s)
-"""
 
 
 @dataclass
@@ -104,7 +95,7 @@ def _percent_range(changes: list[float]) -> str:
     return f"{low:.1%}" if f"{low:.1%}" == f"{high:.1%}" else f"{low:.1%}–{high:.1%}"
 
 
-def judge_curves(conn: psycopg.Connection, run_id: int,
+def judge_curves(conn: Connection, run_id: int,
                  rules: judge.Rules = judge.DEFAULT_RULES,
                  moved_only: bool = False,
                  since: Callable[[history.Series], history.Series] | None = None
@@ -114,10 +105,9 @@ def judge_curves(conn: psycopg.Connection, run_id: int,
     a line for no other curve), screened on their values before a series is named or a
     size judged, so that the quiet thousands cost a median per size. ``since``: each
     series cut to the part it is judged on (an accepted new level)."""
-    sizes = dict(conn.execute(SIZED_POINTS_SQL).fetchall())
-    checks = [c for (c,) in conn.execute(
-        "SELECT DISTINCT check_name FROM testcase WHERE run_id = %s", (run_id,))]
-    better = {(c, m): b for c, m, b in conn.execute(DIRECTIONS_SQL, (checks,))}
+    sizes = dict(queries.tuples(conn, "sized_points"))
+    checks = [c for (c,) in queries.tuples(conn, "checks_of_run", (run_id,))]
+    better = {(c, m): b for c, m, b in queries.tuples(conn, "directions_of_checks", (checks,))}
     candidates = []
     for curve in history.curves(conn, run_id, checks, sorted(sizes), rules):
         rule = rules.for_metric(curve.check, curve.metric)

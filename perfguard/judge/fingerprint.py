@@ -6,9 +6,10 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-import psycopg
-from psycopg.rows import dict_row
 from reframe.utility import nodelist_abbrev
+
+from perfguard.store import queries
+from perfguard.store.queries import Connection
 
 #: Nodes a diff cannot compare: never fingerprinted before, or not used by the later run.
 NO_EARLIER_STATE = "nodes with no earlier fingerprint to compare"
@@ -52,25 +53,17 @@ def flatten(row: dict) -> dict[str, str]:
     return facts
 
 
-def fingerprints(conn: psycopg.Connection, run_id: int) -> dict[str, dict[str, str]]:
-    rows = conn.cursor(row_factory=dict_row).execute(
-        """SELECT n.name AS node, f.* FROM fingerprint f JOIN node n ON n.id = f.node_id
-           WHERE f.run_id = %s""", (run_id,)).fetchall()
+def fingerprints(conn: Connection, run_id: int) -> dict[str, dict[str, str]]:
+    rows = queries.rows(conn, "fingerprints_of_run", (run_id,))
     return {row["node"]: flatten(row) for row in rows}
 
 
-def fingerprints_as_of(conn: psycopg.Connection, run_id: int,
+def fingerprints_as_of(conn: Connection, run_id: int,
                        nodes: list[str]) -> dict[str, dict[str, str]]:
     """Each of ``nodes`` as it was at run ``run_id``: its fingerprint in the newest run of
     the same system up to that one that used it (a node the baseline run did not use is
     compared with its own earlier state, not with nothing)."""
-    rows = conn.cursor(row_factory=dict_row).execute(
-        """SELECT DISTINCT ON (n.name) n.name AS node, f.*
-           FROM run base JOIN run r ON r.system_id = base.system_id
-                                   AND r.started_at <= base.started_at
-           JOIN fingerprint f ON f.run_id = r.id JOIN node n ON n.id = f.node_id
-           WHERE base.id = %s AND n.name = ANY(%s)
-           ORDER BY n.name, r.started_at DESC, r.id DESC""", (run_id, nodes)).fetchall()
+    rows = queries.rows(conn, "fingerprints_as_of", (run_id, nodes))
     return {row["node"]: flatten(row) for row in rows}
 
 

@@ -10,15 +10,14 @@ import getpass
 import math
 from pathlib import Path
 
-import psycopg
-from psycopg.rows import dict_row
-
 from perfguard.errors import UsageError
 from perfguard.judge import findings as fd
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
 from perfguard.judge.verdict import Line, devices_of, line_name, rules_file
 from perfguard.states import IMPROVEMENT, REGRESSION
+from perfguard.store import queries
+from perfguard.store.queries import Connection
 
 #: Parameters that name where a line ran, not what it measured (its group leaves them out).
 WHERE_PARAMS = ("hca",)
@@ -59,17 +58,11 @@ def evidence_of(line: Line, rules: fd.Policy) -> tuple[dict, tuple[float, ...]]:
             "nights": len(distances)}, distances
 
 
-PREVIOUS_RUN_SQL = """
-SELECT p.id FROM run r JOIN run p ON p.system_id = r.system_id AND p.started_at < r.started_at
-WHERE r.id = %s ORDER BY p.started_at DESC, p.id DESC LIMIT 1
-"""
-
-
-def night_changes(conn: psycopg.Connection, run_id: int) -> dict[str, set[str]]:
+def night_changes(conn: Connection, run_id: int) -> dict[str, set[str]]:
     """Each fingerprint change since the previous run of the system (every node against
     its own last fingerprint) → the nodes it happened on."""
     current = fp.fingerprints(conn, run_id)
-    row = conn.execute(PREVIOUS_RUN_SQL, (run_id,)).fetchone()
+    row = queries.one(conn, "previous_run", (run_id,))
     if row is None or not current:
         return {}
     before = fp.fingerprints_as_of(conn, row[0], list(current))
@@ -78,7 +71,7 @@ def night_changes(conn: psycopg.Connection, run_id: int) -> dict[str, set[str]]:
             if c.field not in (fp.NO_EARLIER_STATE, fp.NOT_MEASURED)}
 
 
-def find(conn: psycopg.Connection, run_id: int, lines: list[Line]
+def find(conn: Connection, run_id: int, lines: list[Line]
          ) -> tuple[list[fd.Finding], float]:
     """The run's findings and the evidence a finding needed to page; each line in a
     paged finding is marked ``paged`` (a regression elsewhere does not fail the run)."""
@@ -95,54 +88,35 @@ def find(conn: psycopg.Connection, run_id: int, lines: list[Line]
     return found, rules.critical_z(len(lines))
 
 
-ACKNOWLEDGED_SQL = """
-SELECT a.subject, 'by ' || a.who || ' on ' || to_char(a.at, 'YYYY-MM-DD') || ': ' || a.reason
-FROM acknowledgement a JOIN system sy ON sy.name = a.system JOIN run r ON r.system_id = sy.id
-WHERE r.id = %s AND a.cleared_at IS NULL
-"""
-
-
-def acknowledged(conn: psycopg.Connection, run_id: int) -> dict[str, str]:
+def acknowledged(conn: Connection, run_id: int) -> dict[str, str]:
     """The causes acknowledged on the run's system (and not cleared) → who, when, why."""
-    return dict(conn.execute(ACKNOWLEDGED_SQL, (run_id,)).fetchall())
+    return dict(queries.tuples(conn, "acknowledged_on_run", (run_id,)))
 
 
-def acknowledge(conn: psycopg.Connection, system: str, subject: str, reason: str) -> int:
+def acknowledge(conn: Connection, system: str, subject: str, reason: str) -> int:
     """Acknowledge a cause ("known, being fixed"): its findings stop paging."""
     if not reason.strip():
         raise UsageError("--reason: say why (it is shown with every finding it silences)")
     with conn.transaction():
-        row = conn.execute("SELECT id FROM acknowledgement WHERE system = %s AND subject = %s "
-                           "AND cleared_at IS NULL", (system, subject)).fetchone()
+        row = queries.one(conn, "active_acknowledgement", (system, subject))
         if row:
             raise UsageError(f"{subject} on {system} is acknowledged already (#{row[0]}); "
                              f"`perfguard ack --clear {row[0]}` first")
-        return conn.execute("INSERT INTO acknowledgement (system, subject, reason, who) "
-                            "VALUES (%s, %s, %s, %s) RETURNING id",
-                            (system, subject, reason, getpass.getuser())).fetchone()[0]
+        return queries.one(conn, "insert_acknowledgement",
+                           (system, subject, reason, getpass.getuser()))[0]
 
 
-def clear(conn: psycopg.Connection, ack_id: int) -> str:
+def clear(conn: Connection, ack_id: int) -> str:
     """Clear an acknowledgement: its cause pages again."""
     with conn.transaction():
-        row = conn.execute("UPDATE acknowledgement SET cleared_at = now(), cleared_by = %s "
-                           "WHERE id = %s AND cleared_at IS NULL RETURNING subject",
-                           (getpass.getuser(), ack_id)).fetchone()
+        row = queries.one(conn, "clear_acknowledgement", (getpass.getuser(), ack_id))
     if row is None:
         raise UsageError(f"no active acknowledgement #{ack_id} (`perfguard ack --list`)")
     return row[0]
 
 
-def acknowledgements(conn: psycopg.Connection) -> list[tuple]:
-    return conn.execute("SELECT id, system, subject, who, at, reason FROM acknowledgement "
-                        "WHERE cleared_at IS NULL ORDER BY id").fetchall()
-
-
-INSERT_SQL = """
-INSERT INTO finding (run_id, ordinal, kind, subject, summary, lines, evidence, critical,
-                     change, confirmed, paged, environment, acknowledged)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-"""
+def acknowledgements(conn: Connection) -> list[tuple]:
+    return queries.tuples(conn, "active_acknowledgements")
 
 
 def rows(run_id: int, found: list[fd.Finding], critical: float) -> list[tuple]:
@@ -154,8 +128,7 @@ def rows(run_id: int, found: list[fd.Finding], critical: float) -> list[tuple]:
             for n, f in enumerate(shown)]
 
 
-def stored(conn: psycopg.Connection, run_id: int) -> list[dict]:
-    return conn.cursor(row_factory=dict_row).execute(
-        "SELECT * FROM finding WHERE run_id = %s ORDER BY ordinal", (run_id,)).fetchall()
+def stored(conn: Connection, run_id: int) -> list[dict]:
+    return queries.rows(conn, "findings_of_run", (run_id,))
 
 

@@ -541,14 +541,14 @@ def record(conn: psycopg.Connection, run_id: int, lines: list[Line],
            findings: list[tuple] = ()) -> None:
     """Store a run's verdict and findings (replacing earlier ones) for the dashboards and
     reports (run_findings.rows makes the findings' rows)."""
-    from perfguard.judge.run_findings import INSERT_SQL
+    from perfguard.store import queries
 
     with conn.transaction():
         conn.execute("DELETE FROM verdict_line WHERE run_id = %s", (run_id,))
         conn.execute("DELETE FROM finding WHERE run_id = %s", (run_id,))
         with conn.cursor() as cursor:
             cursor.executemany(RECORD_SQL, [_recorded(run_id, line) for line in lines])
-            cursor.executemany(INSERT_SQL, findings)
+            cursor.executemany(queries.sql("insert_finding"), findings)
         conn.execute("UPDATE run SET measured_floor = %s WHERE id = %s",
                      (measured_floor(), run_id))
         conn.execute("SELECT summarize_run(%s)", (run_id,))  # what run_outcome reads (0021)

@@ -1,0 +1,1 @@
+SELECT id FROM acknowledgement WHERE system = %s AND subject = %s AND cleared_at IS NULL

@@ -1,0 +1,2 @@
+SELECT id, system, subject, who, at, reason FROM acknowledgement
+WHERE cleared_at IS NULL ORDER BY id

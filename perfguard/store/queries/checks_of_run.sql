@@ -1,0 +1,1 @@
+SELECT DISTINCT check_name FROM testcase WHERE run_id = %s

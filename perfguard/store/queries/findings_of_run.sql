@@ -1,0 +1,1 @@
+SELECT * FROM finding WHERE run_id = %s ORDER BY ordinal

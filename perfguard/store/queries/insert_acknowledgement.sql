@@ -1,0 +1,2 @@
+INSERT INTO acknowledgement (system, subject, reason, who) VALUES (%s, %s, %s, %s)
+RETURNING id

@@ -1,0 +1,25 @@
+"""The named queries (perfguard/store/queries/*.sql) are all used, and none says a
+placeholder in a comment: psycopg counts a ``%s`` there as a parameter."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from perfguard.store.queries import QUERIES_DIR
+
+PACKAGE = Path(__file__).resolve().parents[2] / "perfguard"
+
+
+def test_every_query_is_named_somewhere_and_none_is_missing() -> None:
+    code = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py"))
+    named = set(re.findall(r"queries\.(?:rows|tuples|one|execute|sql)\(\s*(?:conn,\s*)?"
+                           r"\"(\w+)\"", code))
+    files = {path.stem for path in QUERIES_DIR.glob("*.sql")}
+    assert named == files
+
+
+def test_no_comment_holds_a_placeholder() -> None:
+    for path in QUERIES_DIR.glob("*.sql"):
+        for line in path.read_text().splitlines():
+            assert not (line.lstrip().startswith("--") and "%" in line), (path.name, line)
