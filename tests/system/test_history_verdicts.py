@@ -287,8 +287,9 @@ def test_the_curve_verdict_reads_the_newest_nights_and_rereads_curves_missing_on
     the 36 recent runs ``read`` reads), and again from all recent runs the curves that
     found fewer there (a test case failed on one of those nights): every measured size
     then holds the same values the rule judges by as ``read`` gives it."""
-    from perfguard.judge import curves, history
+    from perfguard.judge import history
     from perfguard.judge.rules import DEFAULT_RULES
+    from perfguard.store import queries
     from perfguard.store.ingest import RunMeta, ingest_paths
 
     reports = night_reports(demo_report, tmp_path, [1.0] * 36)
@@ -298,7 +299,7 @@ def test_the_curve_verdict_reads_the_newest_nights_and_rereads_curves_missing_on
         conn.execute("UPDATE testcase SET result = 'fail' WHERE run_id = %s AND "
                      "check_name = 'UcxPerftestCheck' AND params->>'test' = 'tag_bw'",
                      (runs[30],))
-        sizes = sorted(dict(conn.execute(curves.SIZED_POINTS_SQL).fetchall()))
+        sizes = sorted(dict(queries.tuples(conn, "sized_points")))
         checks = ["UcxPerftestCheck"]
         every = history.read(conn, runs[-1], checks, sizes, DEFAULT_RULES)
         found = history.curves(conn, runs[-1], checks, sizes, DEFAULT_RULES)
