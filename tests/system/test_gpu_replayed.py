@@ -1,8 +1,9 @@
 """The GPU half from real output: the device-buffer variants of OMB and the UCX `cuda`
 variants run their real job scripts through Slurm, with the outputs recorded on an H100
 node replayed in the benchmarks' place (tests/data/replay-h100), on an embedded
-partition that declares that node's GPU and, like it, no HCA. Sanity, performance,
-ingest and verdict are the real ones; so are the crash and its stated cause."""
+partition that declares that node's GPU and, like it, no HCA; nccl-tests likewise from
+an H200 node (tests/data/replay-h200). Sanity, performance, ingest and verdict are the
+real ones; so are the crashes and their stated causes."""
 
 from __future__ import annotations
 
@@ -50,8 +51,25 @@ def gpu_site(layout) -> Path:
     return site
 
 
-def run_gpu(site: Path, dsn: str, system: str, *names: str):
-    env = {"PATH": f"{DATA / 'h100' / 'bin'}:{os.environ['PATH']}"}  # nvidia-smi, recorded
+@pytest.fixture(scope="module")
+def h200_site(gpu_site: Path) -> Path:
+    """The H200 node as recorded (one GPU, no HCA), its nccl-tests outputs replayed:
+    partition `h200`, and `h200-net-ib` whose site forces NCCL onto InfiniBand."""
+    site = TEST_STATE / "shared" / "h200-site"
+    (site / "systems").mkdir(parents=True, exist_ok=True)
+    topology = yaml.safe_load((gpu_site / "systems" / "gpulocal.yaml").read_text())
+    part = topology["partitions"][0]
+    part["node"]["gpus"] = [{**H100_GPU, "model": "NVIDIA H200"}]
+    part["binary_provider"]["path"] = str(DATA / "replay-h200")
+    forced = {**copy.deepcopy(part), "name": "h200-net-ib", "env_vars": {"NCCL_NET": "IB"}}
+    topology.update(system="h200local", partitions=[{**part, "name": "h200"}, forced])
+    (site / "systems" / "h200local.yaml").write_text(yaml.safe_dump(topology, sort_keys=False))
+    (site / "mpi_flavours.yaml").write_text((gpu_site / "mpi_flavours.yaml").read_text())
+    return site
+
+
+def run_gpu(site: Path, dsn: str, system: str, *names: str, node: str = "h100"):
+    env = {"PATH": f"{DATA / node / 'bin'}:{os.environ['PATH']}"}  # nvidia-smi, recorded
     args = ["--site", str(site), "run", "--system", system, "--dsn", dsn]
     for name in names:
         args += ["-n", name]
@@ -114,3 +132,47 @@ def test_device_buffers_that_crash_the_mpi_are_a_test_failure_with_the_cause(
     assert "header but no result rows" not in case["fail_reason"]
     assert re.search(r"test-failed: device buffers crashed the MPI", result.stdout), \
         result.stdout[-2000:]
+
+
+def test_nccl_tests_on_one_h200_store_the_copy_and_skip_what_one_rank_cannot_measure(
+        h200_site: Path, migrated_dsn: str) -> None:
+    """One GPU, no HCA: sendrecv (the rank sends to itself) passes with its recorded
+    busbw curve; the collectives skip saying why, neither passed nor failed."""
+    result = run_gpu(h200_site, migrated_dsn, "h200local:h200", "NcclTestsCheck",
+                     node="h200")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    cases = report_cases(result.stdout)
+    assert {n: c["result"] for n, c in cases.items()} == {
+        f"NcclTestsCheck %test={t} %collnet=off": "pass" if t == "sendrecv_perf" else "skip"
+        for t in ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf",
+                  "sendrecv_perf")}, {n: c["fail_reason"] for n, c in cases.items()}
+    assert "one GPU in all on h200local:h200: a collective over one rank moves nothing " \
+        "(busbw 0 by definition)" in result.stdout, result.stdout[-3000:]
+    assert "3 skipped" in result.stdout.splitlines()[-2]  # the counts, then "run N: …"
+    script = (Path(cases["NcclTestsCheck %test=sendrecv_perf %collnet=off"]["outputdir"])
+              / "rfm_job.sh").read_text()
+    assert "export NCCL_DEBUG=INFO" in script and "NCCL_IB_HCA" not in script
+    with psycopg.connect(migrated_dsn) as conn:
+        key = dict(conn.execute(
+            "SELECT metric, value FROM key_verdict WHERE check_name = 'NcclTestsCheck'"
+        ).fetchall())
+        curve = conn.execute(
+            "SELECT count(*) FROM sample s JOIN testcase tc ON tc.id = s.testcase_id "
+            "JOIN metric m ON m.id = s.metric_id WHERE tc.check_name = 'NcclTestsCheck' "
+            "AND m.name = 'busbw' AND s.point_id <> 0").fetchone()[0]
+    assert key == {"busbw": 1904.4, "mean_busbw": pytest.approx(460.56357, rel=1e-6)}
+    assert curve == 28
+
+
+def test_nccl_forced_onto_an_absent_fabric_is_a_test_failure_with_nccls_cause(
+        h200_site: Path, migrated_dsn: str) -> None:
+    """The site forces NCCL_NET=IB and the node has no HCA (a port down after a reboot, a
+    driver not loaded): NCCL's own warning is the failure's reason."""
+    result = run_gpu(h200_site, migrated_dsn, "h200local:h200-net-ib",
+                     "NcclTestsCheck%test=sendrecv_perf", node="h200")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
+    [case] = report_cases(result.stdout).values()
+    assert case["result"] == "fail" and case["fail_phase"] == "sanity", case["fail_reason"]
+    assert "NCCL WARN Failed to initialize any NET plugin; NCCL call failed: invalid usage" \
+        in case["fail_reason"]
+    assert "test-failed" in result.stdout

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import yaml
 
-from perfguard.contract.topology import parse_cpu_list
+from perfguard.contract.topology import load_system, parse_cpu_list
 from perfguard.errors import PerfguardError
 from perfguard.site.detect import (
     Detected,
@@ -20,6 +20,7 @@ from perfguard.site.detect import (
 from tests.conftest import DATA, perfguard
 
 TOPO = DATA / "topology"
+H200 = DATA / "h200"
 
 
 def test_lscpu_of_this_host() -> None:
@@ -110,3 +111,18 @@ def test_detect_on_this_host_says_what_is_missing() -> None:
     lscpu = parse_lscpu(subprocess.run(["lscpu", "-p"], capture_output=True, text=True).stdout)
     assert {d["id"]: list(parse_cpu_list(d["cpus"], "")) for d in node["numa"]} == lscpu
     assert node["hcas"] == [] and node["gpus"] == []
+
+
+def test_detect_as_it_ran_on_the_h200_is_a_topology_perfguard_loads() -> None:
+    """`perfguard topology detect`, live on the lent H200 (tests/data/h200): its GPU with
+    model and bus id, no HCA, and the file loads; the parsers give the same GPU from that
+    node's recorded nvidia-smi."""
+    system = load_system(H200 / "topology_detect.yaml")
+    [gpu] = system.partitions[0].node.gpus
+    assert (gpu.model, gpu.bus_id, gpu.numa) == ("NVIDIA H200", "00000000:00:06.0", 0)
+    assert system.partitions[0].node.hcas == ()
+    [parsed] = parse_nvidia_topo((H200 / "nvidia_smi_topo_m_1gpu.txt").read_text())
+    models = parse_nvidia_query((H200 / "nvidia_smi_query_gpu.csv").read_text())
+    assert {**parsed, **models[0]} == {"index": 0, "affinity": {}, "numa": 0,
+                                       "cpus": list(range(16)), "model": "NVIDIA H200",
+                                       "bus_id": "00000000:00:06.0"}

@@ -14,7 +14,7 @@ from perfguard.judge.fingerprint import (
     links_below_maximum,
 )
 from reframe_tests.common.fingerprints import SCRIPT, parse
-from tests.facts import H100
+from tests.facts import DATA, H100
 
 
 def test_script_on_this_host_never_fails_and_reports_basics() -> None:
@@ -71,3 +71,12 @@ def test_the_recorded_h100_node_fingerprints_its_gpu_state() -> None:
         "pcie_width": "16", "pcie_max_speed": "32.0 GT/s PCIe", "pcie_max_width": "16"}]
     assert (facts["gpu_driver"], facts["cuda_driver"]) == ("580.159.04", "13.0")
     assert (facts["nvidia_peermem"], facts["gdrdrv"]) == ("not loaded", "not loaded")
+
+
+def test_the_fingerprint_as_it_ran_on_the_h200_reads_its_gpu_state() -> None:
+    """fingerprint.sh's output, live on the lent H200 (tests/data/h200/README.md)."""
+    [facts] = parse((DATA / "h200" / "fingerprint_sh.txt").read_text()).values()
+    [gpu] = facts["gpus"]
+    assert (gpu["model"], gpu["vbios"], gpu["pcie_speed"], gpu["pcie_width"]) == (
+        "NVIDIA H200", "96.00.A5.00.1A", "32.0 GT/s PCIe", "16")
+    assert (facts["gpu_driver"], facts["cuda_driver"]) == ("580.159.04", "13.0")

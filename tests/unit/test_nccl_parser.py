@@ -1,16 +1,27 @@
 """nccl-tests' table and NCCL's path lines, pure.
 
-No GPU was lent to this project's sessions, so no nccl-tests run was recorded: the text
-below follows the formats as the sources print them (nccl-tests ``src/common.cu``: the
-header, rows, "# Out of bounds values" and "# Avg bus bandwidth" lines; NCCL
-``src/transport/net.cc`` and ``net_ib.cc``: the ``Channel … via NET/IB/0/GDRDMA`` and
-``NET/IB : Using [0]mlx5_0:1/IB`` INFO lines). Host names and figures are made up."""
+The real outputs are nccl-tests 2.19.6 with NCCL 2.28.9 on one H200, recorded
+(tests/data/replay-h200/SOURCES.md): one rank, so no channel crossed the network. The
+multi-node text below follows the formats as the sources print them (nccl-tests
+``src/common.cu``: the header, rows, "# Out of bounds values" and "# Avg bus bandwidth"
+lines; NCCL ``src/transport/net.cc`` and ``net_ib.cc``: the ``Channel … via
+NET/IB/0/GDRDMA`` and ``NET/IB : Using [0]mlx5_0:1/IB`` INFO lines). Host names and
+figures are made up."""
 
 from __future__ import annotations
 
 import pytest
 
-from reframe_tests.nccl.parser import ParseError, collnet_problem, parse, transport_problems
+from reframe_tests.nccl.parser import (
+    ParseError,
+    collnet_problem,
+    network_inside_a_node,
+    parse,
+    transport_problems,
+)
+from tests.facts import DATA
+
+H200 = DATA / "replay-h200"
 
 HEADER = """#                                                              out-of-place                       in-place
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
@@ -76,3 +87,42 @@ def test_collnet_is_proven_by_every_rank_connecting_it() -> None:
         "CollNet (SHARP) requested but 4 of 8 ranks never said 'Connected CollNet'")
     assert collnet_problem(lines, 8, requested=False) == \
         "CollNet not requested but 8 ranks connected it"
+
+
+@pytest.mark.parametrize("test, busbw, algbw", [
+    ("all_reduce", 0.0, 2111.6), ("all_gather", 0.0, 2109.6), ("reduce_scatter", 0.0, 2110.7),
+    ("sendrecv", 1904.4, 1904.4)])
+def test_the_h200_recordings_give_28_sizes_out_of_place(test: str, busbw: float,
+                                                         algbw: float) -> None:
+    """The real table: two spaces before ``#wrong``, ``N/A`` and ``1e+06`` in place; the
+    gathers' 8 B, rounded down to whole elements per rank, printed as 0 B."""
+    result = parse((H200 / f"{test}_perf_g1.txt").read_text(), max_size=1 << 30)
+    first = 0 if test in ("all_gather", "reduce_scatter") else 8
+    assert result.sizes == [first] + [8 << i for i in range(1, 28)]
+    assert (result.at("busbw", 1 << 30), result.at("algbw", 1 << 30)) == (busbw, algbw)
+
+
+def test_the_mean_busbw_leaves_out_the_in_place_copy_of_nothing() -> None:
+    """One rank sending to itself in place copies nothing (516831 GB/s): nccl-tests'
+    average (18866.2) is not a figure of the GPU; the out-of-place mean is."""
+    result = parse((H200 / "sendrecv_perf_g1.txt").read_text(), max_size=1 << 30)
+    assert result.average_busbw == 18866.2
+    assert result.mean_busbw == pytest.approx(460.56357, rel=1e-6)
+
+
+def test_one_node_without_a_network_channel_is_the_asked_path() -> None:
+    text = (H200 / "all_reduce_perf_g1.txt").read_text()
+    assert "Using network Socket" in text  # NCCL set sockets up, and no channel used them
+    assert network_inside_a_node(text) == []
+    assert network_inside_a_node(INFO) == [
+        "a channel inside the node went via NET/IB/0/GDRDMA: NCCL found no P2P or "
+        "shared-memory path between the GPUs"]
+
+
+def test_a_run_that_never_measured_says_nccls_own_cause() -> None:
+    """NCCL_NET=IB on the H200 without an HCA: NCCL's WARN and the failed call, named."""
+    with pytest.raises(ParseError) as error:
+        parse((H200 / "all_reduce_perf_g1_net_ib_absent.txt").read_text(), max_size=1 << 20)
+    assert str(error.value).endswith(
+        "did not get to measuring; NCCL WARN Failed to initialize any NET plugin; NCCL call "
+        "failed: invalid usage")
