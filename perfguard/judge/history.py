@@ -21,54 +21,10 @@ from typing import NamedTuple
 from uuid import UUID
 
 import numpy as np
-import psycopg
 
 from perfguard.judge.rules import Rules
-from perfguard.store import db
-
-# The passed test cases of the recent runs of the checks, each with its run's place among
-# them (1: the newest) and what makes one series of a check and metric: its variant
-# (0018: a digest of check and parameters), partition and environ; as flat arrays, one
-# element each, grouped into series by numpy (``_Cases``): grouped per series in
-# PostgreSQL a 100,000-line verdict's 1.65·10^6 test cases took 100,000 memory contexts.
-BLOCK_CASES_SQL = """
-WITH recent AS (
-    SELECT id, started_at, place
-    FROM unnest(%(runs)s::bigint[], %(times)s::timestamptz[])
-         WITH ORDINALITY AS u(id, started_at, place))
-SELECT array_agg(tc.id), array_agg(r.place), array_agg(tc.variant),
-       array_agg(tc.partition_id::bigint), array_agg(tc.environ_id::bigint)
-FROM recent r JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
-WHERE tc.check_name = ANY(%(checks)s) AND tc.run_id = ANY(%(runs)s::bigint[])
-  AND (%(variants)s::uuid[] IS NULL OR tc.variant = ANY(%(variants)s::uuid[]))
-"""
-
-# The recent runs' blocks of values (0019): the key figures' (the point list {0}) or the
-# curves'. Grouping the same values into series in PostgreSQL took 1.4 of a 2.6 s
-# 4,000-line verdict (396,000 rows of `curve`) and 4.5 of an 11.5 s 100,000-line one
-# (3.3·10^6 key figures of `sample`) at 2·10^7 samples.
-BLOCKS_SQL = """
-SELECT b.check_name, b.metric_id, b.point_ids, b.testcase_ids, b.point_values
-FROM sample_block b
-WHERE b.started_at = ANY(%(times)s) AND b.run_id = ANY(%(runs)s::bigint[])
-  AND b.check_name = ANY(%(checks)s) AND (b.point_ids = '{0}') = %(key_figures)s
-"""
-
-# What names a series: its newest test case's (looked up by id: through the grouped rows
-# PostgreSQL's estimates are off by 10^3 and it read every test case to join a few).
-NEWEST_SQL = """
-SELECT tc.id, tc.check_name, tc.params::text, p.name, e.name, sy.name,
-       array_to_string(tc.nodelist, ',')
-FROM testcase tc JOIN run r ON r.id = tc.run_id JOIN system sy ON sy.id = r.system_id
-JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id
-WHERE tc.id = ANY(%s)
-"""
-
-RECENT_RUNS_SQL = """
-SELECT array_agg(r.id ORDER BY r.started_at DESC, r.id DESC),
-       array_agg(r.started_at ORDER BY r.started_at DESC, r.id DESC)
-FROM run r WHERE r.id IN (SELECT recent_runs(%(run_id)s, %(checks)s, %(runs)s))
-"""
+from perfguard.store import queries
+from perfguard.store.queries import Connection
 
 
 class Series(NamedTuple):
@@ -130,7 +86,7 @@ class CurveNights:
                  self.measured) for column, point in enumerate(self.point_ids)]
 
 
-def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
+def read(conn: Connection, run_id: int, checks: list[str], points: list[int],
          rules: Rules) -> dict[tuple, Series]:
     """The series of ``checks`` at ``points`` over the recent runs of the judged run's
     system up to it (as many as ``rules`` read; with the times of the values where a rule
@@ -148,7 +104,7 @@ def read(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[
     return named(conn, rows)
 
 
-def curves(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
+def curves(conn: Connection, run_id: int, checks: list[str], points: list[int],
            rules: Rules) -> list[CurveNights]:
     """The curves of ``checks`` at the (curve) ``points``, their series not yet named
     (``named``). Each curve the judged run measured holds at least the values its rule
@@ -190,7 +146,7 @@ class KeyFigures(NamedTuple):
     variant: bytes
 
 
-def _key_figures(conn: psycopg.Connection, bound: dict, judged: int) -> list[KeyFigures]:
+def _key_figures(conn: Connection, bound: dict, judged: int) -> list[KeyFigures]:
     """Every key-figure series of the recent runs, read newest first as ``curves`` reads
     curves (``_newest_first``): a 100,000-line verdict read 66 nights of each series to
     judge by 33. Named by its newest test case (the lowest id of the newest run)."""
@@ -212,20 +168,20 @@ def _key_figures(conn: psycopg.Connection, bound: dict, judged: int) -> list[Key
                          lambda row: row.measured and len(row.values) < judged)
 
 
-def _recent(conn: psycopg.Connection, run_id: int, checks: list[str], points: list[int],
+def _recent(conn: Connection, run_id: int, checks: list[str], points: list[int],
             rules: Rules) -> dict | None:
     """The history queries' parameters: the recent runs and their start times."""
     if not checks or not points:
         return None
-    ids, times = conn.execute(RECENT_RUNS_SQL, {
-        "run_id": run_id, "checks": checks, "runs": rules.runs_read()}).fetchone()
+    ids, times = queries.one(conn, "recent_runs", {
+        "run_id": run_id, "checks": checks, "runs": rules.runs_read()})
     if not ids:
         return None
     return {"run_id": run_id, "runs": ids, "checks": checks, "times": times,
             "with_times": rules.needs_times(), "variants": None}
 
 
-def _curves(conn: psycopg.Connection, bound: dict, points: list[int]) -> list[CurveNights]:
+def _curves(conn: Connection, bound: dict, points: list[int]) -> list[CurveNights]:
     """Every curve of the recent runs at ``points``."""
     rows = []
     for segments in _segments(conn, bound, key_figures=False):
@@ -235,14 +191,14 @@ def _curves(conn: psycopg.Connection, bound: dict, points: list[int]) -> list[Cu
             rows.append((variant, *segments.where(first), segments.metric_id, segments.check,
                          segments.point_ids, ids[first:last], runs, times,
                          segments.values[first:last]))
-    metrics = dict(conn.execute("SELECT id, name FROM metric").fetchall())
+    metrics = dict(queries.tuples(conn, "metric_names"))
     return _point_series(rows, set(points) - {0}, metrics, bound["run_id"],
                          bound["with_times"])
 
 
 class _Cases:
-    """The passed test cases of the recent runs (BLOCK_CASES_SQL), by id: each one's run's
-    place and its series (variant, partition and environ as one dense number)."""
+    """The passed test cases of the recent runs (the named query block_cases), by id: each
+    one's run's place and its series (variant, partition and environ as one dense number)."""
 
     def __init__(self, ids, places, variants, partitions, environs):
         order = np.argsort(ids, kind="stable")
@@ -305,22 +261,20 @@ class _Segments:
         return self.cases.partitions[series], self.cases.environs[series]
 
 
-def _segments(conn: psycopg.Connection, bound: dict, key_figures: bool
+def _segments(conn: Connection, bound: dict, key_figures: bool
               ) -> Iterator[_Segments]:
     """The recent runs' blocks of key figures (or of curves), their values of the passed
     test cases (not failed, not superseded) split into series, per check, metric and
     point list: one at a time (a 100,000-line verdict's rows as Python ints, all at once,
     took 200 MB more)."""
-    blocks = db.packed_arrays(conn.cursor(binary=True), numpy_ids=True).execute(
-        BLOCKS_SQL, {**bound, "key_figures": key_figures}).fetchall()
+    blocks = queries.arrays(conn, "sample_blocks", {**bound, "key_figures": key_figures})
     if not blocks:
         return
     # Only the checks that have such blocks; through judged_testcase PostgreSQL guesses
     # 440 test cases for 132,000 and plans nested loops unless told not to.
     checks = sorted({block[0] for block in blocks})
-    with db.planned(conn, db.HASH_JOINS):
-        row = db.packed_arrays(conn.cursor(binary=True), numpy_ids=True).execute(
-            BLOCK_CASES_SQL, {**bound, "checks": checks}).fetchone()
+    with queries.planned(conn, queries.HASH_JOINS):
+        row = queries.arrays(conn, "block_cases", {**bound, "checks": checks}, one=True)
     if row[0] is None:
         return
     cases = _Cases(*row)
@@ -353,14 +307,13 @@ class _NightsOf(dict):
         return found
 
 
-def named(conn: psycopg.Connection, rows: list[tuple]) -> dict[tuple, Series]:
+def named(conn: Connection, rows: list[tuple]) -> dict[tuple, Series]:
     """``Series`` by key of rows (newest test case, metric id, point id, values, times,
     measured), named by their newest test case."""
     found = {}
-    newest = {row[0]: row[1:] for row in conn.execute(
-        NEWEST_SQL, (sorted({row[0] for row in rows}),))}
-    metrics = {mid: (name, unit) for mid, name, unit in conn.execute(
-        "SELECT id, name, unit FROM metric")}
+    newest = {row[0]: row[1:] for row in queries.tuples(
+        conn, "newest_testcases", (sorted({row[0] for row in rows}),))}
+    metrics = {mid: (name, unit) for mid, name, unit in queries.tuples(conn, "metric_units")}
     for testcase, metric_id, point_id, values_, times_, measured, *_ in rows:
         check, params, partition, environ, system, nodes = newest[testcase]
         if isinstance(values_, np.ndarray):  # a column of a curve's nights
@@ -419,7 +372,7 @@ def _merged(rows: list[tuple], metric: int, points: set[int], run_id: int,
     return found
 
 
-def values(conn: psycopg.Connection, series: Series | None, same_fingerprint: bool,
+def values(conn: Connection, series: Series | None, same_fingerprint: bool,
            epochs: dict | None = None) -> list[float]:
     """The values of ``series`` (oldest first, the judged run's last); with
     ``same_fingerprint`` only those since the last fingerprint change of the judged run's
@@ -433,7 +386,7 @@ def values(conn: psycopg.Connection, series: Series | None, same_fingerprint: bo
     asked = (series.system, series.nodes, series.times[-1])
     epochs = {} if epochs is None else epochs  # series of one run share their nodes' epoch
     if asked not in epochs:
-        epochs[asked] = conn.execute("SELECT fingerprint_epoch(%s, %s, %s)",
-                                     (asked[0], list(asked[1]), asked[2])).fetchone()[0]
+        epochs[asked] = queries.one(conn, "fingerprint_epoch",
+                                    (asked[0], list(asked[1]), asked[2]))[0]
     start = epochs[asked]
     return [v for v, t in zip(series.values, series.times) if start is None or t >= start]

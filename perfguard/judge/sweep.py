@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-import psycopg
-
 from perfguard.contract.rounds import leaf_rounds
 from perfguard.judge import rules as judge
 from perfguard.judge.fingerprint import compact_nodes, natural_key
+from perfguard.store import queries
+from perfguard.store.queries import Connection
 
 #: What each metric's better direction is (the sweep check declares the same).
 BETTER = {"bandwidth": "higher", "latency": "lower"}
@@ -511,12 +511,10 @@ def variant_label(hca: str, memory: str | None) -> str:
     return hca if memory in (None, "host") else f"{hca} ({memory})"
 
 
-def measurements(conn: psycopg.Connection, run_id: int) -> list[Measurement]:
+def measurements(conn: Connection, run_id: int) -> list[Measurement]:
     """A sweep run's measurements from the database; a failed one (metric ``failed``)
     becomes a None value of the metric its test measures."""
-    rows = conn.execute("SELECT hca, memory, server, client, metric, unit, value, failed_test "
-                        "FROM sweep_pair WHERE run_id = %s ORDER BY server, client",
-                        (run_id,)).fetchall()
+    rows = queries.tuples(conn, "sweep_pairs", (run_id,))
     out = []
     for hca, memory, server, client, metric, unit, value, test in rows:
         label = variant_label(hca, memory)
@@ -528,11 +526,9 @@ def measurements(conn: psycopg.Connection, run_id: int) -> list[Measurement]:
     return out
 
 
-def why_unmeasured(conn: psycopg.Connection, run_id: int) -> str:
+def why_unmeasured(conn: Connection, run_id: int) -> str:
     """Why a sweep run stored no pair: its sweep test cases' failures, as stored."""
-    failures = conn.execute(
-        "SELECT fail_phase, fail_reason FROM judged_testcase WHERE run_id = %s "
-        "AND check_name = 'FabricSweepCheck' AND result <> 'pass'", (run_id,)).fetchall()
+    failures = queries.tuples(conn, "sweep_failures", (run_id,))
     if not failures:
         return f"its FabricSweepCheck test cases stored no pair (`perfguard verdict {run_id}` " \
                f"says why)"
@@ -540,44 +536,28 @@ def why_unmeasured(conn: psycopg.Connection, run_id: int) -> str:
                      for phase, reason in failures)
 
 
-def store_findings(conn: psycopg.Connection, run_id: int, findings: list[Finding],
+def store_findings(conn: Connection, run_id: int, findings: list[Finding],
                    drained: set[str]) -> None:
     """A sweep's findings, replacing any earlier ones of the run."""
     with conn.transaction():
-        conn.execute("DELETE FROM sweep_finding WHERE run_id = %s", (run_id,))
-        with conn.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO sweep_finding (run_id, hca, kind, subject, evidence, drained) "
-                "VALUES (%s, %s, %s, %s, %s, %s)",
-                [(run_id, f.hca, f.kind, f.subject, f.evidence, f.node in drained)
-                 for f in findings])
+        queries.execute(conn, "delete_sweep_findings", (run_id,))
+        queries.execute_many(conn, "insert_sweep_finding",
+                             [(run_id, f.hca, f.kind, f.subject, f.evidence, f.node in drained)
+                              for f in findings])
 
 
 #: A drain reason perfguard sets begins with this; `sweep --resume` touches no other.
 DRAIN_MARK = "perfguard:"
 
 
-#: Earlier values of every pair of a sweep run: the same system, HCA, memory, server,
-#: client and metric, in full sweeps (not retests) before it, oldest first.
-PAIR_HISTORY_SQL = """
-SELECT p.hca, p.memory, p.server, p.client, p.metric, p.value
-FROM run cur JOIN system sy ON sy.id = cur.system_id
-JOIN sweep_pair p ON p.system = sy.name AND p.started_at < cur.started_at
-JOIN run r ON r.id = p.run_id
-WHERE cur.id = %s AND r.trigger = 'sweep' AND NOT 'sweep-retest' = ANY(r.labels)
-  AND p.metric = ANY(%s)
-ORDER BY p.started_at, p.run_id
-"""
-
-
-def history_limits(conn: psycopg.Connection, run_id: int,
+def history_limits(conn: Connection, run_id: int,
                    rules: judge.Rules = judge.DEFAULT_RULES) -> dict[tuple, Limit]:
     """Each pair's own band from earlier sweeps (the verdicts' judge and rule: median ±
     max(level σ, min change)), for pairs with history enough: a pair that drifted is caught
     even while it is still within the best-pair rule."""
     series: dict[tuple, list[float]] = defaultdict(list)
-    for hca, memory, server, client, metric, value in conn.execute(
-            PAIR_HISTORY_SQL, (run_id, list(BETTER))):
+    for hca, memory, server, client, metric, value in queries.tuples(
+            conn, "sweep_pair_history", (run_id, list(BETTER))):
         m = Measurement(variant_label(hca, memory), server, client, metric, value)
         series[_key(m)].append(value)
     out = {}

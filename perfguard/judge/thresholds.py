@@ -14,13 +14,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import yaml
-from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from perfguard.contract.references import Reference, References
 from perfguard.errors import PerfguardError, UsageError
+from perfguard.store import queries
+from perfguard.store.queries import Connection
 from perfguard.yamlfile import load_yaml
 
 DIRECTIONS = ("higher", "lower")
@@ -135,10 +134,6 @@ class Threshold:
         return f"{scope} {self.metric}"
 
 
-_COLUMNS = ("id, system, partition, environ, check_name, params, metric, point, reference, "
-            "lower, upper, bounds, unit, direction, valid_from, valid_to, author, reason")
-
-
 def _from_row(row: dict) -> Threshold:
     return Threshold(
         id=row["id"], system=row["system"], partition=row["partition"], environ=row["environ"],
@@ -149,19 +144,13 @@ def _from_row(row: dict) -> Threshold:
         reason=row["reason"])
 
 
-_SAME_SCOPE = """system = %(system)s AND coalesce(partition, '') = coalesce(%(partition)s, '')
-    AND coalesce(environ, '') = coalesce(%(environ)s, '') AND check_name = %(check)s
-    AND params = %(params)s AND metric = %(metric)s
-    AND coalesce(point, 'null'::jsonb) = coalesce(%(point)s, 'null'::jsonb)"""
-
-
 def _scope_args(t: Threshold) -> dict[str, Any]:
     return {"system": t.system, "partition": t.partition, "environ": t.environ,
-            "check": t.check, "params": Jsonb(t.params), "metric": t.metric,
-            "point": Jsonb(t.point) if t.point is not None else None}
+            "check": t.check, "params": queries.json(t.params), "metric": t.metric,
+            "point": queries.json(t.point) if t.point is not None else None}
 
 
-def set_threshold(conn: psycopg.Connection, t: Threshold) -> tuple[Threshold, bool]:
+def set_threshold(conn: Connection, t: Threshold) -> tuple[Threshold, bool]:
     """Close the current row of this scope (if it differs) and open a new one.
 
     Returns the current threshold and whether anything changed; setting the
@@ -169,40 +158,32 @@ def set_threshold(conn: psycopg.Connection, t: Threshold) -> tuple[Threshold, bo
     """
     t.validate(t.scope())
     with conn.transaction():
-        current = conn.cursor(row_factory=dict_row).execute(
-            f"SELECT {_COLUMNS} FROM threshold WHERE {_SAME_SCOPE} AND valid_to IS NULL "
-            f"FOR UPDATE", _scope_args(t)).fetchone()
+        current = queries.first(conn, "current_threshold_of_scope", _scope_args(t))
         if current and _same_values(_from_row(current), t):
             return _from_row(current), False
         if current:
-            conn.execute("UPDATE threshold SET valid_to = now() WHERE id = %s", (current["id"],))
-        row = conn.cursor(row_factory=dict_row).execute(
-            f"""INSERT INTO threshold (system, partition, environ, check_name, params, metric,
-                    point, reference, lower, upper, bounds, unit, direction, author, reason)
-                VALUES (%(system)s, %(partition)s, %(environ)s, %(check)s, %(params)s,
-                    %(metric)s, %(point)s, %(reference)s, %(lower)s, %(upper)s, %(bounds)s,
-                    %(unit)s, %(direction)s, %(author)s, %(reason)s)
-                RETURNING {_COLUMNS}""",
-            {**_scope_args(t), "reference": t.reference, "lower": t.lower, "upper": t.upper,
-             "bounds": t.bounds, "unit": t.unit, "direction": t.direction,
-             "author": t.author, "reason": t.reason}).fetchone()
+            queries.execute(conn, "close_threshold", (current["id"],))
+        row = queries.first(conn, "insert_threshold", {
+            **_scope_args(t), "reference": t.reference, "lower": t.lower, "upper": t.upper,
+            "bounds": t.bounds, "unit": t.unit, "direction": t.direction, "author": t.author,
+            "reason": t.reason})
     return _from_row(row), True
 
 
-def set_all(conn: psycopg.Connection, thresholds: list[Threshold], source: str) -> int:
+def set_all(conn: Connection, thresholds: list[Threshold], source: str) -> int:
     """Set every threshold of a file in one transaction: all of them or none.
     Returns how many changed."""
     try:
         with conn.transaction():
             return sum(set_threshold(conn, t)[1] for t in thresholds)
-    except psycopg.Error as exc:
+    except queries.DatabaseError as exc:
         raise PerfguardError(f"{source}: nothing imported, the database refused an entry: "
                              f"{exc}") from exc
 
 
-def never_measured(conn: psycopg.Connection, thresholds: list[Threshold]) -> list[Threshold]:
+def never_measured(conn: Connection, thresholds: list[Threshold]) -> list[Threshold]:
     """Thresholds whose metric no stored run has measured (typos never match)."""
-    known = {name for (name,) in conn.execute("SELECT DISTINCT name FROM metric")}
+    known = {name for _, name in queries.tuples(conn, "metric_names")}
     conn.commit()
     return [t for t in thresholds if t.metric not in known] if known else []
 
@@ -212,32 +193,27 @@ def _same_values(a: Threshold, b: Threshold) -> bool:
     return all(getattr(a, k) == getattr(b, k) for k in keys)
 
 
-def current(conn: psycopg.Connection, system: str | None = None,
+def current(conn: Connection, system: str | None = None,
             check: str | None = None) -> list[Threshold]:
-    return _select(conn, "valid_to IS NULL", system, check)
+    return _select(conn, True, system, check)
 
 
-def history(conn: psycopg.Connection, system: str | None = None,
+def history(conn: Connection, system: str | None = None,
             check: str | None = None) -> list[Threshold]:
-    return _select(conn, "true", system, check)
+    return _select(conn, False, system, check)
 
 
-def get(conn: psycopg.Connection, threshold_id: int) -> Threshold:
-    row = conn.cursor(row_factory=dict_row).execute(
-        f"SELECT {_COLUMNS} FROM threshold WHERE id = %s", (threshold_id,)).fetchone()
+def get(conn: Connection, threshold_id: int) -> Threshold:
+    row = queries.first(conn, "threshold_by_id", (threshold_id,))
     if row is None:
         raise PerfguardError(f"no threshold with id {threshold_id}")
     return _from_row(row)
 
 
-def _select(conn: psycopg.Connection, condition: str, system: str | None,
+def _select(conn: Connection, in_force_only: bool, system: str | None,
             check: str | None) -> list[Threshold]:
-    rows = conn.cursor(row_factory=dict_row).execute(
-        f"""SELECT {_COLUMNS} FROM threshold
-            WHERE {condition} AND (%(system)s::text IS NULL OR system = %(system)s)
-              AND (%(check)s::text IS NULL OR check_name = %(check)s)
-            ORDER BY system, check_name, metric, params::text, valid_from""",
-        {"system": system, "check": check}).fetchall()
+    rows = queries.rows(conn, "thresholds", {"in_force_only": in_force_only, "system": system,
+                                             "check": check})
     return [_from_row(r) for r in rows]
 
 
@@ -297,34 +273,15 @@ def is_magnitude_unit(unit: str) -> bool:
     return bool(_MAGNITUDE_UNIT.match(unit.strip()))
 
 
-def declared_direction(conn: psycopg.Connection, check: str, metric: str) -> str | None:
+def declared_direction(conn: Connection, check: str, metric: str) -> str | None:
     """Which way ``metric`` of ``check`` is better, as the check declared it (None: no run
     of the check has been stored since it declared it)."""
-    row = conn.execute("SELECT better FROM metric_direction WHERE check_name = %s AND "
-                       "metric = %s", (check, metric)).fetchone()
+    row = queries.one(conn, "metric_direction", (check, metric))
     return row[0] if row else None
 
 
-# A run's key figures that passed, each with its declared direction and the values of
-# the last %(count)s runs of its series up to that run (oldest first).
-_KEY_FIGURE_HISTORY = """
-SELECT k.system, k.partition, k.environ, k.check_name, k.params, k.metric, k.unit, k.value,
-       d.better,
-       ARRAY(SELECT value FROM (
-           SELECT v.value, v.started_at, v.run_id FROM series_value v
-           WHERE v.system = k.system AND v.check_name = k.check_name AND v.params = k.params
-             AND v.partition = k.partition AND v.environ = k.environ AND v.metric = k.metric
-             AND v.point_id = 0 AND v.started_at <= k.started_at
-           ORDER BY v.started_at DESC, v.run_id DESC LIMIT %(count)s) last
-         ORDER BY started_at, run_id) AS history
-FROM key_verdict k
-LEFT JOIN metric_direction d ON d.check_name = k.check_name AND d.metric = k.metric
-WHERE k.run_id = %(run_id)s AND k.testcase_state = 'pass'
-ORDER BY k.check_name, k.params::text, k.metric
-"""
 
-
-def derive(conn: psycopg.Connection, run_id: int, tolerance: float, author: str,
+def derive(conn: Connection, run_id: int, tolerance: float, author: str,
            reason: str, history: int = 1, sigmas: float = 4.0,
            minimum: int = 8) -> tuple[list[Threshold], list[str]]:
     """Thresholds proposed for every key figure of a run, one-sided in the direction its
@@ -335,8 +292,7 @@ def derive(conn: psycopg.Connection, run_id: int, tolerance: float, author: str,
     from perfguard.judge.rules import baseline
 
     proposals, notes = [], []
-    rows = conn.cursor(row_factory=dict_row).execute(
-        _KEY_FIGURE_HISTORY, {"run_id": run_id, "count": history}).fetchall()
+    rows = queries.rows(conn, "key_figure_history", {"run_id": run_id, "count": history})
     for row in rows:
         scope = f"{row['check_name']} {row['metric']} {row['params']}"
         if row["better"] is None:
@@ -359,13 +315,10 @@ def derive(conn: psycopg.Connection, run_id: int, tolerance: float, author: str,
     return proposals, notes
 
 
-def references_in_force(conn: psycopg.Connection, system: str) -> References:
+def references_in_force(conn: Connection, system: str) -> References:
     """The system's key-figure thresholds in force now, in matching_threshold()'s order of
     precedence: what `perfguard run` hands its checks (perfguard.contract.references)."""
-    rows = conn.cursor(row_factory=dict_row).execute(
-        f"SELECT {_COLUMNS} FROM threshold_limit WHERE system = %s AND point IS NULL "
-        "AND valid_from <= now() AND (valid_to IS NULL OR valid_to > now()) "
-        "ORDER BY specificity DESC, valid_from DESC, id DESC", (system,)).fetchall()
+    rows = queries.rows(conn, "references_in_force", (system,))
     return References(tuple(
         Reference(t.check, t.metric, t.partition, t.environ, t.params, t.as_reframe())
         for t in map(_from_row, rows)))

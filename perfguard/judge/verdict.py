@@ -17,10 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
-
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import curves, history
 from perfguard.judge import rules as judge
@@ -32,56 +28,8 @@ from perfguard.states import (
     REGRESSION,
     STATES,
 )
-from perfguard.store import db
-
-# Key figures come from the key_verdict view; curve points where a point threshold
-# names them. Both choose the threshold with matching_threshold().
-VERDICT_SQL = """
-SELECT k.testcase_id, k.check_name, k.params, k.params::text AS params_text, k.partition,
-       k.environ,
-       k.testcase_state, k.fail_reason, k.metric, k.unit, k.value,
-       '{}'::jsonb AS point, 0 AS point_id, k.threshold_id, k.reference, k.lower_limit,
-       k.upper_limit, k.status, k.started_at, d.better, k.nodelist
-FROM key_verdict k
-LEFT JOIN metric_direction d ON d.check_name = k.check_name AND d.metric = k.metric
-WHERE k.run_id = %(run_id)s
-UNION ALL
-SELECT tc.id, tc.check_name, tc.params, tc.params::text, p.name, e.name, tc.state,
-       tc.fail_reason,
-       m.name, m.unit, s.value, pt.coords, pt.id, th.id, th.reference, th.lower_limit,
-       th.upper_limit, threshold_status(s.value, th.id, th.lower_limit, th.upper_limit),
-       r.started_at, d.better, tc.nodelist
-FROM run r
-JOIN system sy ON sy.id = r.system_id
-JOIN judged_testcase tc ON tc.run_id = r.id
-JOIN partition p ON p.id = tc.partition_id
-JOIN environ e ON e.id = tc.environ_id
-JOIN LATERAL (SELECT DISTINCT t.metric, t.point FROM threshold t
-              WHERE t.system = sy.name AND t.check_name = tc.check_name
-                AND t.point IS NOT NULL) named ON true
-JOIN metric m ON m.name = named.metric
-JOIN point pt ON pt.coords = named.point
-JOIN sample s ON s.testcase_id = tc.id AND s.started_at = r.started_at
-             AND s.metric_id = m.id AND s.point_id = pt.id
-JOIN LATERAL matching_threshold(sy.name, tc.check_name, m.name, pt.coords, p.name, e.name,
-                                tc.params, r.started_at) th ON true
-LEFT JOIN metric_direction d ON d.check_name = tc.check_name AND d.metric = m.name
-WHERE r.id = %(run_id)s
-ORDER BY 2, 4, 5, 6, 9
-"""
-
-# The run's start as a constant, not joined: joined, PostgreSQL read the whole month's
-# key-figure index (1.2 s for a run of 50,000 test cases; 33 ms so).
-TESTCASES_WITHOUT_SAMPLES = """
-SELECT tc.id AS testcase_id, tc.check_name, tc.params, p.name AS partition,
-       e.name AS environ, tc.state AS testcase_state, tc.fail_reason, tc.nodelist
-FROM judged_testcase tc JOIN partition p ON p.id = tc.partition_id
-JOIN environ e ON e.id = tc.environ_id
-WHERE tc.run_id = %(run_id)s
-  AND NOT EXISTS (SELECT 1 FROM sample s WHERE s.testcase_id = tc.id AND s.point_id = 0
-                  AND s.started_at = (SELECT started_at FROM run WHERE id = %(run_id)s))
-ORDER BY tc.check_name, tc.params::text
-"""
+from perfguard.store import queries
+from perfguard.store.queries import Connection
 
 
 @dataclass
@@ -129,17 +77,14 @@ class Line:
                 self.metric, tuple(sorted(self.point.items())))
 
 
-def resolve_run(conn: psycopg.Connection, ref: str | None) -> int:
+def resolve_run(conn: Connection, ref: str | None) -> int:
     """A run id, a session uuid, a label (newest run carrying it), or None for the latest."""
     if ref is None or ref == "latest":
-        row = conn.execute("SELECT id FROM run ORDER BY started_at DESC, id DESC LIMIT 1"
-                           ).fetchone()
+        row = queries.one(conn, "latest_run")
     elif ref.isascii() and ref.isdigit() and len(ref) < 19:  # a bigint, not "²" or 10^30
-        row = conn.execute("SELECT id FROM run WHERE id = %s", (int(ref),)).fetchone()
+        row = queries.one(conn, "run_by_id", (int(ref),))
     else:
-        row = conn.execute(
-            "SELECT id FROM run WHERE session_uuid::text = %(r)s OR %(r)s = ANY(labels) "
-            "ORDER BY started_at DESC LIMIT 1", {"r": ref}).fetchone()
+        row = queries.one(conn, "run_by_session_or_label", {"r": ref})
     if row is None:
         if ref:
             raise UsageError(f"no run matches {ref!r} (give a run id, session uuid or label)")
@@ -153,20 +98,19 @@ def rules_file() -> Path:
     return site_file("verdict_rules.yaml")
 
 
-def verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = None,
+def verdict(conn: Connection, run_id: int, rules: judge.Rules | None = None,
             with_curves: bool = True) -> list[Line]:
     """Every line of the run's verdict; ``with_curves=False`` leaves out the whole-curve
     lines (their sizes' history is most of a large run's cost: benchmarks/ingest.py)."""
     rules = judge.load_rules(rules_file()) if rules is None else rules
-    with db.planned(conn, db.BULK):
+    with queries.planned(conn, queries.BULK):
         return _verdict(conn, run_id, rules, with_curves)
 
 
-def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
+def _verdict(conn: Connection, run_id: int, rules: judge.Rules,
              with_curves: bool) -> list[Line]:
-    cursor = db.shared_json(conn.cursor(row_factory=dict_row))
-    with db.planned(conn, db.NO_MERGE_JOINS):
-        rows = cursor.execute(VERDICT_SQL, {"run_id": run_id}).fetchall()
+    with queries.planned(conn, queries.NO_MERGE_JOINS):
+        rows = queries.shared_rows(conn, "verdict_lines", {"run_id": run_id})
     levels = accepted_levels(conn, run_id)
     regressed = regressed_runs(conn, run_id)
     series = _history(conn, run_id, rows,
@@ -187,41 +131,30 @@ def _verdict(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
         nodes = {_variant(line): line.nodes for line in lines}
         lines += [dataclasses.replace(line, nodes=nodes.get(_variant(line), ()))
                   for line in _curve_lines(conn, run_id, rules, levels)]
-    for row in cursor.execute(TESTCASES_WITHOUT_SAMPLES, {"run_id": run_id}):
+    for row in queries.shared_rows(conn, "testcases_without_samples", {"run_id": run_id}):
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
                           "-", None, "", {}, None, None, None, row["testcase_state"],
                           row["fail_reason"] or "", nodes=tuple(row["nodelist"] or ())))
     return lines
 
 
-ACCEPTED_SQL = """
-SELECT a.subject, f.started_at,
-       'new level from run ' || a.from_run || ' accepted by ' || a.who || ' on '
-       || to_char(a.at, 'YYYY-MM-DD') || ': ' || a.reason, a.at
-FROM accepted_level a JOIN run f ON f.id = a.from_run
-JOIN run r ON r.id = %s AND r.system_id = f.system_id AND f.started_at <= r.started_at
-ORDER BY f.started_at
-"""
-
-
-def accepted_levels(conn: psycopg.Connection, run_id: int) -> list[tuple]:
+def accepted_levels(conn: Connection, run_id: int) -> list[tuple]:
     """(cause, from when, "new level from run N accepted by who on date: why", when it
     was accepted) of the run's system, oldest first (`perfguard accept`)."""
-    return conn.execute(ACCEPTED_SQL, (run_id,)).fetchall()
+    return queries.tuples(conn, "accepted_levels", (run_id,))
 
 
-def accept(conn: psycopg.Connection, subject: str, from_run: int, reason: str) -> None:
+def accept(conn: Connection, subject: str, from_run: int, reason: str) -> None:
     """Accept the level of ``subject``'s lines from run ``from_run`` on (0024), as the
     account that ran the command (the database role is shared by every admin)."""
     with conn.transaction():
-        conn.execute("INSERT INTO accepted_level (subject, from_run, reason, who) VALUES "
-                     "(%s, %s, %s, %s)", (subject, from_run, reason, getpass.getuser()))
+        queries.execute(conn, "insert_accepted_level",
+                        (subject, from_run, reason, getpass.getuser()))
 
 
-def accepted(conn: psycopg.Connection) -> list[tuple]:
+def accepted(conn: Connection) -> list[tuple]:
     """Every accepted level: (id, cause, from run, who, when, why)."""
-    return conn.execute("SELECT id, subject, from_run, who, at, reason FROM accepted_level "
-                        "ORDER BY id").fetchall()
+    return queries.tuples(conn, "accepted_level_list")
 
 
 def line_name(check: str, params: dict, metric: str) -> str:
@@ -249,25 +182,12 @@ def _accepted(row: dict, levels: list[tuple]) -> tuple | None:
     return found[-1] if found else None
 
 
-#: The earlier runs of the judged run's system in which a key figure's line was judged
-#: regression (the last 90 days: far beyond any history window).
-REGRESSED_SQL = """
-SELECT v.check_name, v.params::text, v.partition, v.environ, v.metric,
-       array_agg(r.started_at)
-FROM verdict_line v JOIN run r ON r.id = v.run_id
-JOIN run j ON j.id = %s AND j.system_id = r.system_id
-WHERE v.status = 'regression' AND v.metric NOT LIKE '%% curve'
-  AND r.started_at < j.started_at AND r.started_at > j.started_at - interval '90 days'
-GROUP BY 1, 2, 3, 4, 5
-"""
-
-
-def regressed_runs(conn: psycopg.Connection, run_id: int) -> dict[tuple, set]:
+def regressed_runs(conn: Connection, run_id: int) -> dict[tuple, set]:
     """Line → the start times of the earlier runs that judged it a regression. Those runs
     stay out of its baseline until a level is accepted: a fault must not become the
     normal it is judged against (the line returns to pass when its values return)."""
     return {tuple(row[:5]): set(row[5])
-            for row in conn.execute(REGRESSED_SQL, (run_id,)).fetchall()}
+            for row in queries.tuples(conn, "regressed_runs", (run_id,))}
 
 
 def _line_key(row: dict) -> tuple:
@@ -333,7 +253,7 @@ def _variant(line: Line) -> tuple:
     return line.check, _frozen(line.params), line.partition, line.environ
 
 
-def _curve_lines(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
+def _curve_lines(conn: Connection, run_id: int, rules: judge.Rules,
                  levels: list[tuple] = ()) -> list[Line]:
     """A line per size sweep that regressed or improved somewhere (a curve within its
     noise adds nothing to its key figure's line); an accepted level cuts its history."""
@@ -350,30 +270,11 @@ def _curve_lines(conn: psycopg.Connection, run_id: int, rules: judge.Rules,
             for c in judged if c.state in (REGRESSION, IMPROVEMENT)]
 
 
-# A key figure's point: the point of its test case's sweep of the same metric (`curve`,
-# a btree per month) that holds the same value. Read from `sample`, each test case's
-# points went through the month's BRIN index, only as good as its summaries.
-KEY_POINTS_SQL = """
-SELECT tc.check_name, tc.params, p.name AS partition, e.name AS environ, m.name AS metric,
-       (array_agg(pt.coords ORDER BY pt.id))[1] AS coords
-FROM testcase tc JOIN partition p ON p.id = tc.partition_id
-JOIN environ e ON e.id = tc.environ_id JOIN run r ON r.id = tc.run_id
-JOIN sample k ON k.testcase_id = tc.id AND k.started_at = r.started_at AND k.point_id = 0
-JOIN curve cv ON cv.testcase_id = tc.id AND cv.started_at = r.started_at
-             AND cv.metric_id = k.metric_id
-CROSS JOIN LATERAL unnest(cv.point_ids, cv.point_values) AS s(point_id, value)
-JOIN metric m ON m.id = k.metric_id JOIN point pt ON pt.id = s.point_id
-WHERE tc.run_id = %(run_id)s AND s.value = k.value
-GROUP BY 1, 2, 3, 4, 5
-"""
-
-
-def with_key_points(conn: psycopg.Connection, run_id: int, lines: list[Line]) -> list[Line]:
+def with_key_points(conn: Connection, run_id: int, lines: list[Line]) -> list[Line]:
     """Name the curve point each key figure is (the 4 MiB point of a bandwidth curve), so
     the report and --explain say which size the verdict judged."""
     found = {(r["check_name"], _frozen(r["params"]), r["partition"], r["environ"], r["metric"]):
-             r["coords"] for r in conn.cursor(row_factory=dict_row).execute(
-                 KEY_POINTS_SQL, {"run_id": run_id})}
+             r["coords"] for r in queries.rows(conn, "key_points", {"run_id": run_id})}
     for line in lines:
         if not line.point:
             line.key_point = found.get((line.check, _frozen(line.params), line.partition,
@@ -391,7 +292,7 @@ def _frozen(mapping: dict) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in mapping.items()))
 
 
-def _history(conn: psycopg.Connection, run_id: int, rows: list[dict],
+def _history(conn: Connection, run_id: int, rows: list[dict],
              rules: judge.Rules) -> dict[tuple, history.Series]:
     """Series key → the series up to and including this run, for every row's series."""
     points = sorted({r["point_id"] for r in rows})
@@ -425,26 +326,6 @@ def _line(row: dict, values: list[float], rule: judge.Rule,
     return line
 
 
-RECORD_SQL = """
-INSERT INTO verdict_line (run_id, check_name, params, partition, environ, metric, point, value,
-                          unit, status, centre, noise, band_low, band_high, detail, reference,
-                          lower_limit, upper_limit, better, paged)
-VALUES (%(run_id)s, %(check)s, %(params)s, %(partition)s, %(environ)s, %(metric)s, %(point)s,
-        %(value)s, %(unit)s, %(status)s, %(centre)s, %(noise)s, %(low)s, %(high)s, %(detail)s,
-        %(reference)s, %(lower_limit)s, %(upper_limit)s, %(better)s, %(paged)s)
-"""
-
-RECORDED_SQL = """
-SELECT v.check_name, v.params, v.params::text AS params_text, v.partition, v.environ,
-       v.metric, v.point,
-       coalesce(pt.id, -1) AS point_id, v.value, v.unit, v.status, v.centre, v.noise,
-       v.detail, v.reference, v.lower_limit, v.upper_limit, v.better, v.paged
-FROM verdict_line v LEFT JOIN point pt ON pt.coords = v.point
-WHERE v.run_id = %(run_id)s
-ORDER BY v.check_name, v.params::text, v.partition, v.environ, v.metric, v.point::text
-"""
-
-
 #: A run's outcomes, as run_outcome says (0021), and the exit code each gives the CLI.
 OUTCOME_PASS, OUTCOME_FAIL, NOTHING_MEASURED = "pass", "fail", "nothing-measured"
 EXIT_CODES = {OUTCOME_PASS: 0, OUTCOME_FAIL: 1, NOTHING_MEASURED: 3}
@@ -474,9 +355,8 @@ class RunOutcome:
         return f"run {run_id}: {self.word} ({self.why})"
 
 
-def outcome(conn: psycopg.Connection, run_id: int) -> RunOutcome:
-    row = conn.execute("SELECT failed, why, outcome FROM run_outcome WHERE run_id = %s",
-                       (run_id,)).fetchone()
+def outcome(conn: Connection, run_id: int) -> RunOutcome:
+    row = queries.one(conn, "run_outcome", (run_id,))
     if row is None:
         raise PerfguardError(f"run {run_id} is not stored")
     return RunOutcome(*row)
@@ -493,13 +373,12 @@ def measured_floor(path: Path | None = None) -> float:
     return float((data.get("run") or {}).get("min_measured_share", 0.0))
 
 
-def recorded(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = None
+def recorded(conn: Connection, run_id: int, rules: judge.Rules | None = None
              ) -> list[Line]:
     """The run's verdict as stored when it was judged (what Grafana shows), with each key
     figure's history for sparklines; nothing is judged again."""
     rules = judge.load_rules(rules_file()) if rules is None else rules
-    rows = conn.cursor(row_factory=dict_row).execute(RECORDED_SQL, {"run_id": run_id}
-                                                      ).fetchall()
+    rows = queries.rows(conn, "recorded_verdict", {"run_id": run_id})
     figures = [r for r in rows if r["metric"] != "-" and not r["metric"].endswith(" curve")]
     series = _history(conn, run_id, figures, rules)
     lines = []
@@ -518,12 +397,11 @@ def recorded(conn: psycopg.Connection, run_id: int, rules: judge.Rules | None = 
     return with_key_points(conn, run_id, lines)
 
 
-def judge_and_record(conn: psycopg.Connection, run_id: int) -> list[Line]:
+def judge_and_record(conn: Connection, run_id: int) -> list[Line]:
     """The verdict of a stored run, recorded for the dashboards (after ingest, by
     `perfguard run`, `ingest`, `nightly`, `upgrade-check` and `verdict`). Statistics
     first: a first large run judged with the planner's empty-table guesses took minutes."""
-    conn.execute("SELECT analyze_results(started_at) FROM run WHERE id = %s",  # as the
-                 (run_id,))  # owner: a writer may not (0010, 0011)
+    queries.one(conn, "analyze_run", (run_id,))  # as the owner: a writer may not
     from perfguard.judge import run_findings
 
     lines = verdict(conn, run_id)
@@ -532,34 +410,31 @@ def judge_and_record(conn: psycopg.Connection, run_id: int) -> list[Line]:
     return lines
 
 
-def stored_verdict(conn: psycopg.Connection, run_id: int) -> list[Line]:
+def stored_verdict(conn: Connection, run_id: int) -> list[Line]:
     """The run's stored verdict; a run stored but never judged is judged (and recorded)."""
     return recorded(conn, run_id) or judge_and_record(conn, run_id)
 
 
-def record(conn: psycopg.Connection, run_id: int, lines: list[Line],
+def record(conn: Connection, run_id: int, lines: list[Line],
            findings: list[tuple] = ()) -> None:
     """Store a run's verdict and findings (replacing earlier ones) for the dashboards and
     reports (run_findings.rows makes the findings' rows)."""
-    from perfguard.store import queries
-
     with conn.transaction():
-        conn.execute("DELETE FROM verdict_line WHERE run_id = %s", (run_id,))
-        conn.execute("DELETE FROM finding WHERE run_id = %s", (run_id,))
-        with conn.cursor() as cursor:
-            cursor.executemany(RECORD_SQL, [_recorded(run_id, line) for line in lines])
-            cursor.executemany(queries.sql("insert_finding"), findings)
-        conn.execute("UPDATE run SET measured_floor = %s WHERE id = %s",
-                     (measured_floor(), run_id))
-        conn.execute("SELECT summarize_run(%s)", (run_id,))  # what run_outcome reads (0021)
+        queries.execute(conn, "delete_verdict", (run_id,))
+        queries.execute(conn, "delete_findings", (run_id,))
+        queries.execute_many(conn, "insert_verdict_line",
+                             [_recorded(run_id, line) for line in lines])
+        queries.execute_many(conn, "insert_finding", findings)
+        queries.execute(conn, "set_measured_floor", (measured_floor(), run_id))
+        queries.one(conn, "summarize_run", (run_id,))  # what run_outcome reads
 
 
 def _recorded(run_id: int, line: Line) -> dict[str, Any]:
     j = line.judgement
     low, high = (j.band if j and j.band else (None, None))
-    return {"run_id": run_id, "check": line.check, "params": Jsonb(line.params),
+    return {"run_id": run_id, "check": line.check, "params": queries.json(line.params),
             "partition": line.partition, "environ": line.environ, "metric": line.metric,
-            "point": Jsonb(line.point), "value": line.value, "unit": line.unit,
+            "point": queries.json(line.point), "value": line.value, "unit": line.unit,
             "status": line.status, "centre": j.centre if j else None,
             "noise": j.noise if j else None, "low": low, "high": high, "detail": line.detail,
             "reference": line.reference, "lower_limit": line.low, "upper_limit": line.high,

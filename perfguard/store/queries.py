@@ -1,14 +1,14 @@
 """Named queries: SQL the judge runs, one file each in ``store/queries/<name>.sql``, run
-here so that a judge module needs no database driver of its own (it reads and writes
-through these few functions and gets plain rows back).
-
-Judge modules that read this way: fingerprint, curves, changepoints, run_findings; the
-verdict's bulk reads (verdict, history, thresholds, sweep) still hold their SQL (issue 41).
+here so that no judge module needs a database driver of its own: it reads and writes
+through these few functions and gets plain rows back (tuples, dicts, or for the
+verdict's bulk reads numpy arrays), and names the planner settings a bulk read needs.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +16,15 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from perfguard.store import db
+
 QUERIES_DIR = Path(__file__).parent / "queries"
 #: The connection the judge is handed (it only passes it on).
 Connection = psycopg.Connection
+#: What the database raises when it refuses a statement.
+DatabaseError = psycopg.Error
+#: Planner settings for a bulk read (``planned``): store/db says why each exists.
+BULK, HASH_JOINS, NO_MERGE_JOINS = db.BULK, db.HASH_JOINS, db.NO_MERGE_JOINS
 
 
 @functools.cache
@@ -30,6 +36,33 @@ def sql(name: str) -> str:
 def rows(conn: Connection, name: str, params: Any = None) -> list[dict]:
     """Every row, as a mapping of column names."""
     return conn.cursor(row_factory=dict_row).execute(sql(name), params).fetchall()
+
+
+def shared_rows(conn: Connection, name: str, params: Any = None) -> list[dict]:
+    """``rows``, each distinct jsonb value parsed once and shared (``db.shared_json``):
+    for the verdict's 100,000 lines of 50,000 parameter sets."""
+    return db.shared_json(conn.cursor(row_factory=dict_row)).execute(
+        sql(name), params).fetchall()
+
+
+def first(conn: Connection, name: str, params: Any = None) -> dict | None:
+    """The first row as a mapping of column names (None where there is none)."""
+    return conn.cursor(row_factory=dict_row).execute(sql(name), params).fetchone()
+
+
+def arrays(conn: Connection, name: str, params: Any = None, *, one: bool = False):
+    """Rows read in binary with their arrays as numpy arrays (``db.packed_arrays``: float8,
+    int8 and uuid arrays at C speed), every row or ``one``."""
+    cursor = db.packed_arrays(conn.cursor(binary=True), numpy_ids=True).execute(
+        sql(name), params)
+    return cursor.fetchone() if one else cursor.fetchall()
+
+
+@contextmanager
+def planned(conn: Connection, settings: dict[str, str]) -> Iterator[None]:
+    """The block's queries under planner ``settings`` (BULK, HASH_JOINS, NO_MERGE_JOINS)."""
+    with db.planned(conn, settings):
+        yield
 
 
 def tuples(conn: Connection, name: str, params: Any = None) -> list[tuple]:
@@ -50,3 +83,9 @@ def json(value: Any) -> Jsonb:
 def execute(conn: Connection, name: str, params: Any = None) -> None:
     """A statement that returns nothing (INSERT, UPDATE, DELETE)."""
     conn.execute(sql(name), params)
+
+
+def execute_many(conn: Connection, name: str, params: list) -> None:
+    """One statement for each of ``params`` (the rows of a verdict, of findings)."""
+    with conn.cursor() as cursor:
+        cursor.executemany(sql(name), params)

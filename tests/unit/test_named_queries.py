@@ -13,7 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "perfguard"
 
 def test_every_query_is_named_somewhere_and_none_is_missing() -> None:
     code = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py"))
-    named = set(re.findall(r"queries\.(?:rows|tuples|one|execute|sql)\(\s*(?:conn,\s*)?"
+    runners = "rows|shared_rows|first|arrays|tuples|one|execute|execute_many|sql"
+    named = set(re.findall(rf"queries\.(?:{runners})\(\s*(?:conn,\s*)?"
                            r"\"(\w+)\"", code))
     files = {path.stem for path in QUERIES_DIR.glob("*.sql")}
     assert named == files
@@ -23,3 +24,12 @@ def test_no_comment_holds_a_placeholder() -> None:
     for path in QUERIES_DIR.glob("*.sql"):
         for line in path.read_text().splitlines():
             assert not (line.lstrip().startswith("--") and "%" in line), (path.name, line)
+
+
+def test_the_judge_reads_and_writes_only_through_named_queries() -> None:
+    """No judge module imports the database driver or holds a statement of its own."""
+    for path in (PACKAGE / "judge").glob("*.py"):
+        code = path.read_text()
+        assert not re.search(r"^\s*(?:import|from) psycopg", code, re.M), path.name
+        assert not re.search(r"\b(?:SELECT|INSERT INTO|DELETE FROM|UPDATE \w+ SET)\b", code), \
+            path.name

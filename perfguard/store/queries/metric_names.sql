@@ -1,0 +1,2 @@
+-- Every metric's id and name.
+SELECT id, name FROM metric

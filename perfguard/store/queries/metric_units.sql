@@ -1,0 +1,2 @@
+-- Every metric's id, name and unit.
+SELECT id, name, unit FROM metric

@@ -1,0 +1,2 @@
+-- A run by its id.
+SELECT id FROM run WHERE id = %s
