@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -21,6 +25,7 @@ from tests.conftest import DATA, perfguard
 
 TOPO = DATA / "topology"
 H200 = DATA / "h200"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_lscpu_of_this_host() -> None:
@@ -111,6 +116,18 @@ def test_detect_on_this_host_says_what_is_missing() -> None:
     lscpu = parse_lscpu(subprocess.run(["lscpu", "-p"], capture_output=True, text=True).stdout)
     assert {d["id"]: list(parse_cpu_list(d["cpus"], "")) for d in node["numa"]} == lscpu
     assert node["hcas"] == [] and node["gpus"] == []
+
+
+def test_detect_runs_from_a_plain_checkout_with_pyyaml_alone(tmp_path: Path) -> None:
+    """docs/topology.md: `python3 -m perfguard.cli topology detect` on a node where perfguard
+    is not installed: no site packages but PyYAML (copied alone), the checkout on the path."""
+    shutil.copytree(Path(yaml.__file__).parent, tmp_path / "yaml")
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "perfguard.cli", "topology", "detect", "--system", "bare"],
+        capture_output=True, text=True, cwd=ROOT,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": f"{ROOT}:{tmp_path}"})
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["system"] == "bare"
 
 
 def test_detect_as_it_ran_on_the_h200_is_a_topology_perfguard_loads() -> None:
