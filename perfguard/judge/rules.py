@@ -97,14 +97,21 @@ class Rules:
 DEFAULT_RULES = Rules()
 
 
-def load_rules(path: Path) -> Rules:
-    """The overrides in ``path``; a missing file means the defaults everywhere."""
-    from perfguard.errors import UsageError
+def read_rules_file(path: Path) -> dict:
+    """The verdict rules file checked against its schema ({} where there is none): read
+    once per verdict, its parts handed to what uses them (``load_rules``, the findings'
+    policy, the run's measured floor)."""
     from perfguard.yamlfile import load_yaml
 
-    if not path.exists():
-        return DEFAULT_RULES
-    data = load_yaml(path, "verdict rules", schema="verdict_rules")
+    return load_yaml(path, "verdict rules", schema="verdict_rules") if path.exists() else {}
+
+
+def load_rules(path: Path, data: dict | None = None) -> Rules:
+    """The overrides in ``path`` (already read: ``data``); a missing file means the
+    defaults everywhere."""
+    from perfguard.errors import UsageError
+
+    data = read_rules_file(path) if data is None else data
     entries = []
     for index, entry in enumerate(data.get("rules") or []):
         values = {k: v for k, v in entry.items() if k not in ("check", "metric")}

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import math
-from pathlib import Path
 
 from perfguard.errors import UsageError
 from perfguard.judge import findings as fd
@@ -23,13 +22,10 @@ from perfguard.store.queries import Connection
 WHERE_PARAMS = ("hca",)
 
 
-def policy(path: Path | None = None) -> fd.Policy:
-    """``findings:`` of the verdict rules (any field of findings.Policy), else the
-    defaults benchmarks/run_quality.py measured."""
-    from perfguard.yamlfile import load_yaml
-
-    path = rules_file() if path is None else path
-    data = load_yaml(path, "verdict rules", schema="verdict_rules") if path.exists() else {}
+def policy(data: dict | None = None) -> fd.Policy:
+    """``findings:`` of the verdict rules (already read: ``data``; any field of
+    findings.Policy), else the defaults benchmarks/run_quality.py measured."""
+    data = judge.read_rules_file(rules_file()) if data is None else data
     return dataclasses.replace(fd.DEFAULT_POLICY, **(data.get("findings") or {}))
 
 
@@ -71,11 +67,11 @@ def night_changes(conn: Connection, run_id: int) -> dict[str, set[str]]:
             if c.field not in (fp.NO_EARLIER_STATE, fp.NOT_MEASURED)}
 
 
-def find(conn: Connection, run_id: int, lines: list[Line]
+def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | None = None
          ) -> tuple[list[fd.Finding], float]:
     """The run's findings and the evidence a finding needed to page; each line in a
     paged finding is marked ``paged`` (a regression elsewhere does not fail the run)."""
-    rules = policy()
+    rules = policy() if rules is None else rules
     given = [evidence_of(line, rules) for line in lines]
     pooled = fd.pooled_zs([distances for _, distances in given], rules)
     evidence = [fd.Evidence(**({**fields, "z": z} if distances else fields))

@@ -362,14 +362,11 @@ def outcome(conn: Connection, run_id: int) -> RunOutcome:
     return RunOutcome(*row)
 
 
-def measured_floor(path: Path | None = None) -> float:
-    """``run: {min_measured_share: F}`` of the verdict rules: a run whose measured test
-    cases are fewer than F of those measured or skipped is nothing-measured (default 0:
-    only a run that measured none)."""
-    from perfguard.yamlfile import load_yaml
-
-    path = rules_file() if path is None else path
-    data = load_yaml(path, "verdict rules", schema="verdict_rules") if path.exists() else {}
+def measured_floor(data: dict | None = None) -> float:
+    """``run: {min_measured_share: F}`` of the verdict rules (already read: ``data``): a
+    run whose measured test cases are fewer than F of those measured or skipped is
+    nothing-measured (default 0: only a run that measured none)."""
+    data = judge.read_rules_file(rules_file()) if data is None else data
     return float((data.get("run") or {}).get("min_measured_share", 0.0))
 
 
@@ -404,9 +401,11 @@ def judge_and_record(conn: Connection, run_id: int) -> list[Line]:
     queries.one(conn, "analyze_run", (run_id,))  # as the owner: a writer may not
     from perfguard.judge import run_findings
 
-    lines = verdict(conn, run_id)
-    found, critical = run_findings.find(conn, run_id, lines)
-    record(conn, run_id, lines, run_findings.rows(run_id, found, critical))
+    data = judge.read_rules_file(rules_file())  # once: rules, findings' policy, floor
+    lines = verdict(conn, run_id, judge.load_rules(rules_file(), data))
+    found, critical = run_findings.find(conn, run_id, lines, run_findings.policy(data))
+    record(conn, run_id, lines, run_findings.rows(run_id, found, critical),
+           measured_floor(data))
     return lines
 
 
@@ -416,16 +415,18 @@ def stored_verdict(conn: Connection, run_id: int) -> list[Line]:
 
 
 def record(conn: Connection, run_id: int, lines: list[Line],
-           findings: list[tuple] = ()) -> None:
+           findings: list[tuple] = (), floor: float | None = None) -> None:
     """Store a run's verdict and findings (replacing earlier ones) for the dashboards and
-    reports (run_findings.rows makes the findings' rows)."""
+    reports (run_findings.rows makes the findings' rows), and the measured ``floor`` the
+    run's outcome is read against (default: the verdict rules')."""
+    floor = measured_floor() if floor is None else floor
     with conn.transaction():
         queries.execute(conn, "delete_verdict", (run_id,))
         queries.execute(conn, "delete_findings", (run_id,))
         queries.execute_many(conn, "insert_verdict_line",
                              [_recorded(run_id, line) for line in lines])
         queries.execute_many(conn, "insert_finding", findings)
-        queries.execute(conn, "set_measured_floor", (measured_floor(), run_id))
+        queries.execute(conn, "set_measured_floor", (floor, run_id))
         queries.one(conn, "summarize_run", (run_id,))  # what run_outcome reads
 
 

@@ -105,3 +105,24 @@ def test_a_program_the_node_lacks_is_a_skip_that_names_the_node(migrated_dsn: st
     assert re.search(r"^\[\d\] perfguard-no-such-program is not on PATH on node\d",
                      result.stdout, re.M), result.stdout[-2000:]  # said once, under the table
     assert "1 skipped" in result.stdout.splitlines()[-2]  # the counts, then "run N: …"
+
+
+def test_a_site_floor_makes_a_run_that_measured_too_little_nothing_measured(
+        migrated_dsn: str) -> None:
+    """`run: {min_measured_share: 0.75}` in the site's verdict rules: one check measured and
+    one skipped (a shape that cannot fit) is nothing-measured, exit 3, saying so."""
+    site = TEST_STATE / "shared" / "floor-site"
+    site.mkdir(parents=True, exist_ok=True)
+    shipped = (Path(__file__).parents[2] / "site_config" / "verdict_rules.yaml").read_text()
+    assert "min_measured_share: 0\n" in shipped
+    (site / "verdict_rules.yaml").write_text(
+        shipped.replace("min_measured_share: 0\n", "min_measured_share: 0.75\n"))
+    result = perfguard("--site", str(site), "run", "--dsn", migrated_dsn, "-n", UCX_LAT,
+                       "-n", "^OsuCollectiveCheck%hca=lo%benchmark=osu_barrier",
+                       "-S", "nodes_available=2", "-S", "UcxPerftestCheck.iterations=2000",
+                       state=TEST_STATE,
+                       env={"PERFGUARD_REPLAY": str(DATA / "replay")})
+    assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1].endswith(
+        "NOTHING-MEASURED (1 test case(s) measured, 1 skipped: nothing was measured that "
+        "could pass)"), result.stdout[-1000:]
