@@ -154,8 +154,9 @@ def check_recipe(path: Path) -> Findings:
     calls = [n for n in ast.walk(classes[0]) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Name)]
     versions = [c for c in calls if c.func.id == "version"]
-    if not versions:
-        findings.errors.append(f"{path}: no version()")
+    if not versions and not _extends_builtin(tree, classes[0]):
+        findings.errors.append(f"{path}: no version() (and no builtin recipe extended, "
+                               f"whose versions it would keep)")
     for call in versions:
         keywords = {k.arg for k in call.keywords}
         label = ast.literal_eval(call.args[0]) if call.args else "?"
@@ -172,6 +173,17 @@ def check_recipe(path: Path) -> Findings:
         findings.warnings.append(f"{path}: no maintainers(): the builtin repository asks for "
                                  f"the GitHub handles of whoever answers for the recipe")
     return findings
+
+
+def _extends_builtin(tree: ast.Module, package: ast.ClassDef) -> bool:
+    """Whether the recipe's class derives from a class it imports from Spack's builtin
+    packages (``spack_repo.builtin.packages.X.package``), keeping its versions and adding
+    to them (a patch, say)."""
+    builtin = {alias.asname or alias.name for node in tree.body
+               if isinstance(node, ast.ImportFrom)
+               and (node.module or "").startswith("spack_repo.builtin.packages.")
+               for alias in node.names}
+    return any(isinstance(base, ast.Name) and base.id in builtin for base in package.bases)
 
 
 #: Spack's builtin repository's style (spack-packages' ruff settings), for our recipes.
@@ -268,8 +280,11 @@ def usable_spack() -> tuple[str, str | None]:
     return label, None
 
 
-#: A root line of `spack concretize`'s tree: "[+]  abcdefg  name@version+variants ...".
-ROOT_SPEC = re.compile(r"^ *(?:-|\[[+e^]\])\s+\w{7}  ([\w-]+@[^~+\s]+)", re.M)
+#: A root line of `spack concretize`'s tree: "[+]  abcdefg  name@version+variants ...",
+#: with ``patches:=c64a8ad`` where a recipe patches it (said: a patch is what makes OMB 7.4
+#: build against CUDA 13).
+ROOT_SPEC = re.compile(r"^ *(?:-|\[[+e^]\])\s+\w{7}  ([\w-]+@[^~+\s]+)"
+                       r"(?:[^\n]*?\bpatches:=(\S+))?", re.M)
 
 
 def parse_specs(findings: Findings, scope: str | None = None) -> dict[str, str]:
@@ -289,7 +304,8 @@ def concretize(env_dir: Path, scope: str | None = None) -> Findings:
         findings.errors.append(f"spack concretize failed after {seconds:.0f} s: "
                                + " | ".join(said[-6:]))
     else:
-        roots = ROOT_SPEC.findall(result.stdout + result.stderr)
+        roots = [f"{spec} (patched: {patches})" if patches else spec
+                 for spec, patches in ROOT_SPEC.findall(result.stdout + result.stderr)]
         findings.notes.append(f"concretized in {seconds:.0f} s: " + ", ".join(roots))
         findings.warnings += not_the_sites(result.stdout + result.stderr,
                                            declared_externals(env_dir))
@@ -667,9 +683,11 @@ def archives(name: str, scope: str | None = None, root: Path | None = None) -> l
 #: What `perfguard spack scope` writes: an offline site's configuration scope.
 SCOPE_FILES = {
     "repos.yaml": "# Spack 1.x keeps its builtin packages in a repository of their own; offline,\n"
-                  "# name a copy. One colon: `repos::` would also replace each stack's own\n"
-                  "# repository (perfguard's recipes: \"himeno does not exist\").\n"
-                  "repos:\n  builtin: {builtin}\n",
+                  "# name a copy. Each stack's own repository first ($env: the stack's\n"
+                  "# directory): a scope given with -C outranks the stack, and our recipe of\n"
+                  "# a builtin package (OMB 7.4's CUDA 13 patch) must win. One colon:\n"
+                  "# `repos::` would also replace each stack's own.\n"
+                  "repos:\n  perfguard: $env/../spack_repo/perfguard\n  builtin: {builtin}\n",
     "bootstrap.yaml": "# clingo comes from the Python SPACK_PYTHON names (pip install clingo)\n"
                       "bootstrap:\n  enable: false\n",
 }

@@ -110,6 +110,9 @@ def envs_copy(tmp_path: Path) -> Path:
                      "prefix: usr/local/cuda"), "is not absolute"),
     (lambda d: _edit(d / "spack_repo/perfguard/packages/perftest/package.py",
                      "class Perftest(", "class PerfTest("), "expected one package class"),
+    (lambda d: _edit(d / "spack_repo/perfguard/packages/osu_micro_benchmarks/package.py",
+                     "(BuiltinOsuMicroBenchmarks)", "(AutotoolsPackage)"),
+     "no version() (and no builtin recipe extended"),
     (lambda d: _edit(d / "spack_repo/perfguard/packages/himeno/package.py",
                      "import os\nimport re\n", "import re\nimport os\n"),
      "not in the builtin repository's style (lint, "),
@@ -200,9 +203,12 @@ def test_the_offline_walkthrough(layout, tmp_path: Path) -> None:
         block = said.split(f"ok   {SPACK_ENVS / stack}\n")[1].split("\nok")[0]
         assert "Spack 1." in block and "concretized in" in block, block
         assert "osu-micro-benchmarks@" in block and "himeno@2002.02.21" in block, block
-        if "cuda" in stack:
+        if stack == "gcc-openmpi-ucx-cuda":  # OMB 7.4, patched by our recipe for CUDA 13
+            assert re.search(r"with the site's CUDA external at 13\.0\.2: concretizes \(.*"
+                             r"osu-micro-benchmarks@7\.4 \(patched: \w+\)", block), block
+        elif "cuda" in stack:
             assert "with the site's CUDA external at 13.0.2: refused. The stack says:" in block
-    assert "OMB 7.5.1 and older do not compile against CUDA 13" in said
+    assert "OMB 7.5.1 and older, but 7.4 which perfguard's recipe patches, do not" in said
     assert said.count("spack audit packages: passed") == len(recipes())
     assert "3 of 3 archives in" in said
     view = TEST_STATE / "spack" / "views" / "gcc-system-openmpi"
@@ -336,8 +342,10 @@ def test_scope_writes_an_offline_scope_that_keeps_the_stacks_own_repository(
     result = perfguard("spack", "scope", str(scope), "--builtin", str(builtin),
                        "--mirror", str(mirror))
     assert result.returncode == 0, result.stderr
-    assert yaml.safe_load((scope / "repos.yaml").read_text()) == {"repos": {
-        "builtin": str(tmp_path / "spack-packages/repos/spack_repo/builtin")}}
+    repos = yaml.safe_load((scope / "repos.yaml").read_text())["repos"]
+    assert list(repos.items()) == [  # each stack's own first: our recipe of OMB wins
+        ("perfguard", "$env/../spack_repo/perfguard"),
+        ("builtin", str(tmp_path / "spack-packages/repos/spack_repo/builtin"))]
     assert "repos::" not in (scope / "repos.yaml").read_text().replace("`repos::`", "")
     assert yaml.safe_load((scope / "bootstrap.yaml").read_text()) == {
         "bootstrap": {"enable": False}}

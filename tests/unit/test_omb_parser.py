@@ -99,3 +99,15 @@ def test_barrier_has_no_size_column() -> None:
 def test_malformed_and_truncated(text: str, message: str) -> None:
     with pytest.raises(parser.ParseError, match=message):
         parser.parse(text, 4194304)
+
+
+def test_v74_built_with_cuda_13_by_our_patch_reads_as_every_cuda_run() -> None:
+    """OMB 7.4 with the CUDA 13 patch of our Spack recipe, run on an H200 (tests/data/h200):
+    device buffers, and managed memory prefetched through the patched function."""
+    h200 = DATA / "h200"
+    dd = parser.parse((h200 / "omb74_cuda13_intra_bw_DD.txt").read_text(), 4194304)
+    assert dd.at("bandwidth", 4194304) == 496000.70
+    managed = parser.parse((h200 / "omb74_cuda13_intra_bw_MM.txt").read_text(), 4194304)
+    assert managed.at("bandwidth", 4194304) == 2515.10
+    unpatched = (h200 / "omb74_cuda13_make_unpatched.txt").read_text()
+    assert "incompatible type for argument 3 of ‘cudaMemPrefetchAsync’" in unpatched
