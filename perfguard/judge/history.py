@@ -191,7 +191,7 @@ def _curves(conn: Connection, bound: dict, points: list[int]) -> list[CurveNight
             rows.append((variant, *segments.where(first), segments.metric_id, segments.check,
                          segments.point_ids, ids[first:last], runs, times,
                          segments.values[first:last]))
-    metrics = dict(queries.tuples(conn, "metric_names"))
+    metrics = {mid: name for mid, name, _ in queries.tuples(conn, "metrics")}
     return _point_series(rows, set(points) - {0}, metrics, bound["run_id"],
                          bound["with_times"])
 
@@ -313,7 +313,7 @@ def named(conn: Connection, rows: list[tuple]) -> dict[tuple, Series]:
     found = {}
     newest = {row[0]: row[1:] for row in queries.tuples(
         conn, "newest_testcases", (sorted({row[0] for row in rows}),))}
-    metrics = {mid: (name, unit) for mid, name, unit in queries.tuples(conn, "metric_units")}
+    metrics = {mid: (name, unit) for mid, name, unit in queries.tuples(conn, "metrics")}
     for testcase, metric_id, point_id, values_, times_, measured, *_ in rows:
         check, params, partition, environ, system, nodes = newest[testcase]
         if isinstance(values_, np.ndarray):  # a column of a curve's nights

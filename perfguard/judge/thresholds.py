@@ -183,7 +183,7 @@ def set_all(conn: Connection, thresholds: list[Threshold], source: str) -> int:
 
 def never_measured(conn: Connection, thresholds: list[Threshold]) -> list[Threshold]:
     """Thresholds whose metric no stored run has measured (typos never match)."""
-    known = {name for _, name in queries.tuples(conn, "metric_names")}
+    known = {name for _, name, _ in queries.tuples(conn, "metrics")}
     conn.commit()
     return [t for t in thresholds if t.metric not in known] if known else []
 

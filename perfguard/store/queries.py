@@ -7,8 +7,6 @@ verdict's bulk reads numpy arrays), and names the planner settings a bulk read n
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +56,8 @@ def arrays(conn: Connection, name: str, params: Any = None, *, one: bool = False
     return cursor.fetchone() if one else cursor.fetchall()
 
 
-@contextmanager
-def planned(conn: Connection, settings: dict[str, str]) -> Iterator[None]:
-    """The block's queries under planner ``settings`` (BULK, HASH_JOINS, NO_MERGE_JOINS)."""
-    with db.planned(conn, settings):
-        yield
+#: The block's queries under planner settings (BULK, HASH_JOINS, NO_MERGE_JOINS).
+planned = db.planned
 
 
 def tuples(conn: Connection, name: str, params: Any = None) -> list[tuple]:

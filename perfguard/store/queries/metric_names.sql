@@ -1,2 +1,0 @@
--- Every metric's id and name.
-SELECT id, name FROM metric
