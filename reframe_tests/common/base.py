@@ -311,6 +311,10 @@ class MeasuredCheck(LaunchedCheck):
             self.srun_extra = [*self.srun_extra, chosen.srun_option]
         self.env_vars["CUDA_VISIBLE_DEVICES"] = chosen.visible
 
+    def srun_gpu_bound(self) -> bool:
+        """Slurm binds each task to its GPU (``--gpu-bind``): a task sees that one device."""
+        return any(option.startswith("--gpu-bind") for option in self.srun_extra)
+
     def hca_rate_gbps(self, hca_name: str) -> float | None:
         return pinning.hca_rate_gbps(self.current_partition, hca_name)
 

@@ -18,6 +18,16 @@ A GPU partition without an RDMA HCA runs on one node (its GPUs over NVLink, PCIe
 shared memory, proven by the absence of a network channel). One rank in all (a node with
 one GPU) measures no collective: busbw is 0 by definition, so those skip saying so;
 sendrecv then sends to itself, a copy on the GPU (1904 GB/s at 1 GiB on an H200).
+
+Which GPU a rank computes on is nccl-tests' own rule, not OMB's (``src/common.cu``,
+``run()``: ``gpus[i] = (NCCL_TESTS_DEVICE set ? it : localRank*nThreads*nGpus) + i``,
+localRank counted from the hostnames of the MPI ranks): with every GPU visible, local rank
+R takes device R, which is the topology's order once CUDA_VISIBLE_DEVICES lists it; where
+Slurm binds each task to one GPU (GRES, ``--gpu-bind=map_gpu``) every rank sees a single
+device 0, so ``NCCL_TESTS_DEVICE=0`` (without it local rank 1 asks for device 1: "Invalid
+number of GPUs: 2 requested but only 1 were found", recorded on an H200). Sanity then
+reads each rank's GPU from NCCL's own ``ncclCommInitRank… cudaDev D nvmlDev N busId B``
+lines; two ranks on one GPU are NCCL's own refusal ("Duplicate GPU detected").
 """
 
 import reframe as rfm
@@ -82,6 +92,8 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
                                 "-g", "1"]
         self.pin_cores(node.cores_near_gpus(node.gpus))
         self.pin_gpus(topology, node.gpus)
+        if self.srun_gpu_bound():
+            self.env_vars["NCCL_TESTS_DEVICE"] = "0"  # each task sees its one GPU only
         self.expect_gdr = node.every_gpu_shares_a_switch_with_an_hca()
         only_these_hcas = ({"NCCL_IB_HCA": "=" + ",".join(self.nccl_hcas)}
                            if self.nccl_hcas else {})
@@ -106,7 +118,7 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
         text = read_output(self) + read_output(self, "stderr")
         problems = (parser.transport_problems(text, self.nccl_hcas, self.expect_gdr)
                     if self.nccl_hcas else parser.network_inside_a_node(text))
-        problems += self.gpu_errors()
+        problems += parser.rank_gpu_problems(text, self.rank_gpus, self.num_tasks_per_node)
         collnet = parser.collnet_problem(text, self.num_tasks, self.collnet == "on")
         problems += [collnet] if collnet else []
         if problems:

@@ -38,7 +38,16 @@ COLLNET = re.compile(r"NCCL INFO rank (\d+) Connected CollNet")
 #: as recorded on an H200 with ``NCCL_NET=IB`` and no HCA: ``[…] vm:1020:1020 [0]
 #: plugin/net.cc:379 NCCL WARN Failed to initialize any NET plugin`` and ``vm: Test NCCL
 #: failure common.cu:222 'invalid usage (run with NCCL_DEBUG=WARN for details) / '``.
-FAILURE = re.compile(r"NCCL WARN (?P<warn>.+)$|Test NCCL failure \S+ '(?P<test>[^'(]+)", re.M)
+FAILURE = re.compile(r"NCCL WARN (?P<warn>.+)$|Test NCCL failure \S+ '(?P<test>[^'(]+)"
+                     r"|^(?P<gpus>Invalid number of GPUs: .+)$", re.M)
+#: NCCL ``src/init.cc``, each rank as its communicator starts and completes:
+#: ``vm:1383:1383 [0] NCCL INFO ncclCommInitRankConfig comm 0x55ae… rank 0 nranks 2 cudaDev 0
+#: nvmlDev 0 busId 60 commId 0x89fb… - Init START`` (2.28; older releases print
+#: ``ncclCommInitRank`` and no ``nvmlDev``). ``busId`` is the PCI address as a hex number
+#: (``0000:00:06.0`` → ``60``), the one name of a GPU that no renumbering changes.
+RANK_INIT = re.compile(r"(?P<host>[^\s:]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO ncclCommInitRank\w* "
+                       r"comm \S+ rank (?P<rank>\d+) nranks \d+ cudaDev (?P<cuda>\d+)"
+                       r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-fA-F]+)")
 
 
 class ParseError(ValueError):
@@ -94,7 +103,8 @@ def parse(text: str, max_size: int | None = None) -> NcclResult:
 def failure_causes(text: str) -> list[str]:
     """NCCL's warnings and nccl-tests' failed call, each once, in the order printed."""
     causes = [f"NCCL WARN {m['warn'].strip()}" if m["warn"]
-              else f"NCCL call failed: {m['test'].strip()}" for m in FAILURE.finditer(text)]
+              else f"NCCL call failed: {m['test'].strip()}" if m["test"]
+              else f"nccl-tests: {m['gpus'].strip()}" for m in FAILURE.finditer(text)]
     return list(dict.fromkeys(causes))
 
 
@@ -139,3 +149,54 @@ def collnet_problem(text: str, ranks: int, requested: bool) -> str | None:
     if not requested and connected:
         return f"CollNet not requested but {len(connected)} ranks connected it"
     return None
+
+
+@dataclass(frozen=True)
+class RankGpu:
+    """The GPU one rank's communicator runs on, in NCCL's words."""
+    rank: int
+    host: str
+    cuda_device: int
+    nvml_device: int | None
+    bus_id: int
+
+
+def rank_gpus(text: str) -> dict[int, RankGpu]:
+    """Each rank's GPU from NCCL's ``ncclCommInitRank…`` lines (START and COMPLETE agree)."""
+    return {int(m["rank"]): RankGpu(int(m["rank"]), m["host"], int(m["cuda"]),
+                                     int(m["nvml"]) if m["nvml"] else None, int(m["bus"], 16))
+            for m in RANK_INIT.finditer(text)}
+
+
+def bus_number(bus_id: str) -> int:
+    """A PCI address as NCCL numbers it (``busIdToInt64``: the hex digits, punctuation
+    dropped): ``0000:1B:00.0`` → 0x1b000."""
+    return int(re.sub(r"[^0-9a-fA-F]", "", bus_id), 16)
+
+
+def rank_gpu_problems(text: str, expected: list[list], ranks_per_node: int) -> list[str]:
+    """Each rank on the topology's GPU for its local rank (``expected``: [index, bus id]
+    per local rank; ranks are placed in blocks, rank R is local rank R mod ranks per node)
+    and no two ranks of a node on one GPU, from NCCL's own lines."""
+    found = rank_gpus(text)
+    if not found:
+        return ["no 'NCCL INFO ncclCommInitRank… cudaDev … busId …' line: which GPU each rank "
+                "used is unproven (NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=INIT did not reach "
+                "the ranks)"]
+    problems = []
+    seen: dict[tuple[str, int], int] = {}
+    for rank, gpu in sorted(found.items()):
+        other = seen.setdefault((gpu.host, gpu.bus_id), rank)
+        if other != rank:
+            problems.append(f"ranks {other} and {rank} on {gpu.host} share the GPU at busId "
+                            f"{gpu.bus_id:x}")
+        if not expected:
+            continue
+        index, bus = expected[(rank % ranks_per_node) % len(expected)]
+        if bus and bus_number(bus) != gpu.bus_id:
+            problems.append(f"rank {rank} on {gpu.host} ran on busId {gpu.bus_id:x} (cudaDev "
+                            f"{gpu.cuda_device}), the topology chose GPU {index} ({bus})")
+        elif not bus and gpu.nvml_device is not None and gpu.nvml_device != index:
+            problems.append(f"rank {rank} on {gpu.host} ran on GPU {gpu.nvml_device} (NVML), "
+                            f"the topology chose GPU {index}")
+    return problems

@@ -248,7 +248,8 @@ class OsuCollectiveCheck(OsuBenchmark):
         self.key_figures = ("latency",)
 
     def omb_options(self) -> list[str]:
-        return ["-f", *super().omb_options()]
+        reduces = ["-T", "mpi_float"] if self.benchmark == "osu_allreduce" else []
+        return ["-f", *reduces, *super().omb_options()]
 
 
 @rfm.simple_test
@@ -281,19 +282,27 @@ class OsuAllreduceScalingCheck(OsuBenchmark):
             self.valid_systems = with_feature(self.valid_systems, "sharp")
 
     def omb_options(self) -> list[str]:
-        return ["-f", *super().omb_options()]
+        reduces = ["-T", "mpi_float"] if self.benchmark == "osu_allreduce" else []
+        return ["-f", *reduces, *super().omb_options()]
 
 
 @rfm.simple_test
 class OsuSharpCheck(OsuBenchmark):
-    """osu_allreduce / osu_reduce / osu_barrier across the partition's nodes with in-network
-    reduction (SHARP) asked for and not, on partitions whose topology says they have it
+    """The collectives SHARP can run in the network, across the partition's nodes, with
+    in-network reduction asked for and not, on partitions whose topology says they have it
     (feature ``sharp``). The MPI flavour's ``sharp_on``/``sharp_off`` knobs ask; the
     collective library's own trace proves which ran (reframe_tests/omb/sharp.py): a run
     that asked for SHARP and fell back to software is test-failed with the cause, never a
-    slow pass. At seed 003's sizes (8 B–2 KiB), where SHARP makes 30–40 µs into 3–4 µs."""
+    slow pass. At seed 003's sizes (8 B–2 KiB), where SHARP makes 30–40 µs into 3–4 µs.
 
-    benchmark = parameter(["osu_allreduce", "osu_reduce", "osu_barrier"])
+    Only what UCC's SHARP TL runs: Allreduce, Barrier and Bcast
+    (``UCC_TL_BASIC_SHARP_SUPPORTED_COLLS``, openucx/ucc ``src/components/tl/sharp/
+    tl_sharp.h``); a Reduce never reaches the switches, so it would "fall back" every
+    night. Allreduce reduces ``-T mpi_float``: OMB's default MPI_CHAR maps to
+    ``SHARP_DTYPE_NULL`` before SHARP 3 (``ucc_to_sharp_dtype``, ``tl_sharp_coll.c``),
+    which the TL refuses (``UCC_ERR_NOT_SUPPORTED``): software, with the wrong cause."""
+
+    benchmark = parameter(["osu_allreduce", "osu_barrier", "osu_bcast"])
     sharp = parameter(["on", "off"])
     descr = "OMB collectives with SHARP on and off, SHARP use proven"
     tags = {"omb", "collectives", "sharp", "acceptance"}
@@ -312,4 +321,5 @@ class OsuSharpCheck(OsuBenchmark):
         self.sharp_requested = self.sharp == "on"
 
     def omb_options(self) -> list[str]:
-        return ["-f", *super().omb_options()]
+        reduces = ["-T", "mpi_float"] if self.benchmark == "osu_allreduce" else []
+        return ["-f", *reduces, *super().omb_options()]

@@ -10,7 +10,7 @@ With ``UCC_COLL_TRACE=info`` UCC prints one line per collective it initialises, 
 ``src/utils/ucc_coll_utils.c``): ``CL_BASIC {TL_SHARP}`` is the switch reducing,
 ``CL_BASIC {TL_UCP}`` software over UCX, ``CL_HIER {TL_SHARP, TL_UCP}`` a hierarchical
 schedule whose inter-node step is SHARP. The collective's name (``Allreduce``,
-``Reduce``, ``Barrier``) starts the trace's argument string. libsharp_coll's own errors
+``Bcast``, ``Barrier``) starts the trace's argument string. libsharp_coll's own errors
 (``SHARP_COLL_LOG_LEVEL``) are quoted as the cause where the fallback printed one.
 """
 
@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 
 #: OMB program → the name UCC's trace gives its collective.
-COLLECTIVE = {"osu_allreduce": "Allreduce", "osu_reduce": "Reduce", "osu_barrier": "Barrier"}
+#: (UCC ``src/utils/ucc_log.h``, ``ucc_coll_type_str``); the three UCC's SHARP TL runs.
+COLLECTIVE = {"osu_allreduce": "Allreduce", "osu_barrier": "Barrier", "osu_bcast": "Bcast"}
 #: ``…Allreduce …; CL_BASIC {TL_SHARP}, team_id 32768``
 TRACE = re.compile(r"\b(?P<coll>[A-Z][a-z_]+)\b[^;\n]*; (?P<cl>CL_\w+) \{(?P<tls>[^}]*)\}, "
                    r"team_id (?P<team>\d+)")

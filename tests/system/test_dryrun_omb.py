@@ -144,8 +144,10 @@ def test_ndr_sharp_on_and_off_ask_ucc_and_trace_what_ran() -> None:
     pinned HCA, and without it; each job asks UCC to trace the TL every collective ran on."""
     scripts = dry_run_scripts("ndr4x4", SHARP.format("on"), SHARP.format("off"))
     on, off = (body(scripts[SHARP.format(s).replace("%", " %")]) for s in ("on", "off"))
+    # -T mpi_float: what SHARP reduces (OMB's default MPI_CHAR is SHARP_DTYPE_NULL before
+    # SHARP 3, refused by UCC's TL: a software run blamed on the aggregation manager)
     command = f"srun --mpi=pmix --cpu-bind=verbose,map_cpu:48 {OMB}/collective/osu_allreduce " \
-              f"-f -m 8:2048"
+              f"-f -T mpi_float -m 8:2048"
     header = ["#SBATCH --ntasks=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --cpus-per-task=1",
               "#SBATCH --output=rfm_job.out", "#SBATCH --error=rfm_job.err",
               "#SBATCH --exclusive", "#SBATCH --partition=gpu", "#SBATCH --exclusive"]
@@ -161,6 +163,9 @@ def test_sharp_variants_on_every_hca_of_a_sharp_partition() -> None:
     and gets none (test_hca_variants_follow_the_topology lists what it gets)."""
     names = set(dry_run_scripts("ndr4x4", "OsuSharpCheck"))
     assert len(names) == 4 * 3 * 2, sorted(names)
+    # what UCC's SHARP TL runs (tl_sharp.h), and no Reduce, which it never does
+    assert {n.split("%benchmark=")[1].split()[0] for n in names} == {
+        "osu_allreduce", "osu_barrier", "osu_bcast"}
 
 
 def test_ndr_nccl_tests_one_rank_per_gpu_on_the_topologys_hcas() -> None:
@@ -176,7 +181,9 @@ def test_ndr_nccl_tests_one_rank_per_gpu_on_the_topologys_hcas() -> None:
         "#SBATCH --ntasks=16", "#SBATCH --ntasks-per-node=4", "#SBATCH --cpus-per-task=1",
         "#SBATCH --output=rfm_job.out", "#SBATCH --error=rfm_job.err", "#SBATCH --exclusive",
         "#SBATCH --partition=gpu", "#SBATCH --exclusive", "#SBATCH --gres=gpu:4",
-        "export CUDA_VISIBLE_DEVICES=0,1,2,3", "export NCCL_DEBUG=INFO",
+        # each task sees its one GPU under --gpu-bind: nccl-tests' device 0 (test_tool_rules)
+        "export CUDA_VISIBLE_DEVICES=0,1,2,3", "export NCCL_TESTS_DEVICE=0",
+        "export NCCL_DEBUG=INFO",
         "export NCCL_DEBUG_SUBSYS=INIT,NET",
         "export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1",
         "export NCCL_COLLNET_ENABLE=0", ALLOCATION, FINGERPRINT,

@@ -14,9 +14,13 @@ import pytest
 
 from reframe_tests.nccl.parser import (
     ParseError,
+    bus_number,
     collnet_problem,
+    failure_causes,
     network_inside_a_node,
     parse,
+    rank_gpu_problems,
+    rank_gpus,
     transport_problems,
 )
 from tests.facts import DATA
@@ -126,3 +130,42 @@ def test_a_run_that_never_measured_says_nccls_own_cause() -> None:
     assert str(error.value).endswith(
         "did not get to measuring; NCCL WARN Failed to initialize any NET plugin; NCCL call "
         "failed: invalid usage")
+
+
+H200_BUS = "00000000:00:06.0"  # nvidia-smi's pci.bus_id of the recorded H200
+
+
+def test_each_ranks_gpu_is_read_from_nccls_own_init_line() -> None:
+    """nccl-tests with MPI on the H200: rank 0's communicator on cudaDev 0, busId 60, the
+    GPU nvidia-smi names 00000000:00:06.0; the topology's choice holds."""
+    text = (H200 / "nccl_mpi_np1_all_reduce.txt").read_text()
+    [gpu] = rank_gpus(text).values()
+    assert (gpu.rank, gpu.host, gpu.cuda_device, gpu.nvml_device) == (0, "vm", 0, 0)
+    assert gpu.bus_id == bus_number(H200_BUS) == 0x60
+    assert rank_gpu_problems(text, [[0, H200_BUS]], 1) == []
+    assert rank_gpu_problems(text, [[1, "00000000:00:07.0"]], 1) == [
+        "rank 0 on vm ran on busId 60 (cudaDev 0), the topology chose GPU 1 "
+        "(00000000:00:07.0)"]
+
+
+def test_two_ranks_on_one_gpu_are_named_and_nccls_refusal_quoted() -> None:
+    """Recorded with NCCL_TESTS_DEVICE=0 and both ranks seeing the one GPU: NCCL refuses
+    ("Duplicate GPU detected"); sanity names the pair from the init lines."""
+    text = (H200 / "nccl_mpi_np2_one_visible_fixed.txt").read_text()
+    assert rank_gpu_problems(text, [], 2) == ["ranks 0 and 1 on vm share the GPU at busId 60"]
+    assert failure_causes(text)[0] == ("NCCL WARN Duplicate GPU detected : rank 0 and rank 1 "
+                                       "both on CUDA device 60")
+
+
+def test_a_local_rank_past_the_visible_gpus_is_nccl_tests_own_words() -> None:
+    """Recorded without NCCL_TESTS_DEVICE, each rank seeing one GPU (today's job script
+    under --gpu-bind): local rank 1 asks for device 1 and nccl-tests stops before NCCL."""
+    text = (H200 / "nccl_mpi_np2_one_visible_today.txt").read_text()
+    assert failure_causes(text) == [
+        "nccl-tests: Invalid number of GPUs: 2 requested but only 1 were found."]
+    with pytest.raises(ParseError, match="Invalid number of GPUs"):
+        parse(text)
+
+
+def test_ranks_without_init_lines_are_unproven() -> None:
+    assert "unproven" in rank_gpu_problems("no nccl here", [[0, H200_BUS]], 1)[0]

@@ -43,9 +43,17 @@ def test_a_fallback_names_the_software_path_and_the_librarys_error() -> None:
 
 
 def test_the_software_baseline_must_not_have_used_the_switch() -> None:
-    assert sharp_problem(trace("Reduce", "TL_UCP"), "osu_reduce", requested=False) is None
-    assert "SHARP not requested but UCC ran Reduce on {TL_SHARP}" in sharp_problem(
-        trace("Reduce", "TL_SHARP"), "osu_reduce", requested=False)
+    assert sharp_problem(trace("Bcast", "TL_UCP"), "osu_bcast", requested=False) is None
+    assert "SHARP not requested but UCC ran Bcast on {TL_SHARP}" in sharp_problem(
+        trace("Bcast", "TL_SHARP"), "osu_bcast", requested=False)
+
+
+def test_sharp_lines_are_the_collectives_uccs_sharp_tl_runs() -> None:
+    """UCC_TL_BASIC_SHARP_SUPPORTED_COLLS (openucx/ucc tl_sharp.h): Allreduce, Barrier,
+    Bcast. A Reduce is never on TL_SHARP, so a SHARP line for it would 'fall back' every
+    night on a healthy fabric."""
+    from reframe_tests.omb.sharp import COLLECTIVE
+    assert sorted(COLLECTIVE.values()) == ["Allreduce", "Barrier", "Bcast"]
 
 
 def test_output_without_ucc_proves_nothing() -> None:
