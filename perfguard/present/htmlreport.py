@@ -361,8 +361,23 @@ def _failed_cases(report_path: str | None) -> list[dict]:
                                "reason": (case.get("fail_reason") or "").splitlines()[:1],
                                "stagedir": case.get("stagedir"),
                                "outputdir": case.get("outputdir"),
-                               "nodes": ",".join(case.get("job_nodelist") or [])})
+                               "nodes": ",".join(case.get("job_nodelist") or []),
+                               "stderr_tail": _stderr_tail(case)})
     return failed
+
+
+def _stderr_tail(case: dict, lines: int = 15) -> str:
+    """The last lines of a failed job's standard error (where a crashed rank's signal,
+    srun's and the MPI's own words are), from the stage directory ReFrame keeps for a
+    failure; empty where it is gone."""
+    stagedir, name = case.get("stagedir"), case.get("job_stderr")
+    if not stagedir or not name:
+        return ""
+    try:
+        text = (Path(stagedir) / name).read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 # --- rendering ---------------------------------------------------------------------

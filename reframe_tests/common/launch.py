@@ -14,6 +14,12 @@ from reframe.utility import nodelist_expand
 
 #: What srun prints when slurmctld tells it a node of the step was lost.
 NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
+#: srun's account of a task that died (``srun: error: node1: task 0: Segmentation fault
+#: (core dumped)``; ``tasks 0-3: Exited with exit code 1``), slurm src/srun ``_handle_msg``.
+TASK_DIED = re.compile(r"^srun: error: (?P<node>[^:\s]+): tasks? (?P<tasks>[\d,-]+): "
+                       r"(?P<how>.+?)\s*$", re.M)
+#: What --kill-on-bad-exit did to the other ranks, not a cause.
+KILLED_AFTER = ("Killed", "Terminated")
 #: Slurm states that end a job or a job step without success.
 UNSUCCESSFUL = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "BOOT_FAIL",
                 "DEADLINE", "PREEMPTED")
@@ -77,8 +83,11 @@ def recorded_allocation(stage: Path) -> list[str]:
 
 def srun_options(partition, uses_mpi: bool, extra: list[str], cpu_bind: str) -> list[str]:
     """The partition's MPI launch options, the check's extras and a verbose binding (the
-    mask srun reports is the proof the sanity checks read)."""
-    options = list(partition.extras.get("srun_options", [])) if uses_mpi else []
+    mask srun reports is the proof the sanity checks read). An MPI step ends when one rank
+    dies (``--kill-on-bad-exit=1``): the others would wait in MPI until the time limit,
+    holding exclusive nodes and the partition's measurement slot."""
+    options = [*partition.extras.get("srun_options", []), "--kill-on-bad-exit=1"] \
+        if uses_mpi else []
     return [*options, *extra, f"--cpu-bind=verbose,{cpu_bind}"]
 
 
@@ -109,7 +118,26 @@ def job_end_problem(job, stagedir: str, steps_must_succeed: bool) -> str | None:
                 f"({state if 'NODE_FAIL' in state else 'srun: Node failure'})")
     steps = job_steps(job.jobid) \
         if job.scheduler.registered_name in ("slurm", "squeue") and job.jobid else []
-    return job_problem(job.jobid, state, job.exitcode, steps, steps_must_succeed)
+    problem = job_problem(job.jobid, state, job.exitcode, steps, steps_must_succeed)
+    died = first_rank_that_died(os.path.join(stagedir, job.stderr))
+    return f"{problem}: {died}" if problem and died else problem
+
+
+def first_rank_that_died(stderr: str) -> str | None:
+    """The rank that brought the step down, in srun's words ("rank 0 on node1:
+    Segmentation fault (core dumped)"): the first death that is not srun killing the
+    others after it."""
+    try:
+        with open(stderr, errors="replace") as text:
+            deaths = list(TASK_DIED.finditer(text.read()))
+    except OSError:
+        return None
+    causes = [d for d in deaths if d["how"] not in KILLED_AFTER] or deaths
+    if not causes:
+        return None
+    first = causes[0]
+    ranks = "rank" if first["tasks"].isdigit() else "ranks"
+    return f"{ranks} {first['tasks']} on {first['node']}: {first['how']}"
 
 
 def nodelist_order(host: str) -> tuple:

@@ -21,7 +21,9 @@ replayed: rank 0 prints its stdout and stderr
 (srun's own cpu-bind lines are left out: srun prints the real ones), every rank
 exits with its code. A list of stdouts is replayed in order, one per call in the
 same directory (the same measurement taken twice); ``hold_s`` keeps the program
-running that long after its output (a rank that hangs in MPI_Finalize). A recording
+running that long after its output (a rank that hangs in MPI_Finalize); ``crash``
+(``{"rank": 0, "signal": "SIGSEGV"}``) kills that rank with the signal after its output
+while the others hold: a crashed rank, as a segfault in a real benchmark. A recording
 of several sizes marked ``# perfguard size=N`` (``per_size``) replays the block of the
 ``-s`` size asked for.
 Two-sided programs (perftest,
@@ -35,6 +37,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -140,6 +143,11 @@ def main(argv: list[str]) -> int:
             text = (catalogue_dir / entry["stderr"]).read_text()
             sys.stderr.write("".join(line for line in text.splitlines(keepends=True)
                                      if not line.startswith("cpu-bind=")))
+    crash = entry.get("crash")
+    if crash and os.environ.get("SLURM_PROCID", "0") == str(crash["rank"]):
+        sys.stdout.flush()
+        signal.signal(getattr(signal, crash["signal"]), signal.SIG_DFL)
+        os.kill(os.getpid(), getattr(signal, crash["signal"]))
     time.sleep(entry.get("hold_s", 0))
     if link is not None:
         duration = option(args, "-D")

@@ -13,6 +13,16 @@ Every row of every table becomes a key figure, judged line by line: ``rr_two_sid
 (usec, lower is better), ``congested_rr_two_sided_bw_p99`` (MiB/s/rank, higher),
 ``impact_rr_two_sided_lat_avg`` (the factor, lower). Sanity proves the scale: GPCNeT's
 own "Test with N MPI ranks (M nodes)" must be what was asked.
+
+The impact factors are also judged absolutely, from night one: a fabric without working
+congestion management (GPCNeT's README and paper: 10X and more) would otherwise be
+learned as normal by its own history. ``impact_limits`` is the shipped bound (3X on the
+average, 10X on the 99th percentile), a ReFrame reference of the check's own that a
+site's threshold replaces. ``network_load_test`` measures the fabric only where each rank
+has its own cores: on nodes that share a host's CPUs (the embedded cluster's virtual
+nodes, topology ``nodes_share_host``) or with more ranks than cores, the congestors
+compete for CPU, not links (measured there: 0.5X, congestion made an allreduce faster),
+so it is skipped saying so unless ``load_test_on_shared_cores`` asks for it anyway.
 """
 
 import re
@@ -24,7 +34,7 @@ from reframe.utility.sanity import make_performance_function
 
 from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.output import parsed, read_output
-from reframe_tests.common.pinning import mpi_flavours
+from reframe_tests.common.pinning import mpi_flavours, partition_topology
 from reframe_tests.gpcnet import parser
 
 #: The fewest nodes each program accepts (network_load_test: 2 + 2 per congestor test).
@@ -54,6 +64,10 @@ class GpcnetCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
     num_nodes = variable(int, value=0)
     #: GPCNeT's processes per NIC: 1 loads the fabric least (its README's first setting).
     ranks_per_node = variable(int, value=1)
+    #: The congestion impact factor a fabric may show at all, per column (``avg``, ``p99``).
+    impact_limits = variable(dict, value={"avg": 3.0, "p99": 10.0})
+    #: Run network_load_test where ranks share cores (its figures are then not a fabric's).
+    load_test_on_shared_cores = variable(bool, value=False)
 
     @run_after("setup")
     def shape(self):
@@ -61,11 +75,34 @@ class GpcnetCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
         self.skip_saying_if(nodes < MINIMUM_NODES[self.program],
                             f"{self.program} needs {MINIMUM_NODES[self.program]} nodes, the "
                             f"partition has {nodes} (set num_nodes or the topology's nodes)")
+        shared = self.ranks_share_cores()
+        self.skip_saying_if(
+            self.program == "network_load_test" and shared and not self.load_test_on_shared_cores,
+            f"network_load_test measures congestion in the fabric, but {shared}: the congestors "
+            f"would compete for CPU, not links (set load_test_on_shared_cores to run it anyway)")
         self.num_tasks_per_node = self.ranks_per_node
         self.num_tasks = nodes * self.ranks_per_node
         self.executable = self.provided(f"bin/{self.program}")
         flavour = self.current_partition.extras.get("mpi_flavour", "openmpi-ucx")
         self.env_vars.update(mpi_flavours()[flavour].get("one_sided", {}))
+
+    def ranks_share_cores(self) -> str:
+        """Why this partition's ranks would share cores ('' where they would not)."""
+        topology = partition_topology(self.current_partition)
+        if topology is None:
+            return ""
+        if topology.nodes_share_host:
+            return f"the nodes of {self.current_partition.fullname} share one host's CPUs"
+        if self.ranks_per_node > topology.node.cores:
+            return (f"{self.ranks_per_node} ranks per node exceed the node's "
+                    f"{topology.node.cores} cores")
+        return ""
+
+    def impact_reference(self, names: list[str]) -> None:
+        """The shipped bound on each impact factor, as the check's own reference."""
+        bounds = {name: (1.0, None, float(self.impact_limits[name.rsplit("_", 1)[1]]) - 1.0, "X")
+                  for name in names if name.rsplit("_", 1)[1] in self.impact_limits}
+        self.reference = {self.current_partition.fullname: bounds}
 
     @sanity_function
     def validate(self):
@@ -89,4 +126,5 @@ class GpcnetCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
                         lambda value=value: value, unit)
                     better[name] = "higher" if unit.startswith("MiB/s") else "lower"
         self.perfguard_better = better
+        self.impact_reference([name for name in better if name.startswith(PREFIXES[3][1])])
         return True

@@ -63,7 +63,7 @@ def test_seed000_gpudirect_through_pix_hca(seed_view: str) -> None:
         ALLOCATION,
         FINGERPRINT,
         RANK_GPU.format(0),
-        "srun --mpi=pmix --gpu-bind=map_gpu:0 --cpu-bind=verbose,map_cpu:0 "
+        "srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:0 --cpu-bind=verbose,map_cpu:0 "
         f"{seed_view}/pt2pt/osu_bw -m 1:4194304 -d cuda D D",
     ]
 
@@ -73,7 +73,7 @@ def test_seed000_device_buffers_without_gpudirect_through_phb_hca(seed_view: str
                   placement="inter")
     assert "export OMPI_MCA_btl_openib_if_include=mlx4_1:1" in lines
     assert "export OMPI_MCA_btl_openib_want_cuda_gdr=0" in lines
-    assert lines[-1] == ("srun --mpi=pmix --gpu-bind=map_gpu:0 "
+    assert lines[-1] == ("srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:0 "
                          "--cpu-bind=verbose,map_cpu:0 "
                          f"{seed_view}/pt2pt/osu_latency -m 1:4194304 -d cuda D D")
 
@@ -81,7 +81,7 @@ def test_seed000_device_buffers_without_gpudirect_through_phb_hca(seed_view: str
 def test_seed000_host_buffers_take_no_gpu(seed_view: str) -> None:
     lines = pt2pt("seedfdr", hca="mlx4_0", bench="osu_bw", transfer="H-H", placement="inter")
     assert not any("gres" in line or "CUDA" in line or "cuda_gdr" in line for line in lines)
-    assert lines[-1] == ("srun --mpi=pmix --cpu-bind=verbose,map_cpu:0 "
+    assert lines[-1] == ("srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=verbose,map_cpu:0 "
                          f"{seed_view}/pt2pt/osu_bw -m 1:4194304")
 
 
@@ -95,7 +95,7 @@ def test_ndr_hca_on_second_socket_pins_cores_gpu_and_ucx_device() -> None:
         ALLOCATION,
         FINGERPRINT,
         RANK_GPU.format(3),
-        "srun --mpi=pmix --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
+        "srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
         f"{OMB}/pt2pt/osu_bw -m 1:4194304 -d cuda D D",
     ]
 
@@ -104,7 +104,7 @@ def test_ndr_intra_node_pins_two_ranks_near_hca() -> None:
     lines = pt2pt("ndr4x4", hca="mlx5_2", bench="osu_latency", transfer="H-D-gdr",
                   placement="intra")
     assert "#SBATCH --ntasks-per-node=2" in lines
-    assert lines[-1] == ("srun --mpi=pmix --gpu-bind=map_gpu:2 "
+    assert lines[-1] == ("srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:2 "
                          "--cpu-bind=verbose,map_cpu:48,49 "
                          f"{OMB}/pt2pt/osu_latency -m 1:4194304 -d cuda H D")
 
@@ -115,13 +115,13 @@ def test_ndr_multi_pair_and_collectives() -> None:
                               "OsuCollectiveCheck%hca=mlx5_2%benchmark=osu_barrier")
     mbw = body(scripts["OsuMultiPairCheck %hca=mlx5_0"])
     assert "#SBATCH --ntasks=8" in mbw and "#SBATCH --ntasks-per-node=4" in mbw
-    assert mbw[-1] == ("srun --mpi=pmix --distribution=block:block "
+    assert mbw[-1] == ("srun --mpi=pmix --kill-on-bad-exit=1 --distribution=block:block "
                        "--cpu-bind=verbose,map_cpu:0,1,2,3 "
                        f"{OMB}/pt2pt/osu_mbw_mr -m 1:4194304")
     allreduce = body(scripts["OsuCollectiveCheck %hca=mlx5_2 %benchmark=osu_allreduce"])
     assert "#SBATCH --ntasks=4" in allreduce  # the partition's 4 nodes, one rank each
     assert "export UCX_NET_DEVICES=mlx5_2:1" in allreduce
-    assert allreduce[-1] == ("srun --mpi=pmix --cpu-bind=verbose,map_cpu:48 "
+    assert allreduce[-1] == ("srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=verbose,map_cpu:48 "
                              f"{OMB}/collective/osu_allreduce -f -m 1:1048576")
     barrier = body(scripts["OsuCollectiveCheck %hca=mlx5_2 %benchmark=osu_barrier"])
     assert barrier[-1].endswith(f"{OMB}/collective/osu_barrier -f")
@@ -146,8 +146,8 @@ def test_ndr_sharp_on_and_off_ask_ucc_and_trace_what_ran() -> None:
     on, off = (body(scripts[SHARP.format(s).replace("%", " %")]) for s in ("on", "off"))
     # -T mpi_float: what SHARP reduces (OMB's default MPI_CHAR is SHARP_DTYPE_NULL before
     # SHARP 3, refused by UCC's TL: a software run blamed on the aggregation manager)
-    command = f"srun --mpi=pmix --cpu-bind=verbose,map_cpu:48 {OMB}/collective/osu_allreduce " \
-              f"-f -T mpi_float -m 8:2048"
+    command = (f"srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=verbose,map_cpu:48 "
+               f"{OMB}/collective/osu_allreduce -f -T mpi_float -m 8:2048")
     header = ["#SBATCH --ntasks=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --cpus-per-task=1",
               "#SBATCH --output=rfm_job.out", "#SBATCH --error=rfm_job.err",
               "#SBATCH --exclusive", "#SBATCH --partition=gpu", "#SBATCH --exclusive"]
@@ -189,5 +189,6 @@ def test_ndr_nccl_tests_one_rank_per_gpu_on_the_topologys_hcas() -> None:
         "export NCCL_COLLNET_ENABLE=0", ALLOCATION, FINGERPRINT,
         "srun -J perfguard-helper --cpu-bind=none --gpu-bind=map_gpu:0,1,2,3 bash rank_gpu.sh "
         "> rank_gpus.txt 2>/dev/null || true",
-        "srun --mpi=pmix --gpu-bind=map_gpu:0,1,2,3 --cpu-bind=verbose,map_cpu:0,1,48,49 "
+        "srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:0,1,2,3 "
+        "--cpu-bind=verbose,map_cpu:0,1,48,49 "
         "/opt/perfguard/gcc-openmpi-ucx-cuda/bin/all_reduce_perf -b 8 -e 1073741824 -f 2 -g 1"]

@@ -86,3 +86,30 @@ def test_hang_after_the_table_ends_as_timeout(crashed) -> None:
 def test_a_check_that_records_failed_steps_judges_the_job_only() -> None:
     steps = [("7.3", "ucx_perftest", "FAILED", "1:0")]
     assert job_problem("7", "COMPLETED", 0, steps, steps_must_succeed=False) is None
+
+
+def test_a_crashed_rank_ends_the_job_at_once_and_is_named(layout, migrated_dsn) -> None:
+    """Rank 0 dies of SIGSEGV after its table while rank 1 waits (as in MPI): srun's
+    --kill-on-bad-exit (and the embedded KillOnBadExit=1) ends the step in seconds, not at
+    the 5-minute limit, and the verdict names the rank, node and signal."""
+    replay = TEST_ROOT / "replay-crashed-rank"
+    replay.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DATA / "replay" / "osu_latency_2n2t.txt", replay)
+    (replay / "recordings.json").write_text(json.dumps([
+        {"program": "osu_latency", "nnodes": 2, "ntasks": 2, "hold_s": 600,
+         "crash": {"rank": 0, "signal": "SIGSEGV"}, "stdout": "osu_latency_2n2t.txt"}]))
+    result = perfguard("run", "--dsn", migrated_dsn, "-n", LATENCY,
+                       "-S", "OsuPt2PtCheck.time_limit=5m", state=TEST_STATE,
+                       env={"PERFGUARD_REPLAY": str(replay)})
+    assert result.returncode == 1, result.stdout + result.stderr
+    state, reason = stored(migrated_dsn)["osu_latency"]
+    assert state == "test-failed"
+    assert re.search(r"rank 0 on node\d: Segmentation fault", reason), reason
+    report = Path(re.search(r"\(report (\S+)\)", result.stdout).group(1))
+    [case] = [c for c in json.loads(report.read_text())["runs"][0]["testcases"]
+              if c["name"].startswith("OsuPt2PtCheck")]
+    assert case["time_run"] < 120, case["time_run"]  # the limit was 300 s
+    # the HTML report shows the tail of the failed job's stderr: srun's words
+    html = TEST_ROOT / "crashed-rank.html"
+    perfguard("report", "--dsn", migrated_dsn, "-o", str(html), state=TEST_STATE)
+    assert re.search(r"srun: error: node\d: task 0: Segmentation fault", html.read_text())

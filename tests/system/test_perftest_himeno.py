@@ -148,7 +148,8 @@ def test_himeno_rank_layout_grid_and_binding() -> None:
     [(name, lines)] = [(n, s) for n, s in scripts.items() if "nodes=4" in n]
     assert "#SBATCH --ntasks=384" in lines and "#SBATCH --ntasks-per-node=96" in lines
     # Not pinned (cores): the step keeps --cpus-per-task.
-    assert lines[-1] == "srun --cpus-per-task=1 --mpi=pmix --cpu-bind=verbose,cores ./himeno"
+    assert lines[-1] == ("srun --cpus-per-task=1 --mpi=pmix --kill-on-bad-exit=1 "
+                         "--cpu-bind=verbose,cores ./himeno")
     build = dry_run_build_lines(name)
     ndx, ndy, ndz = process_grid(384, GRIDS["XL"])
     assert f"sh paramset.sh XL {ndx} {ndy} {ndz}" in build

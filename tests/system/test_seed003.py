@@ -65,9 +65,9 @@ def sixteen_nodes():
     shutil.rmtree(state, ignore_errors=True)
 
 
-def run_replayed(state: Path, dsn: str, name: str) -> tuple:
-    result = perfguard("run", "--dsn", dsn, "-n", name, state=state,
-                       env={"PERFGUARD_REPLAY": str(REPLAY)})
+def run_replayed(state: Path, dsn: str, name: str, *setvars: str) -> tuple:
+    result = perfguard("run", "--dsn", dsn, "-n", name, *(f"-S{s}" for s in setvars),
+                       state=state, env={"PERFGUARD_REPLAY": str(REPLAY)})
     report = Path(re.search(r"\(report (\S+)\)", result.stdout).group(1))
     return result, json.loads(report.read_text())["runs"][0]["testcases"]
 
@@ -75,11 +75,17 @@ def run_replayed(state: Path, dsn: str, name: str) -> tuple:
 def test_gpcnet_replayed_through_slurm_is_stored_and_judged(sixteen_nodes) -> None:
     """Both programs at the partition's 16 nodes, one rank each: GPCNeT's own scale line
     proves it ran there; every row becomes a key figure with its direction; the impact
-    factors are stored; the run passes (nothing to compare with yet, said so)."""
+    factors are stored; the run passes (nothing to compare with yet, said so). The
+    embedded nodes share the host's cores: the load test is skipped saying so unless the
+    site asks for it anyway (as here, to replay the live recording)."""
     state, running = sixteen_nodes
     _, dsn = create_database(running)
     perfguard("db", "upgrade", "--dsn", dsn, state=state, check=True)
-    result, cases = run_replayed(state, dsn, "^GpcnetCheck")
+    result, cases = run_replayed(state, dsn, "^GpcnetCheck%program=network_load_test")
+    assert [c["result"] for c in cases if c["name"].startswith("GpcnetCheck")] == ["skip"]
+    assert "share one host's CPUs: the congestors would compete for CPU" in result.stdout
+    result, cases = run_replayed(state, dsn, "^GpcnetCheck",
+                                 "GpcnetCheck.load_test_on_shared_cores=true")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert sorted(c["result"] for c in cases if c["name"].startswith("GpcnetCheck")) == \
         ["pass", "pass"]
@@ -125,3 +131,20 @@ def test_allreduce_over_node_counts_is_one_line_per_count(sixteen_nodes) -> None
     html = page.read_text()
     assert '<section id="allreduce">' in html
     assert 'data-plot="allreduce" data-series="1"' in html
+
+
+def test_a_fabric_congested_from_day_one_fails_on_night_one(sixteen_nodes) -> None:
+    """No history, no threshold: the impact factors meet the check's own bound. With the
+    average bound at 1.5X the recording's 1.8X (RR two-sided latency) is a failure the
+    first night, naming the figure; the 1.5X of the allreduce is within it."""
+    state, running = sixteen_nodes
+    _, dsn = create_database(running)
+    perfguard("db", "upgrade", "--dsn", dsn, state=state, check=True)
+    result, cases = run_replayed(state, dsn, "^GpcnetCheck%program=network_load_test",
+                                 "GpcnetCheck.load_test_on_shared_cores=true",
+                                 "GpcnetCheck.impact_limits=avg:1.5,p99:10")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
+    [case] = [c for c in cases if c["name"].startswith("GpcnetCheck")]
+    assert case["result"] == "fail" and case["fail_phase"] == "performance", case
+    assert "impact_rr_two_sided_lat_avg" in case["fail_reason"]
+    assert "impact_multiple_allreduce_avg" not in case["fail_reason"]
