@@ -248,8 +248,7 @@ class OsuCollectiveCheck(OsuBenchmark):
         self.key_figures = ("latency",)
 
     def omb_options(self) -> list[str]:
-        reduces = ["-T", "mpi_float"] if self.benchmark == "osu_allreduce" else []
-        return ["-f", *reduces, *super().omb_options()]
+        return ["-f", *super().omb_options()]
 
 
 @rfm.simple_test
@@ -282,7 +281,8 @@ class OsuAllreduceScalingCheck(OsuBenchmark):
             self.valid_systems = with_feature(self.valid_systems, "sharp")
 
     def omb_options(self) -> list[str]:
-        reduces = ["-T", "mpi_float"] if self.benchmark == "osu_allreduce" else []
+        # SHARP reduces floats, not OMB's default MPI_CHAR (OsuSharpCheck)
+        reduces = ["-T", "mpi_float"] if self.sharp == "on" else []
         return ["-f", *reduces, *super().omb_options()]
 
 
