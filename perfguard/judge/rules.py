@@ -258,19 +258,28 @@ def judge(history: list[float], recent: list[float], better: str,
         return Judgement(state, centre, noise, change, beyond,
                          f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
                          f"more than {rule.k:g}σ, {abs(level):.1f}σ on average", rule)
+    shift = abs(value - centre) / noise
+    if len(beyond) < rule.needed and (not noisy or shift > rule.level):
+        return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
+                         f"{size}; one night beyond, {shift:.1f}σ {what}"
+                         f"{_noisy_note(noise, centre, rule) if noisy else ''}: confirm on "
+                         f"the next", rule)
     if noisy:
         return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
                          f"{size}; noise ±{noise / abs(centre):.1%} too large to tell this "
                          f"change (a shift of {rule.level:g}σ on its recent runs is judged)",
                          rule)
-    if len(beyond) >= rule.needed:
-        return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
-                         f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
-                         f"more than {rule.k:g}σ, but only {abs(level):.1f}σ on average "
-                         f"({rule.level:g}σ make a shift): confirm on the next", rule)
     return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
-                     f"{size}; {what} by more than {rule.k:g}σ on this run only: confirm "
-                     f"on the next", rule)
+                     f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
+                     f"more than {rule.k:g}σ, but only {abs(level):.1f}σ on average "
+                     f"({rule.level:g}σ make a shift): confirm on the next", rule)
+
+
+def _noisy_note(noise: float, centre: float, rule: Rule) -> str:
+    """Why a night beyond on a noisy line is still worth confirming: it is past the shift
+    such a line is judged for."""
+    return (f" (past the {rule.level:g}σ a line of noise ±{noise / abs(centre):.1%} is "
+            f"judged by)")
 
 
 def agrees(night: float, value: float, centre: float, noise: float, rule: Rule) -> bool:
