@@ -10,8 +10,12 @@ REGRESSION, IMPROVEMENT, INCONCLUSIVE = "regression", "improvement", "inconclusi
 #: A test case that did not run (shape, provider, failed dependency): neither passed nor
 #: failed. One that failed the way a reference said it would: expected-failure.
 SKIPPED, EXPECTED_FAILURE = "skipped", "expected-failure"
+#: A test case an interruption stopped before it finished (SIGINT, SIGTERM, the stall
+#: watchdog; ReFrame's ``abort``): neither passed nor failed. A run with one is
+#: interrupted, never failed for it (``run_outcome``).
+ABORTED = "aborted"
 #: Every state, in the order the summary counts them.
 STATES = (PASS, FAIL, REGRESSION, TEST_FAILED, IMPROVEMENT, INCONCLUSIVE, NO_REFERENCE,
-          EXPECTED_FAILURE, SKIPPED)
+          EXPECTED_FAILURE, SKIPPED, ABORTED)
 #: The states that fail a run (a regression only through a paged finding: summarize_run).
 FAILING = (FAIL, REGRESSION, TEST_FAILED)

@@ -23,10 +23,14 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
                      help="also write a Markdown summary (e.g. for a CI job summary)")
     rep.add_argument("--junit", type=Path,
                      help="also copy the run's JUnit test results (ReFrame's) to this file")
+    rep.epilog = ("Exits by the run's outcome, as `perfguard verdict` does: 0 pass, 1 fail, "
+                  "3 nothing measured (docs/operations.md).")
     rep.set_defaults(func=cmd_report)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """Write the report and exit by the run's stored outcome (one truth with `verdict`,
+    `run` and the nightly: a CI job that publishes the report fails on a failed run)."""
     from perfguard.judge import verdict as vd
     from perfguard.present import htmlreport
 
@@ -40,7 +44,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"{report.outcome.line(run_id)}; report: {path}"
           + (f"; summary: {args.markdown}" if args.markdown else "")
           + (f"; JUnit: {args.junit}" if args.junit else ""))
-    return 0
+    return report.outcome.exit_code
 
 
 def add(sub: argparse._SubParsersAction) -> None:

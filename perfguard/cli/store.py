@@ -171,6 +171,51 @@ def _print_ingest(results) -> int:
     return 0 if all(r.run_id is not None for r in results) else 1
 
 
+def _add_spool(sub: argparse._SubParsersAction) -> None:
+    spl = sub.add_parser(
+        "spool", help="reports not stored: list them, purge the rejected ones",
+        description="STATE/spool holds reports waiting to be stored (`perfguard ingest "
+                    "--spool` retries them) and, under rejected/, those that never can be "
+                    "(each kept up to $PERFGUARD_REJECTED_MAX_MB, default 16 MiB, the rest "
+                    "cut off and said in its reason).")
+    actions = spl.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("list", help="every report in the spool: waiting or rejected, size, "
+                       "reason").set_defaults(func=cmd_spool_list)
+    purge = actions.add_parser(
+        "purge", help="remove the rejected reports (--waiting: also those waiting)")
+    purge.add_argument("--waiting", action="store_true",
+                       help="also remove the reports waiting to be stored: they are lost")
+    purge.add_argument("--older-than", type=float, metavar="DAYS",
+                       help="only those kept for more than DAYS days")
+    purge.set_defaults(func=cmd_spool_purge)
+
+
+def cmd_spool_list(args: argparse.Namespace) -> int:
+    from perfguard.store.spool import kept
+
+    found = kept(args.state_dir)
+    for report in found:
+        print(report.line)
+    waiting = sum(1 for report in found if not report.rejected)
+    print(f"{waiting} waiting to be stored, {len(found) - waiting} rejected"
+          + (" (`perfguard ingest --spool` retries the waiting ones)" if waiting else ""))
+    return 0
+
+
+def cmd_spool_purge(args: argparse.Namespace) -> int:
+    from perfguard.store.spool import purge, spool_lock
+
+    if args.older_than is not None and not args.older_than >= 0:
+        raise UsageError(f"--older-than {args.older_than:g}: days cannot be negative")
+    with spool_lock(args.state_dir):  # not while `ingest --spool` moves them
+        gone = purge(args.state_dir, args.waiting, args.older_than)
+    for report in gone:
+        print(f"removed {report.path}")
+    print(f"{len(gone)} report(s) removed ({sum(r.size for r in gone) / 2 ** 20:.1f} MiB)")
+    return 0
+
+
 def add(sub: argparse._SubParsersAction) -> None:
     _add_db(sub)
     _add_ingest(sub)
+    _add_spool(sub)

@@ -240,7 +240,7 @@ def judge(history: list[float], recent: list[float], better: str,
     centre, noise = base or baseline(history)
     noise = max(noise, rule.min_noise * abs(centre))
     change = (value - centre) / abs(centre) if centre else None
-    noisy = bool(centre) and max(rule.k, rule.level) * noise / abs(centre) > rule.max_detectable
+    noisy = is_noisy(centre, noise, rule)
     if noisy:
         rule = dataclasses.replace(rule, level=max(rule.level, rule.noisy_level))
     recent = recent[-rule.confirm:]
@@ -258,19 +258,58 @@ def judge(history: list[float], recent: list[float], better: str,
         return Judgement(state, centre, noise, change, beyond,
                          f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
                          f"more than {rule.k:g}σ, {abs(level):.1f}σ on average", rule)
+    shift = abs(value - centre) / noise
+    if len(beyond) < rule.needed and (not noisy or shift > rule.level):
+        return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
+                         f"{size}; one night beyond, {shift:.1f}σ {what}"
+                         f"{_noisy_note(noise, centre, rule) if noisy else ''}: confirm on "
+                         f"the next", rule)
     if noisy:
         return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
                          f"{size}; noise ±{noise / abs(centre):.1%} too large to tell this "
                          f"change (a shift of {rule.level:g}σ on its recent runs is judged)",
                          rule)
-    if len(beyond) >= rule.needed:
-        return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
-                         f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
-                         f"more than {rule.k:g}σ, but only {abs(level):.1f}σ on average "
-                         f"({rule.level:g}σ make a shift): confirm on the next", rule)
     return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
-                     f"{size}; {what} by more than {rule.k:g}σ on this run only: confirm "
-                     f"on the next", rule)
+                     f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
+                     f"more than {rule.k:g}σ, but only {abs(level):.1f}σ on average "
+                     f"({rule.level:g}σ make a shift): confirm on the next", rule)
+
+
+def _noisy_note(noise: float, centre: float, rule: Rule) -> str:
+    """Why a night beyond on a noisy line is still worth confirming: it is past the shift
+    such a line is judged for."""
+    return (f" (past the {rule.level:g}σ a line of noise ±{noise / abs(centre):.1%} is "
+            f"judged by)")
+
+
+def is_noisy(centre: float, noise: float, rule: Rule) -> bool:
+    """Whether a change of ``max_detectable`` (25 %) would go unseen on a line of this
+    baseline: such a line is judged only for shifts of ``noisy_level`` noise."""
+    return bool(centre) and max(rule.k, rule.level) * noise / abs(centre) > rule.max_detectable
+
+
+def blind_nights(series: list[float] | tuple[float, ...], rule: Rule = DEFAULT_RULE) -> int:
+    """How many nights in a row, up to the last value of ``series``, the line has been
+    blind: its baseline that night so noisy (``is_noisy``) that a change of
+    ``max_detectable`` could not be told from noise. 0 for a line that sees tonight; the
+    count stops where the history was too short to say."""
+    nights = 0
+    for end in range(len(series), 0, -1):
+        history = judged_history(series[:end], rule)
+        if len(history) < rule.min_history:
+            break
+        centre, noise = baseline(list(history))
+        if not is_noisy(centre, max(noise, rule.min_noise * abs(centre)), rule):
+            break
+        nights += 1
+    return nights
+
+
+def blind_text(nights: int, cv: float, rule: Rule) -> str:
+    """"blind for 12 nights: noise ±67.0 % hides any change under 3σ (201 %)": what a
+    blind line says wherever its verdict is shown."""
+    return (f"blind for {nights} night{'s' if nights != 1 else ''}: noise ±{cv:.1%} hides any "
+            f"change under {rule.noisy_level:g}σ ({rule.noisy_level * cv:.0%})")
 
 
 def agrees(night: float, value: float, centre: float, noise: float, rule: Rule) -> bool:

@@ -59,6 +59,8 @@ class Line:
     #: A regression line: whether a paged finding holds it (None: not judged so, or a
     #: run recorded before findings): only then does it fail the run.
     paged: bool | None = None
+    #: Nights in a row its noise has hidden a change of 25 % (0: it sees): rules.blind_nights.
+    blind_nights: int = 0
 
     @property
     def change_vs_centre(self) -> float | None:
@@ -320,23 +322,38 @@ def _line(row: dict, values: list[float], rule: judge.Rule,
         return line
     line.judgement = judge.judge_series(values or [line.value], line.better, rule, base)
     line.detail = line.judgement.reason
+    _mark_blind(line, rule)
     no_baseline = line.judgement.centre is None
     if not (no_baseline and line.status == PASS):
         line.status = line.judgement.state
     return line
 
 
+def _mark_blind(line: Line, rule: judge.Rule) -> None:
+    """A line whose noise hides a change of 25 % says for how many nights it has been
+    blind (counted only for such a line: one baseline per night it was)."""
+    j = line.judgement
+    if j is None or j.centre is None or not judge.is_noisy(j.centre, j.noise, rule):
+        return
+    line.blind_nights = judge.blind_nights(line.series, rule)
+    if line.blind_nights:
+        line.detail = f"{line.detail}; {judge.blind_text(line.blind_nights, j.cv, rule)}"
+
+
 #: A run's outcomes, as run_outcome says (0021), and the exit code each gives the CLI.
 OUTCOME_PASS, OUTCOME_FAIL, NOTHING_MEASURED = "pass", "fail", "nothing-measured"
-EXIT_CODES = {OUTCOME_PASS: 0, OUTCOME_FAIL: 1, NOTHING_MEASURED: 3}
+#: Test cases aborted by SIGINT, SIGTERM or the stall watchdog, nothing finished failed:
+#: its own exit code, never a failure (an interruption is no reason to page).
+INTERRUPTED = "interrupted"
+EXIT_CODES = {OUTCOME_PASS: 0, OUTCOME_FAIL: 1, NOTHING_MEASURED: 3, INTERRUPTED: 4}
 
 
 @dataclass(frozen=True)
 class RunOutcome:
     """A run's outcome, as the database's ``run_outcome`` view says (one rule for the
-    CLI, the report and Grafana): pass, fail, or nothing-measured (skips, and fewer
-    measured test cases than the site's floor: a run that passes without measuring
-    would hide a cluster that lost its benchmarks)."""
+    CLI, the report and Grafana): pass, fail, interrupted (test cases aborted), or
+    nothing-measured (skips, and fewer measured test cases than the site's floor: a run
+    that passes without measuring would hide a cluster that lost its benchmarks)."""
     failed: bool
     why: str
     outcome: str = OUTCOME_PASS
@@ -347,7 +364,7 @@ class RunOutcome:
 
     @property
     def word(self) -> str:
-        """PASS, FAIL or NOTHING-MEASURED: the run line's verdict."""
+        """PASS, FAIL, INTERRUPTED or NOTHING-MEASURED: the run line's verdict."""
         return self.outcome.upper()
 
     def line(self, run_id: int) -> str:
@@ -390,7 +407,8 @@ def recorded(conn: Connection, run_id: int, rules: judge.Rules | None = None
                           row["metric"], row["value"], row["unit"], row["point"],
                           row["reference"], row["lower_limit"], row["upper_limit"],
                           row["status"], row["detail"], better=row["better"],
-                          judgement=judgement, series=tuple(values), paged=row["paged"]))
+                          judgement=judgement, series=tuple(values), paged=row["paged"],
+                          blind_nights=row["blind_nights"] or 0))
     return with_key_points(conn, run_id, lines)
 
 
@@ -439,7 +457,8 @@ def _recorded(run_id: int, line: Line) -> dict[str, Any]:
             "status": line.status, "centre": j.centre if j else None,
             "noise": j.noise if j else None, "low": low, "high": high, "detail": line.detail,
             "reference": line.reference, "lower_limit": line.low, "upper_limit": line.high,
-            "better": line.better, "paged": line.paged}
+            "better": line.better, "paged": line.paged,
+            "blind_nights": line.blind_nights or None}
 
 
 def with_baseline(lines: list[Line], baseline: list[Line]) -> list[Line]:

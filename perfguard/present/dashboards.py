@@ -108,8 +108,13 @@ ANNOTATIONS = (("Environment changes (fingerprints)", "orange", "annotation_fing
                ("Triage (accepted levels, acknowledgements)", "blue", "annotation_triage"))
 #: The verdict's states as the tables colour them.
 STATE_COLOURS = (("fail", "red"), ("regression", "red"), ("test-failed", "dark-red"),
-                 ("improvement", "green"), ("inconclusive", "yellow"),
+                 ("improvement", "green"), ("inconclusive", "yellow"), ("aborted", "orange"),
                  ("no-reference", "blue"), ("expected-failure", "purple"), ("skipped", "gray"))
+BLIND_DESCRIPTION = (
+    "Lines too noisy to tell a change of 25 % from noise (their baseline's noise × 1.8 σ "
+    "exceeds 25 %), per run of $system: a fault of that size on them would not be seen. "
+    "The verdict and the report name them and for how many nights each has been blind "
+    "(verdict_line.blind_nights); docs/verdicts.md says what makes them see again.")
 TREND_DESCRIPTION = (
     "Lines: each variant's nightly median of its passed runs (key_figure_night, the rollup "
     "that stays when `perfguard db prune` drops old months of samples). Green band: the "
@@ -143,7 +148,7 @@ def trends() -> dict:
 
 
 def _panels(source: object) -> list:
-    from grafana_foundation_sdk.builders import common, table, timeseries, xychart
+    from grafana_foundation_sdk.builders import common, stat, table, timeseries, xychart
     from grafana_foundation_sdk.builders import dashboard as board
     from grafana_foundation_sdk.models import common as shared
     from grafana_foundation_sdk.models import dashboard as model
@@ -211,8 +216,17 @@ def _panels(source: object) -> list:
                                                             {"type": "color-background"})]),
         a_table(5, "Run history", "run_history", at(12, 20, 12, 10))
         .override_by_name("run", [model.DynamicConfigValue("links", run_links)]),
+        stat.Panel().id(11).title("Blind lines (too noisy to judge)").datasource(source)
+        .grid_pos(at(0, 30, 6, 8)).description(BLIND_DESCRIPTION)
+        .with_target(SqlQuery("blind_lines", table=False))
+        .graph_mode(shared.BigValueGraphMode.AREA)
+        .color_mode(shared.BigValueColorMode.VALUE)
+        .reduce_options(common.ReduceDataOptions().calcs(["lastNotNull"]))
+        .thresholds(board.ThresholdsConfig().mode(model.ThresholdsMode.ABSOLUTE).steps([
+            model.Threshold(value=None, color="green"),
+            model.Threshold(value=1, color="orange")])),
         a_table(10, "Findings of run $run: what pages, by cause", "findings_of_run",
-                at(0, 30, 24, 8)),
+                at(6, 30, 18, 8)),
         a_table(6, "Failing test cases of run $run", "failing_testcases_of_run",
                 at(0, 38, 24, 8)),
         a_table(7, "Verdict of run $run: every line that is not a plain pass",

@@ -150,6 +150,12 @@ class Report:
         return sum(1 for line in self.lines if _learning(line))
 
     @property
+    def blind(self) -> list[vd.Line]:
+        """Lines too noisy to tell a change of 25 % from noise, the longest blind first."""
+        return sorted((line for line in self.lines if line.blind_nights),
+                      key=lambda line: (-line.blind_nights, tx.name_of(line)))
+
+    @property
     def judged(self) -> int:
         """Lines judged against a history baseline: only then can a report say that
         nothing changed beyond its noise."""
@@ -403,7 +409,7 @@ def render_html(report: Report) -> str:
 
 def _state_class(state: str) -> str:
     return {states.FAIL: "bad", states.REGRESSION: "bad", states.TEST_FAILED: "bad",
-            states.IMPROVEMENT: "good", states.INCONCLUSIVE: "warn",
+            states.IMPROVEMENT: "good", states.INCONCLUSIVE: "warn", states.ABORTED: "warn",
             states.PASS: "ok"}.get(state, "muted")
 
 
@@ -419,6 +425,8 @@ def render_markdown(report: Report, html_name: str | None = None) -> str:
             baseline = line.judgement.centre if line.judgement else line.reference
             out.append(f"| `{tx.name_of(line)}` | {tx.plain(line.value)} {line.unit} | "
                        f"{tx.plain(baseline)} | {tx.verdict_cell(line).replace('|', '/')} |")
+    if report.blind:
+        out += ["", f"**Blind**: {tx.blind_note(report.lines).removeprefix('blind: ')}"]
     if report.sweep_findings:
         out += ["", "**Fabric sweep**: " + "; ".join(f"{f.kind} {f.subject}"
                                                     for f in report.sweep_findings)]

@@ -65,13 +65,32 @@ def skip_notes(lines: list[Line]) -> dict[str, tuple[int, str]]:
 def verdict_cell(line: Line) -> str:
     """The state and why: a test case that did not run to a figure ("test-failed: node
     node2 failed (NODE_FAIL)", "skipped: needs 8 nodes, …"), a line not yet judged."""
+    state = line.status + (f" (blind {line.blind_nights} night"
+                           f"{'s' if line.blind_nights != 1 else ''})"
+                           if line.blind_nights else "")
     if not line.detail.strip() or (line.status in (FAIL, NO_REFERENCE)):
-        return line.status
-    if line.status == PASS and not line.detail.startswith(judge.NOT_YET):
-        return line.status
+        return state
+    if line.status == PASS and not line.detail.startswith(judge.NOT_YET) \
+            and not line.blind_nights:
+        return state
     why = line.detail.strip().splitlines()[0].removeprefix("sanity error: ")
     why = why.split(" (the last ")[0]  # "not yet judged: history 2 of 8 runs"
-    return f"{line.status}: {why}"
+    return f"{state}: {why}"
+
+
+def blind_reason(line: Line) -> str:
+    """The part of a blind line's reason that says so ("blind for 12 nights: …")."""
+    found = line.detail.find("blind for ")
+    return line.detail[found:] if found >= 0 else line.detail
+
+
+def blind_note(lines: list[Line]) -> str:
+    """What the verdict says under its table when lines are blind: how many, the longest."""
+    blind = [line.blind_nights for line in lines if line.blind_nights]
+    if not blind:
+        return ""
+    return (f"blind: {len(blind)} line(s) too noisy to tell a change of 25 % from noise, "
+            f"the longest for {max(blind)} night(s) in a row (--explain says why)")
 
 def fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
@@ -117,7 +136,9 @@ def verdict_table(lines: list[Line], show_baseline: bool = False) -> str:
     notes = dict(skip_notes(lines).values())
     said = [textwrap.fill(f"[{n}] {note}", TABLE_WIDTH, subsequent_indent="    ")
             for n, note in sorted(notes.items())]
-    return "\n".join(text + ([""] + said if said else []) + ["", f"verdict: {summary}"])
+    blind = blind_note(lines)
+    return "\n".join(text + ([""] + said if said else []) + ["", f"verdict: {summary}"]
+                     + ([blind] if blind else []))
 
 def name_of(line: Line) -> str:
     """``Check %p=v … metric @size=…``: how a line is named in the table and --explain."""

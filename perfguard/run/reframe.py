@@ -44,7 +44,7 @@ class RunRequest:
 class RunOutcome:
     returncode: int
     report: Path
-    #: Why perfguard stopped reframe (it made no progress), or None.
+    #: Why perfguard stopped reframe (it made no progress, a signal), or None.
     stalled: str | None = None
 
 
@@ -170,9 +170,13 @@ def run_reframe(ctx: Context, request: RunRequest,
     prune_run_directories(ctx.state)
     written = None if request.dry_run or references is None else references(directory)
     env = run_environment(ctx, written)
-    process = subprocess.Popen(command, env=env, cwd=workdir)
+    # SIGINT ignored in reframe: a Ctrl-C reaches it as one SIGTERM from us (below), never
+    # twice (the terminal's to the process group and ours), which could cut its report
+    process = subprocess.Popen(command, env=env, cwd=workdir,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     watchdog = StallWatchdog(directory, env, stall_minutes())
-    returncode = _wait_passing_on_termination(process, watchdog)
+    interruption = Interruption(process)
+    returncode = _wait_passing_on_termination(process, watchdog, interruption)
     if not report.exists() and returncode == 0 and not request.dry_run:
         raise UsageError(f"no check selected on system {request.system}"
                          + "".join(f" -n {n}" for n in request.names)
@@ -182,7 +186,7 @@ def run_reframe(ctx: Context, request: RunRequest,
         raise PerfguardError(f"reframe exited with {returncode} and wrote no report "
                              f"({report}); see {ctx.state / 'log' / 'reframe.log'}"
                              + (f"; {watchdog.stopped}" if watchdog.stopped else ""))
-    return RunOutcome(returncode, report, watchdog.stopped)
+    return RunOutcome(returncode, report, watchdog.stopped or interruption.said())
 
 
 def stall_minutes() -> float:
@@ -255,17 +259,42 @@ class StallWatchdog:
         return True
 
 
+class Interruption:
+    """SIGINT or SIGTERM to perfguard during a run: passed on to reframe as one SIGTERM
+    (ReFrame then aborts the tests still running, ignores further signals and writes the
+    report of every test, the aborted ones ``abort``); the first signal is remembered."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.received: str | None = None
+
+    def __call__(self, signum: int, _frame: object = None) -> None:
+        if self.received is None:
+            self.received = signal.Signals(signum).name
+            print(f"perfguard: {self.received}: stopping reframe; the tests that finished "
+                  f"are stored, the others are aborted", file=sys.stderr, flush=True)
+            self.process.send_signal(signal.SIGTERM)
+
+    def said(self) -> str | None:
+        """What the verdict says first about a run stopped by a signal."""
+        if self.received is None:
+            return None
+        return (f"interrupted by {self.received}: perfguard stopped reframe; the test cases "
+                f"that finished are stored and judged, the others are aborted (neither "
+                f"passed nor failed)")
+
+
 def _wait_passing_on_termination(process: subprocess.Popen,
-                                 watchdog: StallWatchdog | None = None) -> int:
-    """Wait for reframe; a SIGTERM to us (scancel, kill, a CI timeout) is passed on, so
-    reframe stops, writes the report of every test that finished, and we store it.
-    Ctrl-C reaches reframe from the terminal itself; we only keep waiting. A reframe the
-    watchdog finds stalled is sent SIGTERM the same way (SIGKILL a minute later)."""
+                                 watchdog: StallWatchdog | None = None,
+                                 interruption: Interruption | None = None) -> int:
+    """Wait for reframe; a SIGTERM or SIGINT to us (scancel, kill, a CI timeout, Ctrl-C)
+    is passed on as one SIGTERM (``Interruption``), so reframe stops, writes the report of
+    every test, and we store it. A reframe the watchdog finds stalled is sent SIGTERM the
+    same way (SIGKILL a minute later)."""
     on_main = threading.current_thread() is threading.main_thread()
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM,
-                                              lambda *_: process.send_signal(signal.SIGTERM)),
-                signal.SIGINT: signal.signal(signal.SIGINT, lambda *_: None)} \
-        if on_main else {}
+    interruption = interruption or Interruption(process)
+    previous = {signum: signal.signal(signum, interruption)
+                for signum in (signal.SIGTERM, signal.SIGINT)} if on_main else {}
     try:
         while watchdog is not None:
             try:

@@ -1,10 +1,12 @@
 """ReFrame run reports: load, validate and flatten them into what perfguard stores.
 
-A report that is malformed, truncated, of an unknown data version, not what ReFrame's
-own schema (``reframe/schemas/runreport.json`` of the installed ReFrame) describes, or
-carrying non-finite numbers raises ReportError naming the file and the place; nothing
-downstream ever sees half a report. perfguard's own variables (``perfguard_samples``,
-fingerprints, directions), which the schema leaves open, are checked here.
+A report that is malformed, truncated, of an unknown data version or not what ReFrame's
+own schema (``reframe/schemas/runreport.json`` of the installed ReFrame) describes raises
+ReportError naming the file and the place; nothing downstream ever sees half a report. A
+NaN or infinity among one test case's values fails that test case with the place as its
+reason (none of its figures stored); the rest of the report is stored. perfguard's own
+variables (``perfguard_samples``, fingerprints, directions), which the schema leaves open,
+are checked here.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ FINGERPRINT_VARIABLE = "perfguard_fingerprints"
 
 class ReportError(PerfguardError):
     """A report that cannot be stored, with the file and the reason."""
+
+
+class NonFiniteValue(ReportError):
+    """A NaN or infinity among a test case's values: that test case fails with this
+    reason, the rest of its report is stored (one bad row must not lose a night)."""
 
 
 class Sample(NamedTuple):
@@ -275,6 +282,17 @@ def _checked_testcase(case: dict, where: str) -> TestCase:
     if not isinstance(nodelist, list):
         raise ReportError(f"{where}: job_nodelist must be a list")
     exitcode = case.get("job_exitcode")
+    result = str(case.get("result", "unknown"))
+    fail_phase = _optional_text(case.get("fail_phase"))
+    fail_reason = _optional_text(case.get("fail_reason")) or _skip_reason(case)
+    try:
+        key_samples = _perf_samples(case, where)
+        series = _series(case.get(SAMPLES_VARIABLE) or [], f"{where}.{SAMPLES_VARIABLE}")
+    except NonFiniteValue as exc:
+        key_samples, series = [], []
+        result, fail_phase = "fail", "performance"
+        fail_reason = (f"{str(exc).removeprefix(f'{where}.')}: no figure of this test case "
+                       f"is stored" + (f" (ReFrame: {fail_reason})" if fail_reason else ""))
     return TestCase(
         check=name.split()[0].split("%")[0] if name.strip() else name,
         unique_name=str(unique),
@@ -283,17 +301,17 @@ def _checked_testcase(case: dict, where: str) -> TestCase:
         system=system.split(":")[0],
         partition=str(partition).split(":")[-1],
         environ=str(case.get("environ", "")),
-        result=str(case.get("result", "unknown")),
+        result=result,
         run_index=int(case.get("run_index", 0) or 0),
-        fail_phase=_optional_text(case.get("fail_phase")),
-        fail_reason=_optional_text(case.get("fail_reason")) or _skip_reason(case),
+        fail_phase=fail_phase,
+        fail_reason=fail_reason,
         jobid=str(case["jobid"]) if case.get("jobid") not in (None, "") else None,
         nodelist=[str(n) for n in nodelist],
         job_exitcode=int(exitcode) if exitcode is not None else None,
         time_total=_finite_or_none(case.get("time_total")),
         started=_time(case.get("job_submit_time"), None),
-        key_samples=_perf_samples(case, where),
-        series=_series(case.get(SAMPLES_VARIABLE) or [], f"{where}.{SAMPLES_VARIABLE}"),
+        key_samples=key_samples,
+        series=series,
         fingerprints=_fingerprints(case, where),
         better=_directions(case, where),
     )
@@ -321,7 +339,7 @@ def _finite(value: Any, where: str) -> float:
     except (TypeError, ValueError) as exc:
         raise ReportError(f"{where}: value {value!r} is not a number") from exc
     if not math.isfinite(number):
-        raise ReportError(f"{where}: value {value!r} is not finite (NaN or infinity)")
+        raise NonFiniteValue(f"{where}: value {value!r} is not finite (NaN or infinity)")
     return number
 
 

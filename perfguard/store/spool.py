@@ -3,7 +3,10 @@
 A report that cannot be stored now is copied here under a name of its own (two
 reports both called report.json stay two), its metadata beside it under the same
 name, the reason last; files appear whole (written aside, then renamed) and are
-private (0600 in 0700 directories: reasons may name hosts and users).
+private (0600 in 0700 directories: reasons may name hosts and users). A rejected report
+(it can never be stored) is kept for diagnosis only up to ``$PERFGUARD_REJECTED_MAX_MB``
+(default 16 MiB); the rest is cut off and its reason says so. `perfguard spool list`
+shows what is kept, `perfguard spool purge` removes it.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from perfguard.errors import UsageError
 from perfguard.secrets import redact_secrets, write_private
 
 META_SUFFIX = ".meta.json"
@@ -57,29 +63,67 @@ def _private_dir(directory: Path) -> Path:
     return directory
 
 
-def _atomic_copy(source: Path, target: Path) -> None:
-    """Copy under a temporary name, then rename: a crash leaves no half file."""
+#: The most of a rejected report kept, in MiB (the rest is cut off, the reason says so).
+REJECTED_MAX_MB_ENV = "PERFGUARD_REJECTED_MAX_MB"
+DEFAULT_REJECTED_MAX_MB = 16.0
+
+
+def rejected_cap() -> int:
+    """``$PERFGUARD_REJECTED_MAX_MB`` (default 16) in bytes: how much of a rejected report
+    is kept. A report that can never be stored is evidence, not data: two 200 MB probes
+    left 401 MB in the spool before."""
+    text = os.environ.get(REJECTED_MAX_MB_ENV, str(DEFAULT_REJECTED_MAX_MB))
+    try:
+        cap = float(text)
+    except ValueError:
+        cap = -1.0
+    if not cap >= 0:
+        raise UsageError(f"{REJECTED_MAX_MB_ENV}={text!r}: expected a number of MiB (0 or "
+                         f"more) to keep of each rejected report")
+    return int(cap * 2 ** 20)
+
+
+def _atomic_copy(source: Path, target: Path, limit: int | None = None) -> None:
+    """Copy (its first ``limit`` bytes) under a temporary name, then rename: a crash
+    leaves no half file."""
     tmp = target.with_name(f".{target.name}.tmp")
-    shutil.copyfile(source, tmp)
+    if limit is None:
+        shutil.copyfile(source, tmp)
+    else:
+        with open(source, "rb") as whole, open(tmp, "wb") as kept:
+            kept.write(whole.read(limit))
     tmp.chmod(0o600)
     os.replace(tmp, target)
 
 
-def _keep(directory: Path, report: Path, reason: str, from_spool: bool) -> Path:
+def _keep(directory: Path, report: Path, reason: str, from_spool: bool,
+          limit: int | None = None) -> Path:
     """Put a report and its metadata into ``directory`` with the reason beside it: a copy
-    under a unique name, or — for a report already in the spool — moved by its name.
-    Files appear whole (written aside, then renamed), the reason last."""
+    under a unique name, or — for a report already in the spool — moved by its name; of
+    a report larger than ``limit`` bytes only its first ``limit`` are kept, and the reason
+    says so. Files appear whole (written aside, then renamed), the reason last."""
     _private_dir(directory)
     target = directory / (report.name if from_spool else _unique_name(report))
+    size = report.stat().st_size
+    cut = limit is not None and size > limit
     if report.resolve() != target.resolve():
         if meta_path(report).exists():
             _atomic_copy(meta_path(report), meta_path(target))
-        _atomic_copy(report, target)
+        _atomic_copy(report, target, limit if cut else None)
         if from_spool:
             unspool(report)
+    elif cut:
+        os.truncate(target, limit)
+    if cut:
+        reason += (f" [{TRUNCATED}: kept the first {limit / 2 ** 20:g} of "
+                   f"{size / 2 ** 20:.1f} MiB, ${REJECTED_MAX_MB_ENV}]")
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     write_private(reason_path(target), f"{stamp} {redact_secrets(reason)}\n")
     return target
+
+
+#: How the reason of a rejected report kept only in part says so.
+TRUNCATED = "truncated"
 
 
 def in_spool(state: Path, report: Path) -> bool:
@@ -92,8 +136,9 @@ def spool(state: Path, report: Path, reason: str) -> Path:
 
 
 def reject(state: Path, report: Path, reason: str) -> Path:
-    """Park a report that can never be stored, with the reason; never retried."""
-    return _keep(rejected_dir(state), report, reason, in_spool(state, report))
+    """Park a report that can never be stored, with the reason; never retried. Kept up to
+    ``rejected_cap()`` bytes (the rest cut off, said in the reason)."""
+    return _keep(rejected_dir(state), report, reason, in_spool(state, report), rejected_cap())
 
 
 def _listed(directory: Path) -> list[Path]:
@@ -109,6 +154,43 @@ def spooled(state: Path) -> list[Path]:
 
 def rejected(state: Path) -> list[Path]:
     return _listed(rejected_dir(state))
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A report in the spool: waiting to be stored (``ingest --spool``) or rejected."""
+    path: Path
+    rejected: bool
+    size: int
+    reason: str
+
+    @property
+    def line(self) -> str:
+        """One line of `perfguard spool list`."""
+        kind = "rejected" if self.rejected else "waiting"
+        return f"{kind:<8}  {self.size / 2 ** 20:>8.1f} MiB  {self.path}: {self.reason}"
+
+
+def kept(state: Path) -> list[Kept]:
+    """Every report the spool holds, waiting ones first, each with its reason."""
+    def one(path: Path, is_rejected: bool) -> Kept:
+        why = reason_path(path)
+        reason = why.read_text().strip() if why.exists() else "(no reason recorded)"
+        return Kept(path, is_rejected, path.stat().st_size, reason)
+
+    return [one(p, False) for p in spooled(state)] + [one(p, True) for p in rejected(state)]
+
+
+def purge(state: Path, waiting: bool = False, older_than_days: float | None = None
+          ) -> list[Kept]:
+    """Remove the rejected reports (and with ``waiting`` those waiting to be stored: they
+    are lost), only those older than ``older_than_days`` if given: what was removed."""
+    cutoff = None if older_than_days is None else time.time() - older_than_days * 86400
+    gone = [k for k in kept(state) if (k.rejected or waiting)
+            and (cutoff is None or k.path.stat().st_mtime < cutoff)]
+    for found in gone:
+        unspool(found.path)
+    return gone
 
 
 def unspool(report: Path) -> None:

@@ -61,12 +61,12 @@ class RunVerdict:
 
     @property
     def exit_code(self) -> int:
-        """0 pass, 1 fail (or not stored), 3 nothing measured (vd.EXIT_CODES)."""
+        """0 pass, 1 fail (or not stored), 3 nothing measured, 4 interrupted (vd.EXIT_CODES)."""
         return 1 if self.result is None else self.result.exit_code
 
     @property
     def status(self) -> str:
-        """PASS, FAIL or NOTHING-MEASURED, as the run line says it."""
+        """PASS, FAIL, INTERRUPTED or NOTHING-MEASURED, as the run line says it."""
         return "FAIL" if self.result is None else self.result.word
 
     @property

@@ -43,7 +43,7 @@ def test_report_opens_in_chromium_with_verdict_plots_and_no_errors(
     result = perfguard("report", str(run), "--baseline", str(before_step), "--dsn",
                        migrated_dsn, "-o", str(html), "--markdown", str(summary),
                        state=TEST_STATE)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # exits by the run's outcome, as verdict
     assert f"run {run}: FAIL (" in result.stdout and f"report: {html}" in result.stdout
     # nothing to fetch: it opens air-gapped (the browser below also fails on any request)
     assert not re.search(r"""(src|href)=["']?https?:|url\(https?:""", html.read_text())

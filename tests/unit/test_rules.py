@@ -198,3 +198,29 @@ def test_a_faults_first_night_leaves_the_baseline_with_the_night_that_confirmed_
     assert _first_nights(values, {11}, DEFAULT_RULE) == {10}
     assert _first_nights(values[:10] + (4.1, 40.98), {11}, DEFAULT_RULE) == set()
     assert _first_nights(values[:10] + (1.0, 40.98), {11}, DEFAULT_RULE) == set()
+
+def _line_of_noise(cv: float, centre: float = 10_000.0, nights: int = 30) -> list[float]:
+    """A history of ``nights`` values around ``centre`` with noise ``cv`` (seeded)."""
+    rng = random.Random(49)
+    return [centre * (1 + rng.gauss(0, cv)) for _ in range(nights)]
+
+
+def test_a_first_night_far_beyond_a_noisy_line_says_so() -> None:
+    """Issue 49: a −63.8 % osu_bw on its first night, 4.4σ on a ±14 % line, was explained
+    as "noise ±14.4 % too large to tell this change"; it is one night beyond, past the
+    shift such a line is judged by: confirm on the next. "Noise too large" stays for a
+    change that is not such a shift."""
+    from perfguard.judge.rules import baseline
+
+    history = _line_of_noise(0.144)
+    centre, noise = baseline(history)
+    first = judge(history, [centre, centre, centre * (1 - 0.638)], "higher")
+    shift = 0.638 * centre / noise
+    assert first.state == "inconclusive"
+    assert f"-63.8% vs the median of 30 runs; one night beyond, {shift:.1f}σ worse" \
+        in first.reason and first.reason.endswith(": confirm on the next")
+    assert "too large" not in first.reason
+    small = judge(history, [centre, centre, centre * 0.72], "higher")
+    assert "noise ±" in small.reason and "too large to tell this change" in small.reason
+    quiet = judge(_line_of_noise(0.01), [10_000.0, 10_000.0, 9_500.0], "higher")
+    assert "; one night beyond, " in quiet.reason and "confirm on the next" in quiet.reason

@@ -5,7 +5,8 @@
 --   pass                  → pass
 --   skip, fail_deps       → skipped           (did not run: shape, provider, dependency)
 --   xfail                 → expected-failure  (failed as a reference said it would)
---   fail, abort, xpass    → test-failed       (xpass: passed where a failure was expected)
+--   abort                 → aborted           (an interruption stopped it: SIGINT, SIGTERM)
+--   fail, xpass           → test-failed       (xpass: passed where a failure was expected)
 -- An attempt that ReFrame retried (--max-retries) is superseded by its last attempt.
 CREATE OR REPLACE VIEW judged_testcase AS
 SELECT tc.id, tc.run_id, tc.check_name, tc.unique_name, tc.hashcode, tc.params,
@@ -17,6 +18,7 @@ SELECT tc.id, tc.run_id, tc.check_name, tc.unique_name, tc.hashcode, tc.params,
             WHEN 'skip' THEN 'skipped'
             WHEN 'fail_deps' THEN 'skipped'
             WHEN 'xfail' THEN 'expected-failure'
+            WHEN 'abort' THEN 'aborted'
             ELSE 'test-failed' END AS state,
        tc.variant
 FROM testcase tc

@@ -25,7 +25,7 @@ $$;
 -- through a paged finding; lines judged before findings (paged unknown) count as before.
 CREATE OR REPLACE FUNCTION summarize_run(p_run bigint) RETURNS void LANGUAGE sql AS $$
     UPDATE run SET (judged_lines, failing_lines, regressions, improvements, inconclusive,
-                    measured, paged_findings) = (
+                    measured, paged_findings, blind_lines) = (
         SELECT count(*),
                count(*) FILTER (WHERE failing_status(v.status)
                                   AND (v.status <> 'regression' OR v.paged IS NOT FALSE)),
@@ -34,19 +34,23 @@ CREATE OR REPLACE FUNCTION summarize_run(p_run bigint) RETURNS void LANGUAGE sql
                count(*) FILTER (WHERE v.status = 'inconclusive'),
                count(DISTINCT (v.check_name, v.params::text, v.partition, v.environ))
                    FILTER (WHERE v.value IS NOT NULL),
-               (SELECT count(*) FROM finding f WHERE f.run_id = p_run AND f.paged)
+               (SELECT count(*) FROM finding f WHERE f.run_id = p_run AND f.paged),
+               count(*) FILTER (WHERE v.blind_nights > 0)
         FROM verdict_line v WHERE v.run_id = p_run),
-      (passed, failed, skipped, expected_failures) = (
+      (passed, failed, skipped, expected_failures, aborted) = (
         SELECT count(*) FILTER (WHERE tc.state = 'pass'),
                count(*) FILTER (WHERE tc.state = 'test-failed'),
                count(*) FILTER (WHERE tc.state = 'skipped'),
-               count(*) FILTER (WHERE tc.state = 'expected-failure')
+               count(*) FILTER (WHERE tc.state = 'expected-failure'),
+               count(*) FILTER (WHERE tc.state = 'aborted')
         FROM judged_testcase tc WHERE tc.run_id = p_run)
     WHERE id = p_run;
 $$;
 
 -- outcome: 'fail' (a paged finding, a failing line, or nothing judged at all: a run never
--- summarised counts as nothing judged), 'nothing-measured' or 'pass'; `failed` is "fail".
+-- summarised counts as nothing judged), 'interrupted' (test cases aborted by SIGINT,
+-- SIGTERM or the stall watchdog, and nothing that finished failed: an interruption never
+-- pages), 'nothing-measured' or 'pass'; `failed` is "fail".
 CREATE OR REPLACE VIEW run_outcome AS
 SELECT r.id AS run_id,
        coalesce(r.judged_lines, 0)::bigint AS judged_lines,
@@ -65,6 +69,9 @@ SELECT r.id AS run_id,
             WHEN r.failing_lines > 0
             THEN r.failing_lines || ' of ' || r.judged_lines
                  || ' lines failed, regressed or did not run to the end'
+            WHEN coalesce(r.aborted, 0) > 0
+            THEN r.aborted || ' test case(s) aborted by an interruption, neither passed nor '
+                 || 'failed; ' || coalesce(r.passed, 0) || ' finished and passed'
             WHEN too_little_measured(r.measured, r.skipped, r.measured_floor)
             THEN coalesce(r.measured, 0) || ' test case(s) measured, ' || r.skipped
                  || ' skipped: nothing was measured that could pass'
@@ -74,10 +81,13 @@ SELECT r.id AS run_id,
             ELSE 'no line failed or regressed' END AS why,
        CASE WHEN coalesce(r.judged_lines, 0) = 0 OR r.failing_lines > 0
                  OR coalesce(r.paged_findings, 0) > 0 THEN 'fail'
+            WHEN coalesce(r.aborted, 0) > 0 THEN 'interrupted'
             WHEN too_little_measured(r.measured, r.skipped, r.measured_floor)
             THEN 'nothing-measured'
             ELSE 'pass' END AS outcome,
-       coalesce(r.measured, 0) AS measured
+       coalesce(r.measured, 0) AS measured,
+       coalesce(r.aborted, 0) AS aborted,
+       coalesce(r.blind_lines, 0) AS blind_lines
 FROM run r;
 
 GRANT EXECUTE ON FUNCTION failing_status, too_little_measured TO perfguard_grafana;
