@@ -18,9 +18,9 @@ from perfguard.cluster.layout import ClusterLayout
 from perfguard.cluster.procs import pid_alive
 from perfguard.errors import PerfguardError
 from perfguard.paths import CHECKOUT as REPO_ROOT
-from tests.conftest import TEST_ROOT, perfguard
+from tests.conftest import TEST_PORT_BASE, TEST_ROOT, perfguard
 
-PORT_BASE = 18800
+PORT_BASE = TEST_PORT_BASE + 1000
 
 
 def processes_mentioning(text: str) -> list[str]:

@@ -17,7 +17,7 @@ import pytest
 from perfguard import cluster
 from reframe_tests.gpcnet import parser
 from reframe_tests.gpcnet.gpcnet import figure_name
-from tests.conftest import DATA, TEST_ROOT, create_database, perfguard
+from tests.conftest import DATA, TEST_PORT_BASE, TEST_ROOT, create_database, perfguard
 
 REPLAY = DATA / "replay"
 NETWORK_4 = REPLAY / "gpcnet_network_test_4n4t.txt"
@@ -59,7 +59,7 @@ def sixteen_nodes():
     """A 16-node embedded cluster of its own (network_load_test needs 10 nodes or more;
     the session's test cluster has 4)."""
     state = TEST_ROOT / "gpcnet16"
-    running = cluster.up(state, nodes=16, port_base=18900)
+    running = cluster.up(state, nodes=16, port_base=TEST_PORT_BASE + 1100)
     yield state, running
     cluster.down(state)
     shutil.rmtree(state, ignore_errors=True)
