@@ -200,9 +200,12 @@ def in_stored_unit(t: Threshold, known: Stored) -> Threshold:
     if unit is None:
         return t
     scale = units.factor(t.unit or unit, unit, f"{t.check} {t.metric}")
-    t.reference *= scale
+
+    def scaled(value: float | None) -> float | None:  # 50000 ns → 50.0 µs, not 50.000…01
+        return None if value is None else float(f"{value * scale:.12g}")
+
+    t.reference = scaled(t.reference)
     if t.bounds == "absolute":
-        t.lower = None if t.lower is None else t.lower * scale
-        t.upper = None if t.upper is None else t.upper * scale
+        t.lower, t.upper = scaled(t.lower), scaled(t.upper)
     t.unit = unit
     return t
