@@ -17,7 +17,9 @@ def _add_thresholds(sub: argparse._SubParsersAction) -> None:
     tset = actions.add_parser(
         "set", parents=[DSN], help="set the threshold of one scope (closes the previous one)",
         description="Bounds: '10%' / '-5%' are fractions of the reference, plain numbers are "
-                    "absolute limits. Example: thresholds set --system local --check "
+                    "absolute limits, in --unit (converted into the metric's stored unit). "
+                    "A threshold judges runs that start after it is set, never those "
+                    "stored before. Example: thresholds set --system local --check "
                     "UcxPerftestCheck --param test=tag_bw --metric bw --reference 5000 "
                     "--lower=-10% --unit MB/s --direction higher")
     tset.add_argument("--system", required=True, help="system the threshold applies to")
