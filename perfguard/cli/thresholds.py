@@ -17,7 +17,9 @@ def _add_thresholds(sub: argparse._SubParsersAction) -> None:
     tset = actions.add_parser(
         "set", parents=[DSN], help="set the threshold of one scope (closes the previous one)",
         description="Bounds: '10%' / '-5%' are fractions of the reference, plain numbers are "
-                    "absolute limits. Example: thresholds set --system local --check "
+                    "absolute limits, in --unit (converted into the metric's stored unit). "
+                    "A threshold judges runs that start after it is set, never those "
+                    "stored before. Example: thresholds set --system local --check "
                     "UcxPerftestCheck --param test=tag_bw --metric bw --reference 5000 "
                     "--lower=-10% --unit MB/s --direction higher")
     tset.add_argument("--system", required=True, help="system the threshold applies to")
@@ -32,11 +34,14 @@ def _add_thresholds(sub: argparse._SubParsersAction) -> None:
     tset.add_argument("--reference", type=float, required=True, help="the reference value")
     tset.add_argument("--lower", help="lower bound: fraction with %% or absolute")
     tset.add_argument("--upper", help="upper bound: fraction with %% or absolute")
-    tset.add_argument("--unit", default="", help="the metric's unit, e.g. MB/s")
+    tset.add_argument("--unit", default="",
+                      help="the unit the values are given in, e.g. ns (default: the metric's "
+                           "own); converted into the unit the metric is stored in")
     tset.add_argument("--direction", choices=("higher", "lower"),
                       help="which way is better (default: from the unit)")
     tset.add_argument("--author", default=None, help="who sets it (default: the login)")
     tset.add_argument("--reason", default="", help="why, kept in the threshold's history")
+    _force_option(tset)
     tset.set_defaults(func=cmd_thresholds_set)
     for name, helptext in (("list", "current thresholds"),
                            ("history", "every threshold ever set, with validity")):
@@ -47,9 +52,14 @@ def _add_thresholds(sub: argparse._SubParsersAction) -> None:
     show = actions.add_parser("show", parents=[DSN], help="one threshold in full")
     show.add_argument("id", type=int, help="threshold id (from `thresholds list`)")
     show.set_defaults(func=cmd_thresholds_show)
+    delete = actions.add_parser("delete", parents=[DSN],
+        help="end a threshold in force (its history stays; runs before keep it)")
+    delete.add_argument("id", type=int, help="threshold id (from `thresholds list`)")
+    delete.set_defaults(func=cmd_thresholds_delete)
     imp = actions.add_parser("import", parents=[DSN], help="set every threshold of a YAML file")
     imp.add_argument("file", type=Path,
                      help="a thresholds YAML file (as `thresholds export` writes)")
+    _force_option(imp)
     imp.set_defaults(func=cmd_thresholds_import)
     exp = actions.add_parser("export", parents=[DSN],
         help="write a system's current thresholds as YAML")
@@ -70,6 +80,17 @@ def _add_thresholds(sub: argparse._SubParsersAction) -> None:
     der.add_argument("--apply", action="store_true", help="write them (default: show only)")
     der.add_argument("--author", default=None, help="who sets them (default: the login)")
     der.set_defaults(func=cmd_thresholds_derive)
+
+
+#: What `set` and `import` say: a threshold never judges a run stored before it.
+LATER_RUNS_ONLY = ("it judges runs that start from now on; runs stored before it are never "
+                   "judged by it (thresholds match by the run's start)")
+
+
+def _force_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true",
+                        help="pre-seed a threshold for a system, check, parameter or metric "
+                             "that no stored run and no check has yet (warned)")
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -112,18 +133,36 @@ def cmd_thresholds_set(args: argparse.Namespace) -> int:
         if args.author:
             threshold.author = args.author
         threshold.validate("thresholds set")
-        _warn_unknown_metrics(conn, [threshold])
+        _fit_to_known(args, conn, [threshold], lambda i: "thresholds set")
         stored, changed = th.set_threshold(conn, threshold)
-    print(("set" if changed else "unchanged") + f": #{stored.id} {stored.scope()}")
+    print(("set" if changed else "unchanged") + f": #{stored.id} {stored.scope()}"
+          f" ref {stored.reference:g} {stored.unit}".rstrip())
+    if changed:
+        print(f"note: {LATER_RUNS_ONLY}")
     return 0
 
 
-def _warn_unknown_metrics(conn, thresholds) -> None:
-    from perfguard.judge import thresholds as th
+def _fit_to_known(args: argparse.Namespace, conn, thresholds, where) -> None:
+    """Each threshold in the unit its metric is stored in; one whose system, check,
+    parameter or metric no stored run and no check has is refused, or with --force
+    pre-seeded with a warning (a misspelt name never matches a value)."""
+    from perfguard.contract.topology import load_systems
+    from perfguard.judge import scope
+    from perfguard.paths import site_folder
+    from perfguard.run.reframe import RunRequest, check_directories
 
-    for t in th.never_measured(conn, thresholds):
-        print(f"perfguard: warning: {t.scope()}: no run has measured metric {t.metric!r} "
-              f"yet; check the name (a typo never matches)", file=sys.stderr)
+    declared = scope.declared_checks(check_directories(RunRequest(), args.ctx.site))
+    systems = {"local", *(s.name for s in load_systems(site_folder("systems")))}
+    for i, t in enumerate(thresholds):
+        known = scope.stored(conn, t.system, t.check)
+        missing = scope.unknown(t, known, declared, systems)
+        if missing and not args.force:
+            raise UsageError(f"{where(i)}: no stored run and no check has {missing}; check "
+                             f"the name, or give --force to pre-seed it")
+        if missing:
+            print(f"perfguard: warning: {t.scope()}: pre-seeded: no stored run and no check "
+                  f"has {missing}", file=sys.stderr)
+        scope.in_stored_unit(t, known).validate(where(i))
 
 
 def _threshold_line(t) -> str:
@@ -163,9 +202,22 @@ def cmd_thresholds_import(args: argparse.Namespace) -> int:
 
     entries = th.from_yaml(args.file)
     with connect(args) as conn:
-        _warn_unknown_metrics(conn, entries)
+        _fit_to_known(args, conn, entries, lambda i: f"{args.file}: thresholds[{i}]")
         changed = th.set_all(conn, entries, str(args.file))
     print(f"{args.file}: {len(entries)} thresholds, {changed} changed")
+    if changed:
+        print(f"note: {LATER_RUNS_ONLY}")
+    return 0
+
+
+def cmd_thresholds_delete(args: argparse.Namespace) -> int:
+    from perfguard.judge import thresholds as th
+
+    with connect(args) as conn:
+        t = th.delete(conn, args.id)
+    print(f"deleted: #{t.id} {t.scope()} (in force {t.valid_from:%Y-%m-%d %H:%M} → "
+          f"{t.valid_to:%Y-%m-%d %H:%M}; runs in that time keep it; `perfguard thresholds "
+          f"history` keeps it)")
     return 0
 
 

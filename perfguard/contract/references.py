@@ -67,6 +67,16 @@ class References:
         return cls(rows, data.get("unavailable"))
 
 
+def bounds_direction(reference: tuple) -> str | None:
+    """Which way is better, as a ReFrame reference ``(ref, lower, upper[, unit])`` bounds
+    it: a lower bound alone guards against less (higher is better), an upper bound alone
+    against more (lower is better); both or neither say nothing."""
+    lower, upper = reference[1], reference[2]
+    if (lower is None) == (upper is None):
+        return None
+    return "higher" if lower is not None else "lower"
+
+
 def run_references() -> References:
     """This run's references: the file ``$PERFGUARD_REFERENCES`` names, or none and why."""
     name = os.environ.get(REFERENCES_ENV)

@@ -181,11 +181,16 @@ def set_all(conn: Connection, thresholds: list[Threshold], source: str) -> int:
                              f"{exc}") from exc
 
 
-def never_measured(conn: Connection, thresholds: list[Threshold]) -> list[Threshold]:
-    """Thresholds whose metric no stored run has measured (typos never match)."""
-    known = {name for _, name, _ in queries.tuples(conn, "metrics")}
-    conn.commit()
-    return [t for t in thresholds if t.metric not in known] if known else []
+def delete(conn: Connection, threshold_id: int) -> Threshold:
+    """End a threshold in force now (valid_to = now): runs that start later are judged
+    without it, the runs before it keep it, and its row stays in the history."""
+    t = get(conn, threshold_id)
+    if t.valid_to is not None:
+        raise UsageError(f"threshold #{threshold_id} ended {t.valid_to:%Y-%m-%d %H:%M} "
+                         f"already (`perfguard thresholds list` shows those in force)")
+    with conn.transaction():
+        queries.execute(conn, "close_threshold", (threshold_id,))
+    return get(conn, threshold_id)
 
 
 def _same_values(a: Threshold, b: Threshold) -> bool:
@@ -206,7 +211,8 @@ def history(conn: Connection, system: str | None = None,
 def get(conn: Connection, threshold_id: int) -> Threshold:
     row = queries.first(conn, "threshold_by_id", (threshold_id,))
     if row is None:
-        raise PerfguardError(f"no threshold with id {threshold_id}")
+        raise UsageError(f"no threshold #{threshold_id} (`perfguard thresholds history` "
+                         f"lists every one)")
     return _from_row(row)
 
 

@@ -49,6 +49,8 @@ class Line:
     detail: str = ""
     baseline: float | None = None
     better: str | None = None
+    #: Where ``better`` comes from: declared by the check, its threshold, its reference.
+    better_from: str = ""
     judgement: judge.Judgement | None = None
     #: The series' values up to this run, oldest first (what the judgement read).
     series: tuple[float, ...] = ()
@@ -310,7 +312,8 @@ def _line(row: dict, values: list[float], rule: judge.Rule,
     line = Line(row["check_name"], row["params"], row["partition"], row["environ"],
                 row["metric"], row["value"], row["unit"], row["point"], row["reference"],
                 row["lower_limit"], row["upper_limit"], row["status"],
-                row["fail_reason"] or "", better=row["better"], series=tuple(values),
+                row["fail_reason"] or "", better=row["better"],
+                better_from=row["better_from"], series=tuple(values),
                 nodes=tuple(row["nodelist"] or ()))
     if line.status == FAIL:
         return line
@@ -318,7 +321,8 @@ def _line(row: dict, values: list[float], rule: judge.Rule,
         line.status = row["testcase_state"]
         return line
     if line.better is None:
-        line.detail = f"{line.check} declares no direction for {line.metric}"
+        line.detail = (f"{line.check} declares no direction for {line.metric}, and no "
+                       f"threshold or one-sided reference implies one")
         return line
     line.judgement = judge.judge_series(values or [line.value], line.better, rule, base)
     line.detail = line.judgement.reason

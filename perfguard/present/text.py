@@ -161,7 +161,10 @@ def explain(line: Line) -> str:
     out = [f"{name_of(line)} on {line.partition}/{line.environ}: {line.status}"]
     if line.key_point:
         out.append(f"  key figure: {plain(line.value)} {line.unit}{key_point_text(line)}")
-    out.append(f"  better: {line.better or 'not declared by the check'}")
+    out.append("  better: " + (f"{line.better}" + (f" ({line.better_from})"
+                                                   if line.better_from else "")
+                               if line.better else "not declared by the check, its threshold "
+                                                   "or its reference"))
     if line.low is not None or line.high is not None:
         out.append(f"  threshold: reference {plain(line.reference)}, limits "
                    f"[{plain(line.low)}, {plain(line.high)}] (acceptance floor)")

@@ -231,14 +231,21 @@ class MeasuredCheck(LaunchedCheck):
 
     @run_before("performance")
     def references_and_directions(self):
-        """The database's thresholds as ReFrame references (the check has chosen its perf
-        variables by now); every measured metric says which way is better."""
+        """ReFrame's references (the check has chosen its perf variables by now): per
+        figure the database's threshold, else the check's own ``reference``; every
+        measured metric says which way is better, in ``perfguard_better`` or by its
+        reference's one-sided bound."""
         metrics = sorted(getattr(self, "perf_variables", {}))
+        partition = self.current_partition
+        own = references.own_references(self.reference, partition.fullname, metrics)
+        in_force = own
         if not self.is_dry_run():
             params = {name: str(getattr(self, name)) for name in type(self).param_space.params}
-            self.reference = references.for_check(
-                self.display_name, type(self).__name__, params, self.current_system.name,
-                self.current_partition.name, self.current_environ.name, metrics)
+            in_force = references.for_check(
+                self.display_name, type(self).__name__, params, partition.name,
+                self.current_environ.name, metrics, own)
+            self.reference = {f"{self.current_system.name}:{partition.name}": in_force}
+        self.perfguard_better = references.directions(self.perfguard_better, in_force)
         measured = {s["metric"] for s in self.perfguard_samples} | set(metrics)
         problem = references.direction_problem(type(self).__name__, measured,
                                                self.perfguard_better)

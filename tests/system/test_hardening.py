@@ -253,12 +253,13 @@ def test_impossible_thresholds_are_refused(migrated_dsn: str, bounds: list[str],
     assert counts(migrated_dsn)["threshold"] == 0
 
 
-def test_unknown_metric_is_warned(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+def test_unknown_metric_is_refused(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     perfguard("ingest", "--dsn", migrated_dsn, str(demo_report), state=tmp_path, check=True)
-    result = perfguard("thresholds", "set", "--dsn", migrated_dsn, *THRESHOLD[:4],
-                       "--metric", "latnecy", "--direction", "lower", "--reference", "3",
-                       "--upper", "10%")
-    assert result.returncode == 0 and "no run has measured metric 'latnecy'" in result.stderr
+    result = perfguard("thresholds", "set", "--dsn", migrated_dsn, "--system", "local",
+                       "--check", "UcxPerftestCheck", "--metric", "latnecy", "--direction",
+                       "lower", "--reference", "3", "--upper", "10%")
+    assert result.returncode == 2
+    assert "no stored run and no check has metric 'latnecy'" in one_line_error(result)
 
 
 def write_thresholds(path: Path, entries: str) -> Path:

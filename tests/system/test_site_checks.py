@@ -72,3 +72,37 @@ def test_a_site_check_runs_and_is_stored_and_judged_like_a_shipped_one(
                              ).fetchone()[0]
     assert value > 100 and better == "higher" and nodes >= 1
 
+
+
+def test_a_site_checks_own_reference_judges_unless_the_database_has_one(
+        layout, migrated_dsn: str, tmp_path: Path) -> None:
+    """The guide's triad with a reference of its own that no node reaches (10^9 MB/s):
+    the run fails on it (it ran OK with a log line "no reference"). A threshold in the
+    database then replaces the check's reference, said once, and the run passes; without
+    perfguard_better, the threshold's lower bound says higher is better."""
+    check, _ = guide_files(tmp_path / "site")
+    better = '    perfguard_better = {"triad": "higher"}\n'
+    own = '    reference = {"*": {"triad": (1e9, -0.1, None, "MB/s")}}\n'
+    assert better in check.read_text()
+    check.write_text(check.read_text().replace(better, better + own))
+    run = ["run", "--checks", str(tmp_path / "site" / "checks"), "-n", "SiteTriadCheck",
+           "--dsn", migrated_dsn]
+    missed = perfguard(*run, state=TEST_STATE)
+    assert missed.returncode == 1, missed.stdout[-3000:] + missed.stderr[-2000:]
+    [line] = [line for line in missed.stdout.splitlines() if line.strip().startswith("triad")]
+    assert re.search(r"\sfail\b", line), line
+
+    check.write_text(check.read_text().replace(better, ""))
+    with psycopg.connect(migrated_dsn) as conn:
+        conn.execute("DELETE FROM metric_direction WHERE check_name = 'SiteTriadCheck'")
+    perfguard("thresholds", "set", "--dsn", migrated_dsn, "--system", "local", "--check",
+              "SiteTriadCheck", "--metric", "triad", "--reference", "1", "--lower=-10%",
+              "--direction", "higher", check=True)
+    passed = perfguard(*run, state=TEST_STATE)
+    assert passed.returncode == 0, passed.stdout[-3000:] + passed.stderr[-2000:]
+    said = "the database's threshold replaces its own reference"
+    assert (passed.stdout + passed.stderr).count(said) == 1, passed.stdout[-3000:]
+    with psycopg.connect(migrated_dsn) as conn:
+        [direction] = conn.execute("SELECT better FROM metric_direction WHERE check_name = "
+                                   "'SiteTriadCheck' AND metric = 'triad'").fetchone()
+    assert direction == "higher"

@@ -1,10 +1,17 @@
 -- Key figures come from the key_verdict view; curve points where a point threshold
--- names them. Both choose the threshold with matching_threshold().
+-- names them. Both choose the threshold with matching_threshold(). Which way is better:
+-- as the check declares, else as its threshold says, else as its reference's bounds say.
 SELECT k.testcase_id, k.check_name, k.params, k.params::text AS params_text, k.partition,
        k.environ,
        k.testcase_state, k.fail_reason, k.metric, k.unit, k.value,
        '{}'::jsonb AS point, 0 AS point_id, k.threshold_id, k.reference, k.lower_limit,
-       k.upper_limit, k.status, k.started_at, d.better, k.nodelist
+       k.upper_limit, k.status, k.started_at, coalesce(d.better, k.direction) AS better,
+       CASE WHEN d.better IS NOT NULL THEN 'declared by the check'
+            WHEN k.threshold_id IS NOT NULL THEN 'the threshold''s'
+            WHEN k.direction = 'higher' THEN 'the reference''s lower bound'
+            WHEN k.direction = 'lower' THEN 'the reference''s upper bound'
+            ELSE '' END AS better_from,
+       k.nodelist
 FROM key_verdict k
 LEFT JOIN metric_direction d ON d.check_name = k.check_name AND d.metric = k.metric
 WHERE k.run_id = %(run_id)s
@@ -13,7 +20,9 @@ SELECT tc.id, tc.check_name, tc.params, tc.params::text, p.name, e.name, tc.stat
        tc.fail_reason,
        m.name, m.unit, s.value, pt.coords, pt.id, th.id, th.reference, th.lower_limit,
        th.upper_limit, threshold_status(s.value, th.id, th.lower_limit, th.upper_limit),
-       r.started_at, d.better, tc.nodelist
+       r.started_at, coalesce(d.better, th.direction),
+       CASE WHEN d.better IS NOT NULL THEN 'declared by the check' ELSE 'the threshold''s' END,
+       tc.nodelist
 FROM run r
 JOIN system sy ON sy.id = r.system_id
 JOIN judged_testcase tc ON tc.run_id = r.id

@@ -45,4 +45,15 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
                 ELSE 'fail' END
 $$;
 
-GRANT EXECUTE ON FUNCTION matching_threshold, threshold_status TO perfguard_grafana;
+-- Which way is better, as a reference's bounds say: a lower bound alone guards against
+-- less (higher is better), an upper bound alone against more; both or none say nothing
+-- (perfguard.contract.references.bounds_direction, the same rule for the checks).
+CREATE OR REPLACE FUNCTION reference_direction(lower double precision,
+                                               upper double precision)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN lower IS NOT NULL AND upper IS NULL THEN 'higher'
+                WHEN upper IS NOT NULL AND lower IS NULL THEN 'lower' END
+$$;
+
+GRANT EXECUTE ON FUNCTION matching_threshold, threshold_status, reference_direction
+    TO perfguard_grafana;

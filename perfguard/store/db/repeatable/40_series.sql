@@ -4,14 +4,20 @@
 -- carry the run's start, so they read the month the run is in.
 
 -- Every key figure (a ReFrame perf variable) of a last attempt, with the threshold valid
--- when its run started (matching_threshold) and pass / fail / no-reference.
+-- when its run started (matching_threshold) and pass / fail / no-reference. Where the
+-- database has none, the check's own reference that ReFrame compared it to (sample.ref_*:
+-- threshold_id NULL, limits from ReFrame's fractions, the direction its bounds say).
 CREATE OR REPLACE VIEW key_verdict AS
 SELECT r.id AS run_id, r.started_at, r.trigger, r.labels, sy.name AS system,
        p.name AS partition, e.name AS environ, tc.id AS testcase_id, tc.check_name,
        tc.params, tc.result, tc.fail_reason, tc.nodelist, m.name AS metric, m.unit, s.value,
-       th.id AS threshold_id, th.reference, th.lower, th.upper, th.bounds, th.direction,
-       th.lower_limit, th.upper_limit,
-       threshold_status(s.value, th.id, th.lower_limit, th.upper_limit) AS status,
+       th.id AS threshold_id, coalesce(th.reference, own.reference) AS reference, th.lower,
+       th.upper, th.bounds, coalesce(th.direction, own.direction) AS direction,
+       coalesce(th.lower_limit, own.lower_limit) AS lower_limit,
+       coalesce(th.upper_limit, own.upper_limit) AS upper_limit,
+       threshold_status(s.value, coalesce(th.id, own.id),
+                        coalesce(th.lower_limit, own.lower_limit),
+                        coalesce(th.upper_limit, own.upper_limit)) AS status,
        tc.state AS testcase_state
 FROM run r
 JOIN system sy ON sy.id = r.system_id
@@ -21,7 +27,12 @@ JOIN environ e ON e.id = tc.environ_id
 JOIN sample s ON s.testcase_id = tc.id AND s.started_at = r.started_at AND s.point_id = 0
 JOIN metric m ON m.id = s.metric_id
 LEFT JOIN LATERAL matching_threshold(sy.name, tc.check_name, m.name, NULL, p.name, e.name,
-                                     tc.params, r.started_at) th ON true;
+                                     tc.params, r.started_at) th ON true
+LEFT JOIN LATERAL (SELECT 0::bigint AS id, s.ref_value AS reference,
+                          s.ref_value + abs(s.ref_value) * s.ref_lower AS lower_limit,
+                          s.ref_value + abs(s.ref_value) * s.ref_upper AS upper_limit,
+                          reference_direction(s.ref_lower, s.ref_upper) AS direction
+                   ) own ON th.id IS NULL AND s.ref_value IS NOT NULL;
 
 -- Every judged value (last attempts that passed) as a point of its series: system, check,
 -- variant, partition, environ, metric and point.
