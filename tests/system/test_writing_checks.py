@@ -4,13 +4,14 @@ gets, the first runs not yet judged from history, and `site show` naming the sit
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import TEST_STATE, job_file
+from tests.conftest import TEST_STATE, job_file, perfguard
 from tests.system.test_site_checks import GUIDE, guide_files
 
 
@@ -40,4 +41,17 @@ def test_the_guides_running_block(layout, migrated_dsn: str, tmp_path: Path) -> 
     assert triads[1][3:7] == ["1,000", "[500,", "-]", "pass:"], triads  # the threshold's
     script = job_file(Path(first), "SiteTriadCheck", "rfm_job.sh")
     assert re.search(r"^srun .*--mpi=pmix .*--kill-on-bad-exit=1", script, re.M), script
+    # `uses_mpi = False`, as the page says to write it: neither MPI option on the step
+    check = site / "checks" / "triad.py"
+    check.write_text(check.read_text().replace("    num_tasks = 1\n",
+                                               "    num_tasks = 1\n    uses_mpi = False\n"))
+    dry = perfguard("run", "-n", "SiteTriadCheck", "--dry-run", state=TEST_STATE,
+                    env={"PERFGUARD_SITE": str(site), "PERFGUARD_DSN": migrated_dsn})
+    assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-2000:]
+    report = json.loads(Path(re.findall(r"(\S+\.json)", dry.stdout + dry.stderr)[-1]).read_text())
+    [stage] = [case["stagedir"] for case in report["runs"][0]["testcases"]
+               if case["name"].startswith("SiteTriadCheck")]
+    steps = [line for line in (Path(stage) / "rfm_job.sh").read_text().splitlines()
+             if line.startswith("srun ")]
+    assert steps and not any("--mpi=pmix" in s or "--kill-on-bad-exit" in s for s in steps), steps
     print(said)
