@@ -8,6 +8,7 @@ PACKAGES=(slurm-wlm slurmdbd munge mariadb-server mariadb-client openmpi-bin lib
           ucx-utils perftest ibverbs-utils numactl hwloc postgresql postgresql-client
           util-linux iproute2 python3-venv gcc make
           libarchive-tools  # bsdtar: the Spack stacks' external libarchive (Himeno's LHA)
+          jlha-utils zip  # docs/spack.md's Himeno archive for an offline site (LHA in a ZIP)
           chromium)  # the HTML report's browser test (Playwright drives Debian's Chromium)
 
 missing=()

@@ -121,6 +121,8 @@ def _add_spack(sub: argparse._SubParsersAction) -> None:
         "check", help="validate every environment and recipe (concretize when spack exists)")
     chk.add_argument("--envs", type=Path, default=None,
                      help="directory of environments (default: spack_envs/ of the checkout)")
+    chk.add_argument("--stack", action="append", default=None, metavar="NAME",
+                     help="check only this stack (repeatable; the recipes are always checked)")
     _add_scope_option(chk)
     chk.set_defaults(func=cmd_spack_check)
     ins = actions.add_parser("install", help="spack -e ROOT/envs/STACK install")
@@ -170,21 +172,26 @@ ROOT_HELP = ("install root: installs in ROOT/opt, views in ROOT/views/STACK, the
 
 
 def cmd_spack_check(args: argparse.Namespace) -> int:
+    """Each stack's line as it starts and its result as it finishes (a concretization
+    takes minutes on a loaded login node), flushed: a pipe or a log sees it at once."""
     from perfguard.site import spack
 
-    results, skipped = spack.check_all(args.envs or spack.SPACK_ENVS,
-                                       spack.config_scope(args.scope))
     failed = False
-    for name, findings in results.items():
-        state = "FAIL" if findings.errors else "ok"
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    def done(name: str, findings: spack.Findings) -> None:
+        nonlocal failed
         failed |= bool(findings.errors)
-        print(f"{state:<4} {name}")
-        for error in findings.errors:
-            print(f"     error: {error}")
-        for warning in findings.warnings:
-            print(f"     warning: {warning}")
-        for note in findings.notes:
-            print(f"     {note}")
+        lines = [f"{'FAIL' if findings.errors else 'ok':<4} {name}"]
+        lines += [f"     error: {error}" for error in findings.errors]
+        lines += [f"     warning: {warning}" for warning in findings.warnings]
+        lines += [f"     {note}" for note in findings.notes]
+        print("\n".join(lines), flush=True)
+
+    skipped = spack.check_all(args.envs or spack.SPACK_ENVS, spack.config_scope(args.scope),
+                              args.stack, say, done)
     if skipped:
         print(f"note: {skipped}")
     return 1 if failed else 0

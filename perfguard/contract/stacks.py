@@ -26,6 +26,13 @@ ROOT_VARIABLE = "${PERFGUARD_SPACK_ROOT}"
 SHARED = ("spack_repo", "site")
 
 
+def user_cache(root: Path) -> Path:
+    """Spack's user cache for the stacks under ``root`` (``SPACK_USER_CACHE_PATH``): its
+    package index, misc cache and bootstrap store are ``~/.spack`` of whoever runs Spack
+    unless told, so root's ``/root/.spack`` for every user of a root-run service."""
+    return root / "user-cache"
+
+
 def environment_dir(stack: str, root: Path) -> Path:
     """Where Spack works on ``stack`` installed under ``root``."""
     return root / "envs" / stack

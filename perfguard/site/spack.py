@@ -14,16 +14,20 @@ root (perfguard.contract.stacks), never on the checkout.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +35,7 @@ import yaml
 
 from perfguard.contract import stacks
 from perfguard.errors import PerfguardError, UsageError
-from perfguard.paths import SPACK_ENVS_DIR, state_dir
+from perfguard.paths import SPACK_ENVS_DIR, spack_packages_file, state_dir
 
 SPACK_ENVS = SPACK_ENVS_DIR
 #: Our package repository (package API v2 layout: ``spack_repo/<namespace>/packages``).
@@ -190,29 +194,30 @@ def _extends_builtin(tree: ast.Module, package: ast.ClassDef) -> bool:
 STYLE = Path("spack_repo") / "ruff.toml"
 
 
-def style(envs_dir: Path) -> dict[str, Findings]:
-    """``ruff check`` and ``ruff format --check`` of our recipes with the builtin
-    repository's settings (what its CI runs), where ruff is installed; recipe → findings."""
-    found = {str(recipe): Findings() for recipe in recipes(envs_dir)}
-    ruff = shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
-    if ruff is None or not found:
-        for findings in found.values():
-            findings.notes.append("style not checked: ruff is not installed")
-        return found
+def _ruff() -> str | None:
+    return shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
+
+
+def style_of(recipe: Path, envs_dir: Path) -> Findings:
+    """``ruff check`` and ``ruff format --check`` of one recipe with the builtin
+    repository's settings (what its CI runs), where ruff is installed."""
+    findings, ruff = Findings(), _ruff()
+    if ruff is None:
+        findings.notes.append("style not checked: ruff is not installed")
+        return findings
     config = envs_dir / STYLE
-    for recipe, findings in found.items():
-        for what, argv in (("lint", ["check", "--output-format", "concise"]),
-                           ("format", ["format", "--check", "--diff"])):
-            result = subprocess.run([ruff, *argv, "--no-cache", "--config", str(config), recipe],
-                                    capture_output=True, text=True, timeout=120)
-            if result.returncode != 0:
-                said = [line for line in (result.stdout + result.stderr).splitlines()
-                        if line.strip()][:6]
-                findings.errors.append(f"{recipe}: not in the builtin repository's style "
-                                       f"({what}, {config}): " + " | ".join(said))
-        if not findings.errors:
-            findings.notes.append("style of Spack's builtin repository: passed")
-    return found
+    for what, argv in (("lint", ["check", "--output-format", "concise"]),
+                       ("format", ["format", "--check", "--diff"])):
+        result = subprocess.run([ruff, *argv, "--no-cache", "--config", str(config), str(recipe)],
+                                capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            said = [line for line in (result.stdout + result.stderr).splitlines()
+                    if line.strip()][:6]
+            findings.errors.append(f"{recipe}: not in the builtin repository's style "
+                                   f"({what}, {config}): " + " | ".join(said))
+    if not findings.errors:
+        findings.notes.append("style of Spack's builtin repository: passed")
+    return findings
 
 
 def environments(envs_dir: Path = SPACK_ENVS) -> list[Path]:
@@ -254,10 +259,19 @@ def spack_argv(*args: str, scope: str | None = None) -> list[str]:
     return ["spack", *(["-C", scope] if scope else []), *args]
 
 
-def _spack(*args: str, scope: str | None = None,
-           timeout: float = 3600) -> subprocess.CompletedProcess:
+def spack_environ(root: Path | None = None) -> dict[str, str]:
+    """The environment of every Spack command perfguard runs: ``SPACK_USER_CACHE_PATH``
+    is ``ROOT/user-cache`` (default root: ``$STATE/spack``) unless the caller set it
+    (`stacks.user_cache`: Spack's default is the ``~/.spack`` of whoever runs it)."""
+    cache = os.environ.get("SPACK_USER_CACHE_PATH") or str(
+        stacks.user_cache(root or default_root()))
+    return {**os.environ, "SPACK_USER_CACHE_PATH": cache}
+
+
+def _spack(*args: str, scope: str | None = None, timeout: float = 3600,
+           root: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(spack_argv(*args, scope=scope), capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=spack_environ(root))
 
 
 def spack_version() -> tuple[str, tuple[int, ...]]:
@@ -360,48 +374,147 @@ def audit(env_dir: Path, packages: list[str], scope: str | None = None) -> Findi
     return findings
 
 
-def scratch_copy(envs_dir: Path, target: Path) -> Path:
-    """Every stack rendered into ``target`` (Spack may rewrite a manifest it concretizes),
-    installing under the default root, so that concretizing reuses what is installed."""
-    for env in environments(envs_dir):
-        stacks.render(env.name, default_root(), envs_dir, into=target)
-    return target
+class Stopped(PerfguardError):
+    """SIGINT or SIGTERM during `perfguard spack check`: its scratch directory is gone
+    and the exit status is the shell's for the signal (130, 143)."""
+
+    def __init__(self, signum: int, message: str = "") -> None:
+        super().__init__(message or f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+        self.exit_code = 128 + signum
 
 
-def check_all(envs_dir: Path = SPACK_ENVS,
-              scope: str | None = None) -> tuple[dict[str, Findings], str | None]:
-    """Findings per environment and recipe; the second value says why Spack was not
-    asked (None when it was). ``scope`` is the configuration scope of every Spack call."""
-    results = {str(env): check_environment(env) for env in environments(envs_dir)}
-    for recipe, styled in style(envs_dir).items():
-        results[recipe] = check_recipe(Path(recipe))
-        _merge(results[recipe], styled, str)
+@contextlib.contextmanager
+def scratch_directory() -> Iterator[Path]:
+    """A ``perfguard-spack-*`` directory under $TMPDIR, removed at the end, on an error
+    and on SIGINT or SIGTERM (which raise `Stopped` here: a check killed on a login node
+    left its copy of every stack in /tmp). Spack, waited on by ``subprocess.run``, is
+    killed as the exception passes."""
+    path = Path(tempfile.mkdtemp(prefix="perfguard-spack-"))
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield path
+    finally:
+        for sig in previous:  # a second signal must not cut the removal short
+            signal.signal(sig, signal.SIG_IGN)
+        shutil.rmtree(path, ignore_errors=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def select_stacks(envs_dir: Path, names: list[str] | None) -> list[Path]:
+    """The stacks of ``envs_dir`` named (all when none are), in the order given."""
+    known = {env.name: env for env in environments(envs_dir)}
+    if not names:
+        return list(known.values())
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UsageError(f"--stack {', '.join(unknown)}: no such stack under {envs_dir} "
+                         f"(known: {', '.join(known)})")
+    return [known[name] for name in dict.fromkeys(names)]
+
+
+#: Called with each line to show at once (a stack started) and with each item's findings
+#: when it is done (a stack or recipe: its path).
+Say = Callable[[str], None]
+Done = Callable[[str, Findings], None]
+
+
+def check_all(envs_dir: Path = SPACK_ENVS, scope: str | None = None,
+              only: list[str] | None = None, say: Say = lambda line: None,
+              done: Done = lambda where, findings: None) -> str | None:
+    """Each stack (those named in ``only``, else all), then each recipe, checked one after
+    the other, each said when it starts and given to ``done`` when it is finished (a
+    concretization takes minutes on a loaded login node: a check that said nothing for 25
+    min was still on its first stack). Returns why Spack was not asked, or None.
+    ``scope`` is the configuration scope of every Spack call."""
+    chosen = select_stacks(envs_dir, only)
     label, why_not = usable_spack()
-    if why_not is not None:
-        specs = sum(len(found.specs) for found in results.values())
-        return results, (f"{why_not}: only syntax and structure were checked; {specs} specs "
-                         f"were not parsed, and package names, versions, variants and "
-                         f"dependencies not judged: that is Spack's to do")
-    for found in results.values():
-        for where, error in parse_specs(found, scope).items():
-            found.errors.append(f"Spack {label}: {where}: {error}")
-    with tempfile.TemporaryDirectory(prefix="perfguard-spack-") as scratch:
-        copy = scratch_copy(envs_dir, Path(scratch) / "stacks")
-        def said(text: str) -> str:  # Spack names the copy's files: name the checkout's
-            return f"Spack {label}: " + text.replace(str(copy), str(envs_dir))
+    what = ("syntax and structure (no Spack)" if why_not else
+            f"Spack {label}: specs parsed, concretized"
+            + (f", and again with CUDA {NEXT_CUDA}" if any(map(builds_with_cuda, chosen)) else ""))
+    specs = 0
 
-        for env in environments(envs_dir):
-            if not results[str(env)].errors:
-                _merge(results[str(env)], concretize(copy / env.name, scope), said)
-            if not results[str(env)].errors and builds_with_cuda(env):
-                _merge(results[str(env)],
-                       with_next_cuda(env.name, envs_dir, Path(scratch) / "cuda-next", scope),
-                       said)
-        rendered = environments(copy)  # any stack: each one names our repository
-        for recipe in recipes(envs_dir) if rendered else []:
-            package = recipe.parent.name.replace("_", "-")
-            _merge(results[str(recipe)], audit(rendered[0], [package], scope), said)
-    return results, None
+    def finished(where: str, findings: Findings) -> None:
+        nonlocal specs
+        specs += len(findings.specs)
+        done(where, findings)
+
+    current, scratch = "", None
+    try:
+        with scratch_directory() as scratch:
+            copy = scratch / "stacks"
+            say(f"scratch directory {scratch} (removed at the end, on Ctrl-C and on "
+                f"SIGTERM); {len(chosen)} stack(s): {what}")
+            for index, env in enumerate(chosen, 1):
+                current = str(env)
+                say(f"---- {env} ({index} of {len(chosen)}, started "
+                    f"{datetime.now():%H:%M:%S})")
+                finished(current, check_stack(env, envs_dir, copy, scratch, scope, label,
+                                              why_not))
+            for recipe in recipes(envs_dir):
+                current = str(recipe)
+                finished(current, check_recipe_fully(recipe, envs_dir, copy, chosen, scope,
+                                                     label, why_not))
+    except Stopped as stop:
+        raise Stopped(stop.signum, f"stopped by {signal.Signals(stop.signum).name} while "
+                                   f"checking {current or 'nothing yet'}: not checked to the "
+                                   f"end; scratch directory {scratch} removed") from None
+    if why_not is None:
+        return None
+    return (f"{why_not}: only syntax and structure were checked; {specs} specs were not "
+            f"parsed, and package names, versions, variants and dependencies not judged: that is "
+            f"Spack's to do")
+
+
+def check_stack(env: Path, envs_dir: Path, copy: Path, scratch: Path, scope: str | None,
+                label: str, why_not: str | None) -> Findings:
+    """One stack: its manifest and includes; rendered into ``copy`` as Spack sees it (the
+    site's externals, ``spack_packages.yaml``, checked there too); with Spack, its specs
+    parsed and the copy concretized (the CUDA stacks also against the next CUDA)."""
+    found = check_environment(env)
+    rendered = stacks.render(env.name, default_root(), envs_dir, into=copy)
+    site_file = spack_packages_file()
+    if site_file != SPACK_ENVS / "site" / "packages.yaml":  # a site directory's externals
+        externals = _load_yaml(rendered.parent / "site" / "packages.yaml", Findings())
+        if isinstance(externals, dict) and "packages" in externals:
+            _check_packages_section(externals["packages"], str(site_file), found)
+    if why_not is not None:
+        return found
+
+    def said(text: str) -> str:  # Spack names the copy's files: name the checkout's
+        return f"Spack {label}: " + text.replace(str(copy), str(envs_dir))
+
+    for where, error in parse_specs(found, scope).items():
+        found.errors.append(f"Spack {label}: {where}: {error}")
+    if not found.errors:
+        _merge(found, concretize(rendered, scope), said)
+    if not found.errors and builds_with_cuda(env):
+        _merge(found, with_next_cuda(env.name, envs_dir, scratch / "cuda-next", scope), said)
+    return found
+
+
+def check_recipe_fully(recipe: Path, envs_dir: Path, copy: Path, chosen: list[Path],
+                       scope: str | None, label: str, why_not: str | None) -> Findings:
+    """One recipe: its structure and style; with Spack, its specs parsed and ``spack audit
+    packages`` run in a rendered stack (any one: each names our repository)."""
+    found = check_recipe(recipe)
+    _merge(found, style_of(recipe, envs_dir), str)
+    if why_not is not None or not chosen:
+        return found
+    for where, error in parse_specs(found, scope).items():
+        found.errors.append(f"Spack {label}: {where}: {error}")
+
+    def said(text: str) -> str:
+        return f"Spack {label}: " + text.replace(str(copy), str(envs_dir))
+
+    _merge(found, audit(copy / chosen[0].name, [recipe.parent.name.replace("_", "-")], scope),
+           said)
+    return found
 
 
 #: The CUDA major release after the one the stacks are written for: `perfguard spack check`
@@ -447,6 +560,7 @@ def with_next_cuda(stack: str, envs_dir: Path, target: Path, scope: str | None) 
 
 def _merge(into: Findings, found: Findings, said) -> None:
     into.errors += list(map(said, found.errors))
+    into.warnings += list(map(said, found.warnings))
     into.notes += list(map(said, found.notes))
 
 
@@ -473,8 +587,10 @@ def install(name: str, root: Path | None = None, scope: str | None = None) -> in
         raise PerfguardError(why_not)
     argv = spack_argv("-e", str(environment(name, root)), "install", "--fail-fast",
                       scope=scope)
-    print("+ " + " ".join(argv), flush=True)
-    return subprocess.run(argv).returncode
+    environ = spack_environ(root)
+    print(f"+ SPACK_USER_CACHE_PATH={environ['SPACK_USER_CACHE_PATH']} " + " ".join(argv),
+          flush=True)
+    return subprocess.run(argv, env=environ).returncode
 
 
 #: Run by ``spack -e STACK python``: for each NAME@VERSION of $PERFGUARD_IN (or an
@@ -534,7 +650,8 @@ print("PERFGUARD-OUT " + json.dumps(sorted(out, key=lambda a: a["name"])))
 
 
 def spack_python(script: str, payload: Any, env_dir: Path | None = None,
-                 scope: str | None = None, timeout: float = 600) -> Any:
+                 scope: str | None = None, timeout: float = 600,
+                 root: Path | None = None) -> Any:
     """``script`` run by Spack's own Python (inside ``env_dir`` when given), reading
     ``payload`` from the JSON file $PERFGUARD_IN and printing ``PERFGUARD-OUT JSON``.
     (``spack python -c`` compiles one statement: the script is exec'd from a file.)"""
@@ -547,7 +664,7 @@ def spack_python(script: str, payload: Any, env_dir: Path | None = None,
             spack_argv(*where, "python", "-c", f"exec(open({str(code)!r}).read())",
                        scope=scope),
             capture_output=True, text=True, timeout=timeout,
-            env={**os.environ, "PERFGUARD_IN": str(given)})
+            env={**spack_environ(root), "PERFGUARD_IN": str(given)})
     marker = [line for line in result.stdout.splitlines() if line.startswith("PERFGUARD-OUT ")]
     if result.returncode != 0 or not marker:
         said = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
@@ -673,11 +790,11 @@ def archives(name: str, scope: str | None = None, root: Path | None = None) -> l
         raise PerfguardError(why_not)
     env_dir = environment(name, root)
     if not (env_dir / "spack.lock").exists():
-        result = _spack("-e", str(env_dir), "concretize", scope=scope)
+        result = _spack("-e", str(env_dir), "concretize", scope=scope, root=root)
         if result.returncode != 0:
             said = [line for line in (result.stderr + result.stdout).splitlines() if line]
             raise PerfguardError(f"stack {name} does not concretize: " + " | ".join(said[-4:]))
-    return spack_python(STACK_ARCHIVES, None, env_dir, scope)
+    return spack_python(STACK_ARCHIVES, None, env_dir, scope, root=root)
 
 
 #: What `perfguard spack scope` writes: an offline site's configuration scope.

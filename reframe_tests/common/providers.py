@@ -36,6 +36,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, sanity_function, variable
 
 from perfguard.contract import SPACK_ENVS_DIR, environment_dir, render, state_dir
+from perfguard.contract.stacks import user_cache
 
 SPACK_ENVS = SPACK_ENVS_DIR
 REPLAY = Path(__file__).with_name("replay.py")
@@ -134,6 +135,9 @@ class SpackStack(rfm.RunOnlyRegressionTest):
         if provider is None:
             return
         env_dir = environment_dir(provider["env"], spack_root(provider))
+        # Spack's user cache beside the installs, not ~/.spack of whoever runs the job
+        self.env_vars["SPACK_USER_CACHE_PATH"] = (os.environ.get("SPACK_USER_CACHE_PATH")
+                                                  or str(user_cache(spack_root(provider))))
         self.executable = f"{spack_command(provider)} -e {env_dir} install --fail-fast"
         self.postrun_cmds = [f"sha256sum {env_dir}/spack.lock"]
         if self.is_dry_run():

@@ -4,10 +4,12 @@ stack's view on the embedded cluster where one is given."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +20,7 @@ import yaml
 from perfguard.contract import stacks
 from perfguard.site import spack
 from perfguard.site.spack import SPACK_ENVS, environments, recipes
-from tests.conftest import TEST_STATE, dry_run_scripts, job_file, perfguard
+from tests.conftest import TEST_STATE, dry_run_scripts, job_file, perfguard, perfguard_command
 
 STACKS = ("gcc-mvapich2", "gcc-openmpi-ucx", "gcc-openmpi-ucx-cuda", "gcc-openmpi4-verbs-cuda",
           "gcc-system-openmpi")
@@ -134,13 +136,17 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 
 def test_spack_provider_build_and_run_scripts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stack's install job: Spack's user cache under the install root (not ~/.spack of
+    whoever runs the job), then `spack install`."""
     monkeypatch.delenv("PERFGUARD_SPACK_CONFIG", raising=False)  # no scope: plain `spack`
+    monkeypatch.delenv("SPACK_USER_CACHE_PATH", raising=False)
     scripts = dry_run_scripts(
         "seedfdr", "OsuPt2PtCheck%hca=mlx4_1%benchmark=osu_latency%transfer=H-H"
                    "%placement=inter", fixtures=True)
     [build] = [lines for name, lines in scripts.items() if name.startswith("SpackStack")]
     env_dir = TEST_STATE / "spack" / "envs" / "gcc-openmpi4-verbs-cuda"
-    assert build[1:] == [f"spack -e {env_dir} install --fail-fast",
+    assert build[1:] == [f"export SPACK_USER_CACHE_PATH={TEST_STATE}/spack/user-cache",
+                         f"spack -e {env_dir} install --fail-fast",
                          f"sha256sum {env_dir}/spack.lock"]
     [run] = [lines for name, lines in scripts.items() if name.startswith("OsuPt2Pt")]
     view = f"{TEST_STATE}/spack/views/gcc-openmpi4-verbs-cuda"
@@ -152,7 +158,8 @@ def test_spack_provider_build_and_run_scripts(monkeypatch: pytest.MonkeyPatch) -
 #: What the offline walkthrough needs besides Spack: a spack-packages checkout and the
 #: archives, as downloaded. PERFGUARD_SPACK_STANDIN=1 says they are stand-ins (a tarball
 #: packed from a git copy of the release, a Himeno ZIP made from RIKEN's source): the
-#: walkthrough then adds its last resort, --no-checksum, to the scope and the mirror.
+#: walkthrough then runs the doc's block for an archive that is not the release (its last
+#: resort, --no-checksum on the scope and the mirror) in place of its own two lines.
 SPACK_BUILTIN = os.environ.get("PERFGUARD_SPACK_BUILTIN")
 SPACK_ARCHIVES = os.environ.get("PERFGUARD_SPACK_ARCHIVES")
 OFFLINE = CHECKOUT / "docs" / "spack.md"
@@ -163,11 +170,12 @@ def offline_walkthrough(doc: Path, names: dict[str, str], standin: bool) -> str:
     with the doc's site paths replaced by this machine's."""
     section = doc.read_text().split("## Offline, step by step", 1)[1].split("\n## ", 1)[0]
     script = "\n".join(re.findall(r"```sh\n(.*?)```", section, re.S))
+    if standin:
+        [non_release] = doc_blocks("An archive that is not the release", doc)
+        script = re.sub(r"perfguard spack scope .*?(?=perfguard spack check)",
+                        lambda _: non_release, script, count=1, flags=re.S)
     for doc_name, ours in names.items():
         script = script.replace(doc_name, ours)
-    if standin:
-        script = re.sub(r"(perfguard spack (?:scope|mirror) \"\$\w+\")", r"\1 --no-checksum",
-                        script)
     return script
 
 
@@ -364,3 +372,145 @@ def test_scope_writes_an_offline_scope_that_keeps_the_stacks_own_repository(
     missing = perfguard("spack", "check", "-C", str(tmp_path / "nowhere"), env=without_spack())
     assert missing.returncode == 2 and "no such directory (make one with `perfguard spack " \
         "scope DIR --builtin PACKAGES`" in missing.stderr
+
+
+# --- `perfguard spack check` on a login node: said as it goes, one stack, interruptible --
+def test_check_says_each_stack_as_it_goes_and_sigterm_removes_its_scratch(
+        envs_copy: Path, tmp_path: Path) -> None:
+    """The syntax check (what runs without Spack, as in CI): a line when each stack starts
+    and its result as it finishes, read while the command still runs; SIGTERM then stops
+    it cleanly: its scratch directory is gone, a one-line message says so, exit 143. (A
+    check with Spack said nothing for 25 min and left /tmp/perfguard-spack-* behind.)"""
+    for n in range(40):  # enough stacks that the command is still running at the first result
+        shutil.copytree(envs_copy / "gcc-system-openmpi", envs_copy / f"copy-{n:02d}")
+    scratch_parent = tmp_path / "tmp"
+    scratch_parent.mkdir()
+    process = subprocess.Popen(
+        [*perfguard_command("spack", "check", "--envs", str(envs_copy))],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **without_spack(), "TMPDIR": str(scratch_parent)})
+    try:
+        first = process.stdout.readline()
+        assert first.startswith(f"scratch directory {scratch_parent}/perfguard-spack-"), first
+        scratch = Path(first.split()[2])
+        assert scratch.is_dir()
+        started = process.stdout.readline()
+        assert started.startswith(f"---- {envs_copy / 'copy-00'} (1 of 45, started "), started
+        result = process.stdout.readline()
+        assert result == f"ok   {envs_copy / 'copy-00'}\n", result
+        assert process.poll() is None  # the result was read while it still runs
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, (stdout, stderr)
+    assert not scratch.exists() and list(scratch_parent.iterdir()) == []
+    assert stderr.startswith("perfguard: error: stopped by SIGTERM while checking "), stderr
+    assert f"scratch directory {scratch} removed" in stderr and "Traceback" not in stderr
+    assert "note: spack is not on PATH" not in stdout  # it did not run to the end
+
+
+def test_check_takes_only_the_stacks_named(tmp_path: Path) -> None:
+    documented = perfguard("spack", "check", "--stack", "gcc-system-openmpi",
+                           env=without_spack())  # as docs/spack.md shows it
+    assert documented.returncode == 0, documented.stdout + documented.stderr
+    assert "1 stack(s)" in documented.stdout and "gcc-mvapich2" not in documented.stdout
+    result = perfguard("spack", "check", "--stack", "gcc-system-openmpi", "--stack",
+                       "gcc-mvapich2", env={**without_spack(), "TMPDIR": str(tmp_path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = [line.split(" (")[0] for line in result.stdout.splitlines()
+            if line.startswith(("----", "ok", "FAIL"))]
+    assert said[:4] == [f"---- {SPACK_ENVS / 'gcc-system-openmpi'}",
+                        f"ok   {SPACK_ENVS / 'gcc-system-openmpi'}",
+                        f"---- {SPACK_ENVS / 'gcc-mvapich2'}",
+                        f"ok   {SPACK_ENVS / 'gcc-mvapich2'}"]
+    assert said[4:] == [f"ok   {recipe}" for recipe in recipes()]  # what every stack builds
+    assert "2 stack(s): syntax and structure (no Spack)" in result.stdout
+    assert list(tmp_path.iterdir()) == []
+    bad = perfguard("spack", "check", "--stack", "gcc-openmpi-ucx5", env=without_spack())
+    assert bad.returncode == 2 and "--stack gcc-openmpi-ucx5: no such stack under " in \
+        bad.stderr and "(known: gcc-mvapich2, gcc-openmpi-ucx, " in bad.stderr, bad.stderr
+
+
+def test_spack_commands_get_a_user_cache_under_the_install_root(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spack's user cache is ~/.spack of whoever runs it (root's, for a root-run service)
+    unless SPACK_USER_CACHE_PATH says otherwise: perfguard's Spack commands name
+    ROOT/user-cache, and keep one the caller set."""
+    monkeypatch.delenv("SPACK_USER_CACHE_PATH", raising=False)
+    assert spack.spack_environ(tmp_path)["SPACK_USER_CACHE_PATH"] == str(tmp_path / "user-cache")
+    assert spack.spack_environ()["SPACK_USER_CACHE_PATH"] == \
+        str(spack.default_root() / "user-cache")
+    monkeypatch.setenv("SPACK_USER_CACHE_PATH", "/shared/spack-cache")
+    assert spack.spack_environ(tmp_path)["SPACK_USER_CACHE_PATH"] == "/shared/spack-cache"
+
+
+# --- the Himeno archive of an offline site, as docs/spack.md makes it ------------------
+HIMENO_RECIPE = SPACK_ENVS / "spack_repo" / "perfguard" / "packages" / "himeno" / "package.py"
+
+
+def recipe_function(name: str):
+    """A plain function of the Himeno recipe, without Spack (the recipe's module imports
+    Spack's): its source compiled alone."""
+    tree = ast.parse(HIMENO_RECIPE.read_text())
+    [node] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    scope: dict = {"os": os, "re": re}
+    exec(compile(ast.Module(body=[node], type_ignores=[]), str(HIMENO_RECIPE), "exec"), scope)
+    return scope[name]
+
+
+def doc_blocks(heading: str, doc: Path = OFFLINE) -> list[str]:
+    """The ``sh`` blocks of the doc's section ``heading`` (docs/spack.md's)."""
+    section = doc.read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.*?)```", section, re.S)
+
+
+@pytest.mark.skipif(not (shutil.which("jlha") and shutil.which("zip")), reason="needs jlha "
+                    "(Debian's jlha-utils) and zip: ./install.sh installs them")
+def test_the_himeno_archive_recipe_and_a_non_release_archive(tmp_path: Path) -> None:
+    """docs/spack.md's Himeno archive recipe run verbatim on files named as the public copy
+    names them (the `git clone` needs a network: a stand-in directory holds the two
+    files): an LHA that bsdtar, as the recipe runs it, unpacks, inside the ZIP; the sha256
+    line; the recipe finds the source whatever its case. Then the doc's block for archives
+    that are not the release, verbatim but for the paths, files both into the mirror."""
+    public = tmp_path / "himeno-cr"
+    public.mkdir()
+    (public / "himenobmtxps.c").write_text("/* stand-in for RIKEN's himenoBMTxps.c */\n")
+    (public / "paramset.sh").write_text("#!/bin/sh\n")
+    clone, recipe = doc_blocks("The Himeno archive, offline")[:2]
+    assert "git clone https://github.com/kento/himeno-cr" in clone
+    made = subprocess.run(["bash", "-euo", "pipefail", "-c", recipe], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stdout + made.stderr
+    archive = tmp_path / "cc_himenobmtxp_mpi.zip"
+    assert f"{hashlib.sha256(archive.read_bytes()).hexdigest()}  {archive.name}" in made.stdout
+    stage = tmp_path / "stage"  # what Spack's stage holds: the ZIP unpacked, then the LHA
+    stage.mkdir()
+    subprocess.run(["unzip", "-q", str(archive)], cwd=stage, check=True)
+    [lha] = stage.glob("*.lzh")
+    subprocess.run(["bsdtar", "-xf", lha.name], cwd=stage, check=True)
+    found = recipe_function("_riken_source")(str(stage))
+    assert found == str(stage / "himenobmtxp_mpi" / "himenobmtxps.c")
+    assert Path(found).read_text().startswith("/* stand-in for RIKEN's")
+    (stage / "himenobmtxp_mpi" / "himenobmtxps.c").rename(stage / "himenoBMTxps.c")
+    assert recipe_function("_riken_source")(str(stage)) == str(stage / "himenoBMTxps.c")
+    assert recipe_function("_riken_source")(str(tmp_path / "himeno-cr" / "none")) is None
+
+    omb = tmp_path / "osu-micro-benchmarks-7.4.tar.gz"  # a tarball that is not the release
+    omb.write_bytes(b"packed from a git copy of OMB 7.4")
+    [block] = doc_blocks("An archive that is not the release")
+    scope, mirror = tmp_path / "scope", tmp_path / "mirror"
+    for doc_path, ours in {"/shared/perfguard-spack-scope": scope,
+                           "/shared/perfguard-mirror": mirror,
+                           "/shared/spack-packages": fake_builtin(tmp_path)}.items():
+        block = block.replace(doc_path, str(ours))
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, env={
+                              **os.environ, **without_spack(),
+                              "PATH": f"{Path(sys.executable).parent}:{without_spack()['PATH']}"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert yaml.safe_load((scope / "config.yaml").read_text()) == {"config": {"checksum": False}}
+    assert (mirror / "himeno" / "himeno-2002.02.21.zip").read_bytes() == archive.read_bytes()
+    sha = hashlib.sha256(omb.read_bytes()).hexdigest()
+    assert (mirror / "_source-cache" / "archive" / sha[:2] / f"{sha}.tar.gz").is_file()
