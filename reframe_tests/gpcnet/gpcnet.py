@@ -28,6 +28,7 @@ so it is skipped saying so unless ``load_test_on_shared_cores`` asks for it anyw
 import re
 
 import reframe as rfm
+import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, sanity_function, variable
 from reframe.core.exceptions import SanityError
 from reframe.utility.sanity import make_performance_function
@@ -65,7 +66,7 @@ class GpcnetCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
     #: GPCNeT's processes per NIC: 1 loads the fabric least (its README's first setting).
     ranks_per_node = variable(int, value=1)
     #: The congestion impact factor a fabric may show at all, per column (``avg``, ``p99``).
-    impact_limits = variable(dict, value={"avg": 3.0, "p99": 10.0})
+    impact_limits = variable(typ.Dict[str, float], value={"avg": 3.0, "p99": 10.0})
     #: Run network_load_test where ranks share cores (its figures are then not a fabric's).
     load_test_on_shared_cores = variable(bool, value=False)
 
@@ -100,7 +101,7 @@ class GpcnetCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
 
     def impact_reference(self, names: list[str]) -> None:
         """The shipped bound on each impact factor, as the check's own reference."""
-        bounds = {name: (1.0, None, float(self.impact_limits[name.rsplit("_", 1)[1]]) - 1.0, "X")
+        bounds = {name: (1.0, None, self.impact_limits[name.rsplit("_", 1)[1]] - 1.0, "X")
                   for name in names if name.rsplit("_", 1)[1] in self.impact_limits}
         self.reference = {self.current_partition.fullname: bounds}
 
