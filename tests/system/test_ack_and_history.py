@@ -52,7 +52,16 @@ def test_ack_of_a_node_mutes_the_pair_finding_and_the_paged_night_stays_as_judge
     acked = perfguard("ack", "node1", "--reason", "cable swap on Friday", "--dsn",
                       migrated_dsn)
     assert acked.returncode == 0, acked.stdout + acked.stderr
-    assert f"mutes: {subject}" in acked.stdout, acked.stdout
+
+    # the next faulty night: judged with the ack, shown, no page
+    [next_run] = ingest(migrated_dsn, reports[22:], "--trigger", "nightly")
+    muted = perfguard("verdict", str(next_run), "--dsn", migrated_dsn)
+    assert muted.returncode == 0, muted.stdout
+    assert re.search(rf"^  ack   {re.escape(subject)}: .*; acknowledged by {ME} on "
+                     rf"\d{{4}}-\d\d-\d\d: cable swap on Friday$", muted.stdout, re.M), \
+        muted.stdout
+
+    assert f"mutes: {subject}" in acked.stdout, acked.stdout  # said, and true
 
     # the paged night: as judged, the ack over it
     again = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
@@ -66,14 +75,6 @@ def test_ack_of_a_node_mutes_the_pair_finding_and_the_paged_night_stays_as_judge
     perfguard("report", str(runs[-1]), "-o", str(after), "--dsn", migrated_dsn,
               state=tmp_path, check=True)
     assert _findings_section(after.read_text()) == _findings_section(before.read_text())
-
-    # the next faulty night: judged with the ack, shown, no page
-    [next_run] = ingest(migrated_dsn, reports[22:], "--trigger", "nightly")
-    muted = perfguard("verdict", str(next_run), "--dsn", migrated_dsn)
-    assert muted.returncode == 0, muted.stdout
-    assert re.search(rf"^  ack   {re.escape(subject)}: .*; acknowledged by {ME} on "
-                     rf"\d{{4}}-\d\d-\d\d: cable swap on Friday$", muted.stdout, re.M), \
-        muted.stdout
 
     # judged again only when asked: a new verdict with its time, the first one kept
     rejudged = perfguard("verdict", str(runs[-1]), "--rejudge", "--dsn", migrated_dsn)
@@ -89,6 +90,24 @@ def test_ack_of_a_node_mutes_the_pair_finding_and_the_paged_night_stays_as_judge
             "JOIN superseded_finding f ON f.verdict_id = v.id WHERE v.run_id = %s "
             "GROUP BY v.id", (runs[-1],)).fetchall()
     assert len(kept) == 1 and kept[0][0] == "fail" and kept[0][2], kept
+
+
+def test_an_ack_never_rewrites_the_stored_verdict_of_the_night_that_paged(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """The finding's exact cause acknowledged: the paged night's verdict is FAIL as it was
+    judged (before, `perfguard verdict` judged it again and stored PASS over it, and FAIL
+    again after `ack --clear`), and says what was acknowledged since."""
+    runs = ingest(migrated_dsn, night_reports(demo_report, tmp_path, [1.0] * 20 + [0.95] * 2,
+                                              slower=True), "--trigger", "nightly")
+    judged = _outcome(migrated_dsn, runs[-1])
+    assert judged[0] == "fail"
+    [subject] = PAGED.findall(perfguard("verdict", str(runs[-1]), "--dsn",
+                                        migrated_dsn).stdout)
+    perfguard("ack", subject, "--reason", "cable swap", "--dsn", migrated_dsn, check=True)
+    shown = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
+    assert shown.returncode == 1, shown.stdout
+    assert _outcome(migrated_dsn, runs[-1]) == judged
+    assert "acknowledged since by" in shown.stdout, shown.stdout
 
 
 def test_ack_names_an_open_finding_or_what_it_contains_else_it_is_refused(
