@@ -22,7 +22,8 @@ def _findings_section(html: str) -> str:
     time it was written)."""
     status = html[html.index('id="status"'):html.index('<div class="meta">')]
     counts = html[html.index('id="counts"'):html.index("</header>")]
-    return status + counts + html[html.index('<section id="findings">'):html.index('id="attention"')]
+    findings = html[html.index('<section id="findings">'):html.index('id="attention"')]
+    return status + counts + findings
 
 
 def _outcome(dsn: str, run_id: int) -> tuple:

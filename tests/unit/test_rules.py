@@ -198,3 +198,19 @@ def test_a_faults_first_night_leaves_the_baseline_with_the_night_that_confirmed_
     assert _first_nights(values, {11}, DEFAULT_RULE) == {10}
     assert _first_nights(values[:10] + (4.1, 40.98), {11}, DEFAULT_RULE) == set()
     assert _first_nights(values[:10] + (1.0, 40.98), {11}, DEFAULT_RULE) == set()
+
+
+def test_an_accepted_level_is_judged_against_its_accepted_runs_at_once() -> None:
+    """After an accept, a second fault pages: with the accepted runs as the reference (and
+    the line's relative noise from before the change) the level's second night -10 % is a
+    regression, where the rule alone said "not yet judged" for 8 nights."""
+    from perfguard.judge.rules import judge_new_level
+
+    before = [100.0 + (i % 5 - 2) * 0.5 for i in range(20)]
+    level = [95.0, 95.3, 94.8]  # accepted
+    assert judge_new_level(before, level + [95.1], 3, "higher").state == "pass"
+    second = judge_new_level(before, level + [85.5, 85.2], 3, "higher")
+    assert second.state == "regression" and "vs the accepted level" in second.reason
+    own = judge_new_level(before, level + [95.2, 95.0, 85.5, 85.4], 3, "higher")
+    assert own.state == "regression" and "runs of the accepted level" in own.reason
+    assert judge_new_level([], [95.0, 95.1], 1, "higher").reason.startswith("not yet judged")
