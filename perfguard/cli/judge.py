@@ -49,8 +49,9 @@ def cmd_verdict(args: argparse.Namespace) -> int:
             vd.with_baseline(lines, vd.stored_verdict(conn, before))
         explained = _explained(conn, run_id, lines, args.explain, args.rejudge)
         slow = fp.links_below_maximum(fp.fingerprints(conn, run_id))
-    print(f"run {run_id}" + (f": {judged[-1].said()}" if judged else ""))
-    print("".join(f"  earlier: {j.said()}\n" for j in judged[:-1]), end="")
+    print(f"run {run_id}" + (f": as {judged[-1].when()}" if judged else ""))
+    print("".join(tx.fit(f"  earlier: {j.said()}", tx.TABLE_WIDTH) + "\n"
+                  for j in judged[:-1]), end="")
     if args.explain is not None:
         if not explained:
             raise UsageError(f"no line of run {run_id} is named like {args.explain!r}")

@@ -444,10 +444,14 @@ class Judged:
     outcome: str
     why: str
 
-    def said(self) -> str:
-        """``judged on 2026-11-26 10:41 UTC at ingest: FAIL (why)``"""
+    def when(self) -> str:
+        """``judged on 2026-11-26 10:41 UTC``, ``re-judged by root on …``"""
         how = f"re-judged by {self.by}" if self.rejudged else "judged"
-        return f"{how} on {self.at:%Y-%m-%d %H:%M %Z}: {self.outcome.upper()} ({self.why})"
+        return f"{how} on {self.at:%Y-%m-%d %H:%M %Z}"
+
+    def said(self) -> str:
+        """``judged on 2026-11-26 10:41 UTC: FAIL (why)``"""
+        return f"{self.when()}: {self.outcome.upper()} ({self.why})"
 
 
 def judgements(conn: Connection, run_id: int) -> list[Judged]:

@@ -80,10 +80,11 @@ def test_ack_of_a_node_mutes_the_pair_finding_and_the_paged_night_stays_as_judge
     # judged again only when asked: a new verdict with its time, the first one kept
     rejudged = perfguard("verdict", str(runs[-1]), "--rejudge", "--dsn", migrated_dsn)
     assert rejudged.returncode == 0, rejudged.stdout
-    assert re.search(rf"^run {runs[-1]}: re-judged by {ME} on .*: PASS", rejudged.stdout,
-                     re.M), rejudged.stdout
+    assert re.search(rf"^run {runs[-1]}: as re-judged by {ME} on \S+ \S+ \S+$",
+                     rejudged.stdout, re.M), rejudged.stdout
     assert re.search(r"^  earlier: judged on \S+ \S+ \S+: FAIL \(1 finding\(s\) paged: ",
                      rejudged.stdout, re.M), rejudged.stdout
+    assert re.search(rf"^run {runs[-1]}: PASS \(", rejudged.stdout, re.M), rejudged.stdout
     with psycopg.connect(migrated_dsn) as conn:
         kept = conn.execute(
             "SELECT v.outcome, count(DISTINCT l.metric), bool_or(f.paged) FROM verdict v "
