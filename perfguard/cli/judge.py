@@ -138,9 +138,10 @@ def _add_accept(sub: argparse._SubParsersAction) -> None:
         "accept", parents=[DSN], help="accept a new level after a planned change",
         description="The lines of a cause (a node, node:hca, a line's name as `perfguard "
                     "verdict` prints it, or '*' for every line of the run's system) are "
-                    "judged against their history from run RUN on, the new level; until it "
-                    "is 8 runs long they are 'not yet judged'. Who, when and why are shown "
-                    "with each of those lines.")
+                    "judged against the new level from run RUN on, from the next verdict "
+                    "on: against the runs accepted until it has 3 runs of its own, then "
+                    "against those, so a second fault pages. Who, when and why are shown "
+                    "with each of those lines; verdicts stored already are not rewritten.")
     acc.add_argument("subject", nargs="?", help="the cause whose level is accepted")
     acc.add_argument("--from-run", help="the first run at the new level (id, uuid or label)")
     acc.add_argument("--reason", default="", help="why (shown with its lines)")

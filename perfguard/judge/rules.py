@@ -304,7 +304,8 @@ def judge_new_level(before: list[float], since: list[float], accepted: int, bett
         old_centre, old_noise = baseline(earlier)
         if old_centre:
             noise = max(noise, old_noise / abs(old_centre) * abs(centre))
-    return judge(reference, recent, better, dataclasses.replace(rule, min_history=0),
+    needed = OWN_LEVEL if len(history) >= OWN_LEVEL else 0  # what --explain says it needs
+    return judge(reference, recent, better, dataclasses.replace(rule, min_history=needed),
                  (centre, noise), against)
 
 

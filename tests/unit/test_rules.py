@@ -213,4 +213,6 @@ def test_an_accepted_level_is_judged_against_its_accepted_runs_at_once() -> None
     assert second.state == "regression" and "vs the accepted level" in second.reason
     own = judge_new_level(before, level + [95.2, 95.0, 85.5, 85.4], 3, "higher")
     assert own.state == "regression" and "runs of the accepted level" in own.reason
+    upgrade = judge_new_level(before, [95.0, 85.5, 85.2], 1, "higher")  # upgrade-check --accept
+    assert upgrade.state == "regression", upgrade.reason
     assert judge_new_level([], [95.0, 95.1], 1, "higher").reason.startswith("not yet judged")
