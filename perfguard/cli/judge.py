@@ -10,13 +10,23 @@ from perfguard.errors import UsageError
 
 def _add_verdict(sub: argparse._SubParsersAction) -> None:
     ver = sub.add_parser("verdict", parents=[DSN],
-        help="a run's results against thresholds and history (exit 1 on fail or regression)")
+        help="a run's stored verdict (exit 1 on fail): as judged, with what changed since "
+             "(acknowledged, accepted) shown over it",
+        description="A run's verdict as it was judged and stored (at ingest, by `perfguard "
+                    "run` or the nightly), never rewritten by a later ack, accept or "
+                    "threshold; what changed since is shown over it. --rejudge judges the "
+                    "run again and stores that as a new verdict with its time (the earlier "
+                    "one kept).")
     ver.add_argument("run", nargs="?", default=None,
                      help="run id, session uuid or label (default: latest)")
     ver.add_argument("--baseline", help="compare with this run (id, uuid or label)")
     ver.add_argument("--explain", metavar="TEXT",
                      help="for each line whose name contains TEXT: its history, noise "
                           "estimate, rule and decision")
+    ver.add_argument("--rejudge", action="store_true",
+                     help="judge the run again with today's thresholds, rules, "
+                          "acknowledgements and accepted levels, and store it as a new "
+                          "verdict (the earlier one is kept)")
     ver.set_defaults(func=cmd_verdict)
 
 
@@ -28,38 +38,62 @@ def cmd_verdict(args: argparse.Namespace) -> int:
 
     with connect(args) as conn:
         run_id = vd.resolve_run(conn, args.run)
-        lines = vd.judge_and_record(conn, run_id)  # again: thresholds or rules may change
+        lines = vd.judge_and_record(conn, run_id) if args.rejudge \
+            else vd.stored_verdict(conn, run_id)
         found = run_findings.stored(conn, run_id)
         result = vd.outcome(conn, run_id)
+        judged = vd.judgements(conn, run_id)
+        over = run_findings.overlay(conn, run_id, judged[-1].at if judged else None, found)
         if args.baseline:
             before = vd.resolve_run(conn, args.baseline)
             vd.with_baseline(lines, vd.stored_verdict(conn, before))
-        chosen = [line for line in lines if args.explain in tx.name_of(line)] \
-            if args.explain is not None else []
-        vd.with_key_points(conn, run_id, chosen)  # which curve point each key figure is
+        explained = _explained(conn, run_id, lines, args.explain, args.rejudge)
         slow = fp.links_below_maximum(fp.fingerprints(conn, run_id))
-    print(f"run {run_id}")
+    print(f"run {run_id}" + (f": as {judged[-1].when()}" if judged else ""))
+    print("".join(tx.fit(f"  earlier: {j.said()}", tx.TABLE_WIDTH) + "\n"
+                  for j in judged[:-1]), end="")
     if args.explain is not None:
-        if not chosen:
+        if not explained:
             raise UsageError(f"no line of run {run_id} is named like {args.explain!r}")
-        print("\n\n".join(tx.explain(line) for line in chosen))
+        print("\n\n".join(explained))
     else:
         if found:
-            print(tx.findings(found, len(lines)) + "\n")
+            print(tx.findings(found, len(lines), over) + "\n")
         print(tx.verdict_table(lines, show_baseline=bool(args.baseline)))
         if slow:
             print("\n" + tx.slow_links(slow))
+    if over.get("*"):
+        print("\n".join(over["*"]) + f"\n(`perfguard verdict {run_id} --rejudge` judges "
+                                      f"the run again with them)")
     print(result.line(run_id))
     return result.exit_code
+
+
+def _explained(conn, run_id: int, stored: list, text: str | None, rejudged: bool
+               ) -> list[str]:
+    """--explain: each line named like ``text`` as judged now (its history, noise, rule),
+    and where that is not what was stored, the stored decision beside it."""
+    from perfguard.judge import verdict as vd
+    from perfguard.present import text as tx
+
+    if text is None:
+        return []
+    now = stored if rejudged else vd.verdict(conn, run_id)
+    chosen = [line for line in now if text in tx.name_of(line)]
+    vd.with_key_points(conn, run_id, chosen)  # which curve point each key figure is
+    kept = {line.key: line for line in stored}
+    return [tx.explain(line, kept.get(line.key), run_id) for line in chosen]
 
 
 def _add_ack(sub: argparse._SubParsersAction) -> None:
     ack = sub.add_parser(
         "ack", parents=[DSN], help="acknowledge a finding's cause: known, being fixed",
-        description="A finding whose cause (its subject, as `perfguard verdict` prints it: "
-                    "node37:mlx5_1, node12, leaf3, a line's name) is acknowledged on the "
-                    "system stays in the verdict, the report and Grafana with who, when and "
-                    "why, and stops paging until the acknowledgement is cleared.")
+        description="Name an open finding (its subject, as `perfguard verdict` prints it: "
+                    "node37:mlx5_1, node12, leaf3, a line's name) or a node, device, leaf or "
+                    "line one contains (`ack node1` mutes `node1:lo, node2:lo`). Its findings "
+                    "stay in later verdicts, the report and Grafana with who, when and why, "
+                    "and stop paging until the acknowledgement is cleared; verdicts stored "
+                    "already are not rewritten.")
     ack.add_argument("subject", nargs="?", help="the finding's cause")
     ack.add_argument("--system", default="local",
                      help="the system the cause belongs to (default: local)")
@@ -76,18 +110,26 @@ def cmd_ack(args: argparse.Namespace) -> int:
 
     with connect(args) as conn:
         if args.list:
-            for ack_id, system, subject, who, at, reason in run_findings.acknowledgements(conn):
+            acks = run_findings.acknowledgements(conn)
+            for ack_id, system, subject, who, at, reason in acks:
                 print(f"#{ack_id} {system} {subject}: by {who} on {at:%Y-%m-%d}: {reason}")
+            if not acks:
+                print("none (`perfguard ack SUBJECT --reason WHY` acknowledges a finding)")
             return 0
         if args.clear is not None:
             print(f"cleared #{args.clear} ({run_findings.clear(conn, args.clear)}): it pages "
-                  f"again")
+                  f"again from the next verdict on")
             return 0
         if not args.subject:
             raise UsageError("name the finding's cause (or --list, --clear ID)")
-        ack_id = run_findings.acknowledge(conn, args.system, args.subject, args.reason)
-    print(f"acknowledged #{ack_id}: {args.subject} on {args.system} stops paging "
-          f"(`perfguard ack --clear {ack_id}` undoes it)")
+        done = run_findings.acknowledge(conn, args.system, args.subject, args.reason)
+    print(f"acknowledged #{done.id}: {args.subject} on {args.system}; from the next verdict "
+          f"on it mutes: {', '.join(done.mutes) or 'no open finding whole'}")
+    if done.named:
+        print(f"still pages: {'; '.join(done.named)} (only some of its lines are "
+              f"{args.subject}: acknowledge its cause to mute it)")
+    print(f"verdicts stored already stay as judged (`perfguard verdict RUN` shows the "
+          f"acknowledgement over them); `perfguard ack --clear {done.id}` undoes it")
     return 0
 
 
@@ -96,9 +138,10 @@ def _add_accept(sub: argparse._SubParsersAction) -> None:
         "accept", parents=[DSN], help="accept a new level after a planned change",
         description="The lines of a cause (a node, node:hca, a line's name as `perfguard "
                     "verdict` prints it, or '*' for every line of the run's system) are "
-                    "judged against their history from run RUN on, the new level; until it "
-                    "is 8 runs long they are 'not yet judged'. Who, when and why are shown "
-                    "with each of those lines.")
+                    "judged against the new level from run RUN on, from the next verdict "
+                    "on: against the runs accepted until it has 3 runs of its own, then "
+                    "against those, so a second fault pages. Who, when and why are shown "
+                    "with each of those lines; verdicts stored already are not rewritten.")
     acc.add_argument("subject", nargs="?", help="the cause whose level is accepted")
     acc.add_argument("--from-run", help="the first run at the new level (id, uuid or label)")
     acc.add_argument("--reason", default="", help="why (shown with its lines)")

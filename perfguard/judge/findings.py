@@ -113,6 +113,10 @@ class Finding:
         changes = [line.change for line in self.lines if line.change is not None]
         return statistics.median(changes) if changes else None
 
+    def members(self) -> list[list[str]]:
+        """Each of its lines as an acknowledgement may name it: its name, nodes, devices."""
+        return [[line.name, *line.nodes, *line.devices] for line in self.lines]
+
     def summary(self) -> str:
         """``node37:mlx5_1: 14 of 16 lines worse, median -48.2 % …``"""
         what = "worse" if self.worse else "better"
@@ -235,9 +239,35 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
     critical = policy.critical_z(len(lines))
     for finding in found:
         _decide(finding, critical, environment, policy)
-        finding.acknowledged = (acknowledged or {}).get(finding.subject, "")
+        finding.acknowledged = "; ".join(
+            said for cause, said in (acknowledged or {}).items()
+            if acknowledges(cause, finding.subject, finding.members()))
         finding.paged = finding.paged and not finding.acknowledged
     return sorted(found, key=lambda f: (not f.paged, -abs(f.evidence)))
+
+
+def subject_names(subject: str) -> set[str]:
+    """What a finding's subject names: itself, each cause it joins (``node1:lo, node2:lo``)
+    and the node of each device among them (``node1``)."""
+    parts = subject.split(", ")
+    return {subject, *parts,
+            *(part.split(":", 1)[0] for part in parts if ":" in part and " " not in part)}
+
+
+def acknowledges(cause: str, subject: str, members: list[list[str]] | None) -> bool:
+    """Whether an acknowledgement of ``cause`` mutes the finding of ``subject`` whose lines
+    are ``members`` (``Finding.members``): the cause is its subject, a cause the subject
+    joins or the node of one (``ack node1`` mutes ``node1:lo, node2:lo``), or it names every
+    line of the finding (by name, node or device: its lines are all the known fault's)."""
+    if cause in subject_names(subject):
+        return True
+    return bool(members) and all(cause in line for line in members)
+
+
+def contains(cause: str, subject: str, members: list[list[str]] | None) -> bool:
+    """Whether ``cause`` names the finding or something it contains: a node, device (HCA,
+    GPU), leaf or line of it (what `perfguard ack` accepts)."""
+    return cause in subject_names(subject) or any(cause in line for line in members or [])
 
 
 def _with_twins(kind: str, subject: str, explained: list[int],

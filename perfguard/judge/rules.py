@@ -229,10 +229,12 @@ def not_yet(history: int, rule: Rule) -> str:
 
 
 def judge(history: list[float], recent: list[float], better: str,
-          rule: Rule = DEFAULT_RULE, base: tuple[float, float] | None = None) -> Judgement:
+          rule: Rule = DEFAULT_RULE, base: tuple[float, float] | None = None,
+          against: str | None = None) -> Judgement:
     """``history``: earlier values, oldest first, before the recent nights; ``recent``: the
     latest nights, oldest first, the judged value last. ``base``: ``baseline`` of the
-    history's newest ``window`` values where it was computed already (``baselines``)."""
+    history's newest ``window`` values where it was computed already (``baselines``);
+    ``against``: what the baseline is, where it is not the history's median."""
     value = recent[-1]
     history = history[-rule.window:]
     if len(history) < rule.min_history:
@@ -251,7 +253,8 @@ def judge(history: list[float], recent: list[float], better: str,
     if mine == 0:
         return Judgement(PASS, centre, noise, change, (), "within noise", rule)
     what = "worse" if mine < 0 else "better"
-    size = f"{change:+.1%} vs the median of {len(history)} runs" if change is not None else ""
+    against = against or f"the median of {len(history)} runs"
+    size = f"{change:+.1%} vs {against}" if change is not None else ""
     level = _level(recent, value, centre, noise, better, rule)
     if len(beyond) >= rule.needed and level * mine > rule.level:
         state = REGRESSION if mine < 0 else IMPROVEMENT
@@ -310,6 +313,39 @@ def blind_text(nights: int, cv: float, rule: Rule) -> str:
     blind line says wherever its verdict is shown."""
     return (f"blind for {nights} night{'s' if nights != 1 else ''}: noise ±{cv:.1%} hides any "
             f"change under {rule.noisy_level:g}σ ({rule.noisy_level * cv:.0%})")
+
+
+#: Runs of an accepted level, before its recent nights, that are enough to judge it
+#: against itself (until then the runs that were accepted are its reference).
+OWN_LEVEL = 3
+
+
+def judge_new_level(before: list[float], since: list[float], accepted: int, better: str,
+                    rule: Rule = DEFAULT_RULE) -> Judgement:
+    """The last value of ``since`` (a line's runs from the first of an accepted level on,
+    oldest first, of which the first ``accepted`` are those accepted) judged against that
+    level, so that a second fault after an accept pages: against the level's own runs
+    before the recent nights once there are OWN_LEVEL of them, meanwhile against the
+    median of the accepted runs. Until the level has a full history (``min_history``) its
+    noise is at least the line's relative noise before the change (``before``): two or
+    three values are no estimate of it, and noise grows with the level."""
+    history, recent = split(since, rule)
+    if len(history) >= OWN_LEVEL:
+        reference = history[-rule.window:]
+        against = f"the median of {len(reference)} runs of the accepted level"
+    else:
+        reference, against = list(since[:accepted]), "the accepted level"
+    earlier = before[-rule.window:]
+    if not reference or (len(earlier) < OWN_LEVEL and len(reference) < OWN_LEVEL):
+        return Judgement(INCONCLUSIVE, None, None, None, (), not_yet(len(history), rule), rule)
+    centre, noise = baseline(reference)
+    if len(history) < rule.min_history and len(earlier) >= OWN_LEVEL:
+        old_centre, old_noise = baseline(earlier)
+        if old_centre:
+            noise = max(noise, old_noise / abs(old_centre) * abs(centre))
+    needed = OWN_LEVEL if len(history) >= OWN_LEVEL else 0  # what --explain says it needs
+    return judge(reference, recent, better, dataclasses.replace(rule, min_history=needed),
+                 (centre, noise), against)
 
 
 def agrees(night: float, value: float, centre: float, noise: float, rule: Rule) -> bool:

@@ -89,17 +89,65 @@ def acknowledged(conn: Connection, run_id: int) -> dict[str, str]:
     return dict(queries.tuples(conn, "acknowledged_on_run", (run_id,)))
 
 
-def acknowledge(conn: Connection, system: str, subject: str, reason: str) -> int:
-    """Acknowledge a cause ("known, being fixed"): its findings stop paging."""
+@dataclasses.dataclass(frozen=True)
+class Acknowledged:
+    """An acknowledgement made: its id, and the open findings it mutes from the next verdict
+    on and those it names a part of without muting (they page on)."""
+    id: int
+    mutes: list[str]
+    named: list[str]
+
+
+def open_findings(conn: Connection, system: str) -> list[dict]:
+    """The system's open findings: those of its runs in the week up to its newest run, each
+    cause once (subject, members, run_id, paged, acknowledged)."""
+    return queries.rows(conn, "open_findings", {"system": system})
+
+
+def acknowledge(conn: Connection, system: str, subject: str, reason: str) -> Acknowledged:
+    """Acknowledge a cause ("known, being fixed"): the findings it names stop paging. It
+    must name an open finding or a node, device, leaf or line one contains: anything else
+    is refused with the open findings listed (an ack that mutes nothing is a page missed)."""
     if not reason.strip():
         raise UsageError("--reason: say why (it is shown with every finding it silences)")
+    found = open_findings(conn, system)
+    named = [f for f in found if fd.contains(subject, f["subject"], f["members"])]
+    if not named:
+        listed = "; ".join(f"{f['subject']} (run {f['run_id']})" for f in found)
+        raise UsageError(f"{subject!r} names no open finding on {system}, nor a node, device, "
+                         f"leaf or line of one; open findings: {listed or 'none'} "
+                         f"(`perfguard verdict` prints them; give one, or what it names)")
     with conn.transaction():
         row = queries.one(conn, "active_acknowledgement", (system, subject))
         if row:
             raise UsageError(f"{subject} on {system} is acknowledged already (#{row[0]}); "
                              f"`perfguard ack --clear {row[0]}` first")
-        return queries.one(conn, "insert_acknowledgement",
-                           (system, subject, reason, getpass.getuser()))[0]
+        ack_id = queries.one(conn, "insert_acknowledgement",
+                             (system, subject, reason, getpass.getuser()))[0]
+    mutes = [f["subject"] for f in named
+             if fd.acknowledges(subject, f["subject"], f["members"])]
+    return Acknowledged(ack_id, mutes, [f["subject"] for f in named
+                                        if f["subject"] not in mutes])
+
+
+def overlay(conn: Connection, run_id: int, since, found: list[dict]) -> dict[str, list[str]]:
+    """What changed since the run's verdict was stored (at ``since``), shown over it and
+    never written into it: each finding's subject → "acknowledged since by who on date:
+    why (#id)" for the acknowledgements made later that mute it, and "*" → "accepted
+    since: cause: new level from run N accepted by …" for levels accepted later."""
+    notes: dict[str, list[str]] = {}
+    if since is None:
+        return notes
+    later = queries.tuples(conn, "acknowledged_since", {"run_id": run_id, "since": since})
+    for finding in found:
+        if finding["acknowledged"]:
+            continue
+        notes[finding["subject"]] = [
+            f"acknowledged since {said} (#{ack_id})" for ack_id, cause, said in later
+            if fd.acknowledges(cause, finding["subject"], finding["members"])]
+    notes["*"] = [f"accepted since: {cause}: {said} (#{level_id})" for level_id, cause, said
+                  in queries.tuples(conn, "accepted_since", {"run_id": run_id, "since": since})]
+    return {subject: said for subject, said in notes.items() if said}
 
 
 def clear(conn: Connection, ack_id: int) -> str:
@@ -120,7 +168,8 @@ def rows(run_id: int, found: list[fd.Finding], critical: float) -> list[tuple]:
     several lines with one cause), in the order they are shown."""
     shown = [f for f in found if f.paged or f.confirmed or len(f.lines) > 1]
     return [(run_id, n, f.kind, f.subject, f.summary(), len(f.lines), f.evidence, critical,
-             f.change, f.confirmed, f.paged, f.environment, f.acknowledged or None)
+             f.change, f.confirmed, f.paged, f.environment, f.acknowledged or None,
+             queries.json(f.members()))
             for n, f in enumerate(shown)]
 
 

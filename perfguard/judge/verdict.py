@@ -122,12 +122,13 @@ def _verdict(conn: Connection, run_id: int, rules: judge.Rules,
     epochs: dict = {}  # the run's lines share their nodes' fingerprint epoch
     rules_of = [rules.for_metric(row["check_name"], row["metric"]) for row in rows]
     accepted = [_accepted(row, levels) for row in rows]
-    values = [history.values(conn, _since(_without(series.get(_series_key(row)),
-                                                   regressed.get(_line_key(row)), level, rule),
-                                          level), rule.same_fingerprint, epochs)
-              for row, rule, level in zip(rows, rules_of, accepted)]
+    kept = [_without(series.get(_series_key(row)), regressed.get(_line_key(row)), level, rule)
+            for row, rule, level in zip(rows, rules_of, accepted)]
+    values = [history.values(conn, _since(found, level), rule.same_fingerprint, epochs)
+              for found, rule, level in zip(kept, rules_of, accepted)]
     bases = judge.baselines([judge.judged_history(v, rule) for v, rule in zip(values, rules_of)])
-    lines = [_line(*line) for line in zip(rows, values, rules_of, bases)]
+    lines = [_line(*line, _level_parts(found, level))
+             for line, found, level in zip(zip(rows, values, rules_of, bases), kept, accepted)]
     for line, level in zip(lines, accepted):
         if level is not None:
             line.detail = f"{level[2]}; {line.detail}"
@@ -253,6 +254,17 @@ def _since(series: history.Series | None, level: tuple | None) -> history.Series
     return _kept(series, [i for i, t in enumerate(series.times) if t >= level[1]])
 
 
+def _level_parts(series: history.Series | None, level: tuple | None
+                 ) -> tuple[list[float], int] | None:
+    """For a line with an accepted level: its values before the level, and how many of
+    the level's runs were accepted (measured before the acceptance)."""
+    if series is None or level is None or series.times is None:
+        return None
+    before = [v for v, t in zip(series.values, series.times) if t < level[1]]
+    accepted = sum(1 for t in series.times if level[1] <= t < level[3])
+    return before, accepted
+
+
 def _variant(line: Line) -> tuple:
     return line.check, _frozen(line.params), line.partition, line.environ
 
@@ -304,11 +316,14 @@ def _history(conn: Connection, run_id: int, rows: list[dict],
 
 
 def _line(row: dict, values: list[float], rule: judge.Rule,
-          base: tuple[float, float] | None) -> Line:
+          base: tuple[float, float] | None,
+          level: tuple[list[float], int] | None = None) -> Line:
     """A missed threshold is a fail; a test case that did not pass shows its own state (its
-    figures are not to be trusted); otherwise the history decides. Until a series has
-    history enough for a baseline, a passed threshold speaks alone; without one the line
-    is inconclusive; with neither a threshold nor a declared direction, no-reference."""
+    figures are not to be trusted); otherwise the history decides (of a line with an
+    accepted level, ``level``: its values before it and how many runs were accepted, the
+    new level: judge.judge_new_level). Until a series has history enough for a baseline,
+    a passed threshold speaks alone; without one the line is inconclusive; with neither a
+    threshold nor a declared direction, no-reference."""
     line = Line(row["check_name"], row["params"], row["partition"], row["environ"],
                 row["metric"], row["value"], row["unit"], row["point"], row["reference"],
                 row["lower_limit"], row["upper_limit"], row["status"],
@@ -324,7 +339,9 @@ def _line(row: dict, values: list[float], rule: judge.Rule,
         line.detail = (f"{line.check} declares no direction for {line.metric}, and no "
                        f"threshold or one-sided reference implies one")
         return line
-    line.judgement = judge.judge_series(values or [line.value], line.better, rule, base)
+    line.judgement = judge.judge_series(values or [line.value], line.better, rule, base) \
+        if level is None else judge.judge_new_level(level[0], values or [line.value],
+                                                    level[1], line.better, rule)
     line.detail = line.judgement.reason
     _mark_blind(line, rule)
     no_baseline = line.judgement.centre is None
@@ -412,13 +429,15 @@ def recorded(conn: Connection, run_id: int, rules: judge.Rules | None = None
                           row["reference"], row["lower_limit"], row["upper_limit"],
                           row["status"], row["detail"], better=row["better"],
                           judgement=judgement, series=tuple(values), paged=row["paged"],
-                          blind_nights=row["blind_nights"] or 0))
+                          blind_nights=row["blind_nights"] or 0,
+                          nodes=tuple(row["nodelist"] or ())))
     return with_key_points(conn, run_id, lines)
 
 
 def judge_and_record(conn: Connection, run_id: int) -> list[Line]:
     """The verdict of a stored run, recorded for the dashboards (after ingest, by
-    `perfguard run`, `ingest`, `nightly`, `upgrade-check` and `verdict`). Statistics
+    `perfguard run`, `ingest`, `nightly`, `upgrade-check`, and `verdict --rejudge`: a run
+    judged already is judged again only when asked, its earlier verdict kept). Statistics
     first: a first large run judged with the planner's empty-table guesses took minutes."""
     queries.one(conn, "analyze_run", (run_id,))  # as the owner: a writer may not
     from perfguard.judge import run_findings
@@ -436,13 +455,45 @@ def stored_verdict(conn: Connection, run_id: int) -> list[Line]:
     return recorded(conn, run_id) or judge_and_record(conn, run_id)
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One judgement of a run (0025): when, by whom, whether it judged the run again, and
+    the outcome it gave."""
+    id: int
+    at: Any
+    by: str
+    rejudged: bool
+    outcome: str
+    why: str
+
+    def when(self) -> str:
+        """``judged on 2026-11-26 10:41 UTC``, ``re-judged by root on …``"""
+        how = f"re-judged by {self.by}" if self.rejudged else "judged"
+        return f"{how} on {self.at:%Y-%m-%d %H:%M %Z}"
+
+    def said(self) -> str:
+        """``judged on 2026-11-26 10:41 UTC: FAIL (why)``"""
+        return f"{self.when()}: {self.outcome.upper()} ({self.why})"
+
+
+def judgements(conn: Connection, run_id: int) -> list[Judged]:
+    """Every judgement of the run, oldest first: the last is its verdict."""
+    return [Judged(*row) for row in queries.tuples(conn, "verdicts_of_run", (run_id,))]
+
+
 def record(conn: Connection, run_id: int, lines: list[Line],
            findings: list[tuple] = (), floor: float | None = None) -> None:
-    """Store a run's verdict and findings (replacing earlier ones) for the dashboards and
-    reports (run_findings.rows makes the findings' rows), and the measured ``floor`` the
-    run's outcome is read against (default: the verdict rules')."""
+    """Store a run's verdict and findings for the dashboards and reports (run_findings.rows
+    makes the findings' rows), and the measured ``floor`` the run's outcome is read against
+    (default: the verdict rules'). A verdict stored before is never lost: its lines and
+    findings are kept under its judgement (superseded_*), and this one is a new judgement
+    with its time."""
     floor = measured_floor() if floor is None else floor
     with conn.transaction():
+        queries.execute(conn, "verdict_before_records", {"run_id": run_id})
+        queries.execute(conn, "supersede_verdict_lines", {"run_id": run_id})
+        queries.execute(conn, "supersede_findings", {"run_id": run_id})
+        again = bool(queries.tuples(conn, "verdicts_of_run", (run_id,)))
         queries.execute(conn, "delete_verdict", (run_id,))
         queries.execute(conn, "delete_findings", (run_id,))
         queries.execute_many(conn, "insert_verdict_line",
@@ -450,6 +501,8 @@ def record(conn: Connection, run_id: int, lines: list[Line],
         queries.execute_many(conn, "insert_finding", findings)
         queries.execute(conn, "set_measured_floor", (floor, run_id))
         queries.one(conn, "summarize_run", (run_id,))  # what run_outcome reads
+        queries.one(conn, "insert_verdict", {"run_id": run_id, "who": getpass.getuser(),
+                                             "rejudged": again})
 
 
 def _recorded(run_id: int, line: Line) -> dict[str, Any]:

@@ -155,10 +155,13 @@ def run_mark(value: float, index: int, j: judge.Judgement, better: str,
     where = "beyond, worse" if side < 0 else "beyond, better"
     return where + (", counted" if index in j.beyond else ", not counted")
 
-def explain(line: Line) -> str:
-    """The history, the noise estimate, the rule and the decision behind one line."""
+def explain(line: Line, stored: Line | None = None, run_id: int | None = None) -> str:
+    """The history, the noise estimate, the rule and the decision behind one line; where
+    the decision ``stored`` for the run differs, it is the decision and this one is what
+    judging now would say."""
     rule = line.judgement.rule if line.judgement else judge.DEFAULT_RULE
-    out = [f"{name_of(line)} on {line.partition}/{line.environ}: {line.status}"]
+    out = [f"{name_of(line)} on {line.partition}/{line.environ}: "
+           f"{(stored or line).status}"]
     if line.key_point:
         out.append(f"  key figure: {plain(line.value)} {line.unit}{key_point_text(line)}")
     out.append("  better: " + (f"{line.better}" + (f" ({line.better_from})"
@@ -188,20 +191,35 @@ def explain(line: Line) -> str:
         out.append("  last runs: " + ", ".join(
             f"{plain(v)} ({run_mark(v, i, j, line.better or 'lower', rule)})"
             for i, v in enumerate(recent)))
+    if stored is not None and (stored.status, stored.detail) != (line.status, line.detail):
+        out.append(f"  decision: {stored.status}" + (f" — {stored.detail}" if stored.detail
+                                                      else "") + " (as stored)")
+        out.append(f"  judged now: {line.status}" + (f" — {line.detail}" if line.detail else "")
+                   + f" (`perfguard verdict {run_id} --rejudge` stores it)")
+        return "\n".join(out)
     out.append(f"  decision: {line.status}" + (f" — {line.detail}" if line.detail else ""))
     return "\n".join(out)
 
-def findings(found: list[dict], judged: int) -> str:
-    """The findings block the CLI prints above the verdict table."""
+def findings(found: list[dict], judged: int, overlay: dict[str, list[str]] | None = None
+             ) -> str:
+    """The findings block the CLI prints above the verdict table; ``overlay``: what
+    changed since the verdict was stored (run_findings.overlay), under its finding."""
     if not found:
         return ""
     bar = found[0]["critical"]
     head = (f"findings ({judged} lines; family-wise: a finding pages at evidence z ≥ "
             f"{bar:.2f} and confirmed over nights or by a fingerprint change):")
-    return "\n".join([head, *(f"  {_mark(f)} {f['summary']}" for f in found)])
+    out = [head]
+    for f in found:
+        out.append(f"  {finding_word(f).upper() if f['paged'] else finding_word(f):5} "
+                   f"{f['summary']}")
+        out += [f"        {note}" for note in (overlay or {}).get(f["subject"], [])]
+    return "\n".join(out)
 
-def _mark(finding: dict) -> str:
-    return "PAGE " if finding["paged"] else "ack  " if finding["acknowledged"] else "watch"
+def finding_word(finding: dict) -> str:
+    """One word for a finding wherever it is shown (CLI, report): page, ack (acknowledged:
+    known, being fixed) or watch (shown, not paging)."""
+    return "page" if finding["paged"] else "ack" if finding["acknowledged"] else "watch"
 
 def slow_links(links: list[SlowLink]) -> str:
     """The verdict's paragraph on links below their maximum ('' when there are none)."""

@@ -154,7 +154,7 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
     last = str(conn_last_nightly(migrated_dsn))  # triage: an accept and an ack, as admins say
     perfguard("accept", "node1", "--from-run", last, "--reason", "OFED 24.10 is the new level",
               "--dsn", migrated_dsn, check=True)
-    perfguard("ack", "node2:mlx4_0", "--reason", "OFED 24.10 firmware mismatch, ticket 4411",
+    perfguard("ack", "node1:mlx4_0", "--reason", "OFED 24.10 firmware mismatch, ticket 4411",
               "--dsn", migrated_dsn, check=True)
     return migrated_dsn
 
@@ -276,7 +276,7 @@ def test_curve_scaling_heatmap_and_annotations(seeded: str) -> None:
         said = [text for _, text, _ in conn.execute(triage).fetchall()]
         assert len(said) == 2 and said[0].startswith("accepted node1 as the new level from "
                                                      "run ") and said[1].startswith(
-            "acknowledged node2:mlx4_0 (by ")
+            "acknowledged node1:mlx4_0 (by ")
         changes = dashboards.expand(annotations["annotation: Change points (E-Divisive)"].sql,
                                     variables(conn), NOW - timedelta(days=90), NOW)
         assert conn.execute(changes).fetchall()[0][1:] == (

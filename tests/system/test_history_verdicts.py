@@ -200,7 +200,8 @@ def test_a_tie_between_thresholds_resolves_alike_in_cli_run_and_dashboards(
             "compute", "gnu-openmpi", ["bandwidth"])
     assert dashboard == (newest, "fail")
     assert by_run["bandwidth"][0] == 1e12
-    explained = perfguard("verdict", str(run), "--explain", BW_LINE, "--dsn", migrated_dsn)
+    explained = perfguard("verdict", str(run), "--rejudge", "--explain", BW_LINE, "--dsn",
+                          migrated_dsn)  # set after the run was judged: judged again
     assert "threshold: reference 1,000,000,000,000" in explained.stdout
     assert explained.returncode == 1
 
@@ -380,18 +381,20 @@ def test_a_step_on_every_line_is_one_finding_that_pages(
                      re.S)
     assert re.search(r'<testcase classname="perfguard.findings" name="'
                      + re.escape(paged[0][0]) + r'"><failure type="finding"', junit.read_text())
-    # acknowledged: known, being fixed; shown with who and why, no page
+    # acknowledged: known, being fixed; judged again (asked), shown with who and why, no
+    # page (tests/system/test_ack_and_history.py: the night as judged stays FAIL)
     acked = perfguard("ack", paged[0][0], "--reason", "cable swap on Friday", "--dsn",
                       migrated_dsn)
     assert acked.returncode == 0, acked.stderr
-    again = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
+    again = perfguard("verdict", str(runs[-1]), "--rejudge", "--dsn", migrated_dsn)
     assert again.returncode == 0, again.stdout
     assert re.search(rf"^  ack   {re.escape(paged[0][0])}: .*; acknowledged by {ME} on "
                      rf"\d{{4}}-\d\d-\d\d: cable swap on Friday$", again.stdout, re.M), again.stdout
     listed = perfguard("ack", "--list", "--dsn", migrated_dsn).stdout
     ack_id = re.search(rf"^#(\d+) local {re.escape(paged[0][0])}: by ", listed, re.M).group(1)
     perfguard("ack", "--clear", ack_id, "--dsn", migrated_dsn, check=True)
-    assert perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn).returncode == 1
+    assert perfguard("verdict", str(runs[-1]), "--rejudge", "--dsn",
+                     migrated_dsn).returncode == 1
 
 
 def test_a_step_with_a_fingerprint_change_that_night_pages_at_once(
@@ -409,21 +412,24 @@ def test_a_step_with_a_fingerprint_change_that_night_pages_at_once(
 def test_an_accepted_new_level_stops_the_regression_and_says_who_accepted_it(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     """A planned change costs 5 %: accepted from its first night, the lines are judged
-    against the new level (not yet: 2 of 8 runs), the run passes, and each line says who
-    accepted it and why."""
+    (asked: `--rejudge`) against the new level (the three accepted runs), the run passes,
+    and each line says who accepted it and why."""
     runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 20 + [0.95] * 3,
                         slower=True)
     assert perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn).returncode == 1
     accepted = perfguard("accept", "*", "--from-run", str(runs[20]), "--reason",
                          "firmware 20.41 costs 5 %", "--dsn", migrated_dsn)
     assert accepted.returncode == 0, accepted.stderr
-    result = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)
+    shown = perfguard("verdict", str(runs[-1]), "--dsn", migrated_dsn)  # as judged
+    assert shown.returncode == 1 and f"accepted since: *: new level from run {runs[20]}" \
+        in shown.stdout, shown.stdout
+    result = perfguard("verdict", str(runs[-1]), "--rejudge", "--dsn", migrated_dsn)
     assert result.returncode == 0, result.stdout
     explained = perfguard("verdict", str(runs[-1]), "--explain", BW_LINE, "--dsn",
                           migrated_dsn).stdout
-    assert re.search(rf"decision: inconclusive — new level from run {runs[20]} accepted by "
-                     rf"{ME} on \d{{4}}-\d\d-\d\d: firmware 20\.41 costs 5 %; not yet judged: "
-                     rf"history 0 of 8", explained), explained
+    assert re.search(rf"decision: pass — new level from run {runs[20]} accepted by "
+                     rf"{ME} on \d{{4}}-\d\d-\d\d: firmware 20\.41 costs 5 %; within noise",
+                     explained), explained
     listed = perfguard("accept", "--list", "--dsn", migrated_dsn).stdout
     assert f"* from run {runs[20]}: by {ME} " in listed
 
@@ -441,4 +447,6 @@ def test_a_fault_stays_out_of_the_baseline_and_the_line_passes_when_it_is_gone(
     assert state_of(migrated_dsn, runs[22]) == "pass"
     assert perfguard("accept", BW_LINE, "--from-run", str(runs[10]), "--reason", "the new "
                      "cable is slower", "--dsn", migrated_dsn).returncode == 0
+    assert state_of(migrated_dsn, runs[21]) == "regression"  # as judged, until asked
+    perfguard("verdict", str(runs[21]), "--rejudge", "--dsn", migrated_dsn)
     assert state_of(migrated_dsn, runs[21]) == "pass"  # 12 nights of the new level

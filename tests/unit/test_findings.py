@@ -101,3 +101,33 @@ def test_nights_of_one_tenfold_level_confirm_each_other() -> None:
     assert judge(history, [4.1, 42.16, 40.97], "lower").state == REGRESSION
     assert judge(history, [4.1, 4.0, 42.16], "lower").state != REGRESSION
     assert judge(history, [4.1, 42.16, 4.05], "lower").state == "pass"
+
+
+def test_an_ack_of_a_node_mutes_the_pair_finding_that_names_its_device() -> None:
+    """`ack node1` and `ack node1:lo` mute `node1:lo, node2:lo`; a line of it names it but
+    mutes it only where it is the finding's every line; an unrelated node neither."""
+    pair = [["osu_latency latency", "node1", "node2", "node1:lo", "node2:lo"],
+            ["osu_bw bandwidth", "node1", "node2", "node1:lo", "node2:lo"]]
+    subject = "node1:lo, node2:lo"
+    for cause in ("node1", "node2", "node1:lo", subject):
+        assert fd.acknowledges(cause, subject, pair) and fd.contains(cause, subject, pair)
+    assert fd.contains("osu_bw bandwidth", subject, pair)
+    assert not fd.acknowledges("osu_bw bandwidth", subject, pair)
+    assert fd.acknowledges("osu_bw bandwidth", "osu_bw bandwidth", pair[1:])
+    assert not fd.contains("node9", subject, pair) and not fd.acknowledges("node9", subject, pair)
+    # a partition-wide shift is muted by a node only where every one of its lines ran there
+    wide = [*pair, ["osu_bw bandwidth @node3", "node3", "node4", "node3:lo", "node4:lo"]]
+    assert fd.contains("node1", "partition compute", wide)
+    assert not fd.acknowledges("node1", "partition compute", wide)
+
+
+def test_findings_are_acknowledged_by_a_node_the_finding_names() -> None:
+    """The pair finding of two lines between node1 and node2, acknowledged as `node1`:
+    shown with who and why, not paged (before, only the exact subject string muted it)."""
+    lines = [fd.Evidence(name, "compute", name, ("node1", "node2"), ("node1:lo", "node2:lo"),
+                         -1, True, 6.0, 2, -0.5)
+             for name in ("osu_latency latency", "osu_bw bandwidth")]
+    [paged] = fd.findings(lines)
+    assert paged.subject == "node1:lo, node2:lo" and paged.paged
+    [acked] = fd.findings(lines, acknowledged={"node1": "by root on 2026-11-26: cable"})
+    assert not acked.paged and acked.acknowledged == "by root on 2026-11-26: cable"

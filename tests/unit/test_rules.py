@@ -224,3 +224,21 @@ def test_a_first_night_far_beyond_a_noisy_line_says_so() -> None:
     assert "noise ±" in small.reason and "too large to tell this change" in small.reason
     quiet = judge(_line_of_noise(0.01), [10_000.0, 10_000.0, 9_500.0], "higher")
     assert "; one night beyond, " in quiet.reason and "confirm on the next" in quiet.reason
+
+
+def test_an_accepted_level_is_judged_against_its_accepted_runs_at_once() -> None:
+    """After an accept, a second fault pages: with the accepted runs as the reference (and
+    the line's relative noise from before the change) the level's second night -10 % is a
+    regression, where the rule alone said "not yet judged" for 8 nights."""
+    from perfguard.judge.rules import judge_new_level
+
+    before = [100.0 + (i % 5 - 2) * 0.5 for i in range(20)]
+    level = [95.0, 95.3, 94.8]  # accepted
+    assert judge_new_level(before, level + [95.1], 3, "higher").state == "pass"
+    second = judge_new_level(before, level + [85.5, 85.2], 3, "higher")
+    assert second.state == "regression" and "vs the accepted level" in second.reason
+    own = judge_new_level(before, level + [95.2, 95.0, 85.5, 85.4], 3, "higher")
+    assert own.state == "regression" and "runs of the accepted level" in own.reason
+    upgrade = judge_new_level(before, [95.0, 85.5, 85.2], 1, "higher")  # upgrade-check --accept
+    assert upgrade.state == "regression", upgrade.reason
+    assert judge_new_level([], [95.0, 95.1], 1, "higher").reason.startswith("not yet judged")
