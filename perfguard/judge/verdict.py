@@ -49,8 +49,6 @@ class Line:
     detail: str = ""
     baseline: float | None = None
     better: str | None = None
-    #: Where ``better`` comes from: declared by the check, its threshold, its reference.
-    better_from: str = ""
     judgement: judge.Judgement | None = None
     #: The series' values up to this run, oldest first (what the judgement read).
     series: tuple[float, ...] = ()
@@ -63,6 +61,8 @@ class Line:
     paged: bool | None = None
     #: Nights in a row its noise has hidden a change of 25 % (0: it sees): rules.blind_nights.
     blind_nights: int = 0
+    #: Where ``better`` comes from: declared by the check, its threshold, its reference.
+    better_from: str = ""
 
     @property
     def change_vs_centre(self) -> float | None:
