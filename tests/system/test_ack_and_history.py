@@ -46,8 +46,9 @@ def test_ack_of_a_node_mutes_the_pair_finding_and_the_paged_night_stays_as_judge
     [subject] = PAGED.findall(paging.stdout)
     assert "node1:" in subject and "node2:" in subject, subject  # the pair: both nodes
     before = tmp_path / "before.html"
-    perfguard("report", str(runs[-1]), "-o", str(before), "--dsn", migrated_dsn,
-              state=tmp_path, check=True)
+    written = perfguard("report", str(runs[-1]), "-o", str(before), "--dsn", migrated_dsn,
+                        state=tmp_path)
+    assert written.returncode == 1, written.stdout + written.stderr  # the run's outcome
     judged = _outcome(migrated_dsn, runs[-1])
 
     acked = perfguard("ack", "node1", "--reason", "cable swap on Friday", "--dsn",
@@ -73,8 +74,9 @@ def test_ack_of_a_node_mutes_the_pair_finding_and_the_paged_night_stays_as_judge
     assert re.search(rf"^run {runs[-1]}: FAIL \(1 finding\(s\) paged: ", again.stdout, re.M)
     assert _outcome(migrated_dsn, runs[-1]) == judged
     after = tmp_path / "after.html"
-    perfguard("report", str(runs[-1]), "-o", str(after), "--dsn", migrated_dsn,
-              state=tmp_path, check=True)
+    written = perfguard("report", str(runs[-1]), "-o", str(after), "--dsn", migrated_dsn,
+                        state=tmp_path)
+    assert written.returncode == 1, written.stdout + written.stderr  # the run's outcome
     assert _findings_section(after.read_text()) == _findings_section(before.read_text())
 
     # judged again only when asked: a new verdict with its time, the first one kept
