@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 from perfguard.judge import findings as fd
 
 
@@ -78,7 +80,7 @@ def test_bonferroni_bar_grows_with_the_lines() -> None:
 
 def test_a_spike_beside_a_middling_night_is_less_than_a_level() -> None:
     assert fd.pooled_z([9.0, 1.0]) < fd.pooled_z([4.0, 4.0])
-    assert fd.pooled_z([50.0, 50.0]) == fd.pooled_z([80.0, 80.0])  # a night counts at most
+    assert fd.pooled_z([500.0, 500.0]) == fd.pooled_z([800.0, 800.0])  # a night counts at most
 
 
 def test_a_pair_line_names_both_of_its_nodes_when_it_cannot_tell_which() -> None:
@@ -101,3 +103,62 @@ def test_nights_of_one_tenfold_level_confirm_each_other() -> None:
     assert judge(history, [4.1, 42.16, 40.97], "lower").state == REGRESSION
     assert judge(history, [4.1, 4.0, 42.16], "lower").state != REGRESSION
     assert judge(history, [4.1, 42.16, 4.05], "lower").state == "pass"
+
+
+def correlated_site(tonight: dict[str, float], nodes: int = 12, seed: int = 3
+                    ) -> list[fd.Evidence]:
+    """Pair lines node i → i+1, per HCA and size, whose nights move with both nodes' night
+    factor (sd 2 %) on top of their own noise (1 %): 30 nights of history, then 2 recent
+    nights on which each node (or ``node:hca``) named in ``tonight`` moved by that
+    relative change (worse > 0). Each line's distance, side and confirmation as the line
+    rule gives them (its noise the spread of its history)."""
+    rng = np.random.default_rng(seed)
+    nights = 32
+    factor = rng.normal(0, 0.02, (nodes, nights))
+    lines = []
+    for i in range(nodes):
+        pair = (i, (i + 1) % nodes)
+        names = tuple(f"node{n + 1}" for n in pair)
+        for h in range(2):
+            devices = tuple(f"{name}:mlx5_{h}" for name in names)
+            for size in ("8", "1K", "64K", "4M"):
+                moves = factor[pair[0]] + factor[pair[1]] + rng.normal(0, 0.01, nights)
+                for cause, change in tonight.items():
+                    if cause in names or cause in devices:
+                        moves[-2:] += change
+                noise = float(np.std(moves[:-2], ddof=1))
+                distances = moves[-2:] / noise
+                beyond = (distances > 1.3) & (moves[-2:] > 0.01)
+                side = -1 if beyond[-1] else (1 if distances[-1] < -1.3 else 0)
+                agreeing = tuple(distances[beyond].tolist()) if side < 0 else (distances[-1],)
+                lines.append(fd.Evidence(
+                    f"osu_bw {names[0]}-{names[1]} mlx5_{h} @{size}", "compute",
+                    f"osu_bw @{size}", names, devices, side,
+                    bool(beyond.all() and distances.mean() > 1.8), fd.pooled_z(agreeing),
+                    len(agreeing), float(-moves[-1]), tuple(moves.tolist()),
+                    tuple(range(nights)), 2))
+    return lines
+
+
+def test_a_nodes_ordinary_bad_nights_do_not_page() -> None:
+    """Every line through node5 moved 7 % worse on two nights (3.5 of the node's own σ,
+    an ordinary pair of bad nights for a node with a busy neighbour): its 16 lines are
+    regressions, and added up as independent lines they paged (evidence 11.6). Judged
+    against the node's own night-to-night spread, nothing pages."""
+    lines = correlated_site({"node5": 0.07})
+    assert sum(line.confirmed for line in lines) >= 10
+    found = fd.findings(lines)
+    assert not any(f.paged for f in found), [(f.subject, f.evidence) for f in found]
+    assert any(f.subject == "node5" and not f.paged for f in found)
+
+
+def test_an_hca_at_half_bandwidth_on_its_nodes_bad_nights_pages_naming_the_hca() -> None:
+    """The same site and node5's same two bad nights, and on them its mlx5_0 at half
+    bandwidth: the HCA pages, named (its 8 lines), not the node (the node took the HCA's
+    lines with its own 8 and paged as ``node5``); a whole node5 40 % slower (16 of its own
+    σ) pages as the node."""
+    found = fd.findings(correlated_site({"node5": 0.07, "node5:mlx5_0": 0.5}))
+    [paged] = [f for f in found if f.paged]
+    assert paged.subject == "node5:mlx5_0" and len(paged.lines) == 8, paged.summary()
+    [paged] = [f for f in fd.findings(correlated_site({"node5": 0.4})) if f.paged]
+    assert paged.subject == "node5"
