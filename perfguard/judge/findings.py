@@ -304,13 +304,14 @@ def _within_shared_shift(moved: list[Evidence], indices: list[int], both: bool =
     median change: on a night of fabric load (-10 %), a leaf at -37 % stays its own.
     ``both``: and at least half of it (a node or a leaf): an HCA at half bandwidth on
     its node's ordinary bad night is the HCA's six lines, not the node's ten."""
-    changes = [line.change for line in moved if line.change is not None]
+    changes = [abs(line.change) for line in moved if line.change is not None]
     if not changes:
         return indices
-    median = abs(statistics.median(changes))
-    return [i for i, line in zip(indices, moved)
+    median = statistics.median(changes)  # of sizes: latency up and bandwidth down alike
+    kept = [i for i, line in zip(indices, moved)
             if line.change is None or (abs(line.change) <= 2 * median
                                        and (not both or abs(line.change) >= median / 2))]
+    return kept or indices
 
 
 def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
