@@ -6,9 +6,12 @@ about 20 false lines a night, and one bad HCA or one driver update is 14 or 400 
 Here the lines that moved tonight are explained by the fewest causes (greedy cover):
 a fingerprint change on their nodes that night, a shared shift of a partition or of one
 check's metric across it (common mode: fabric load or a shared change), a leaf switch, a
-node, one device of a node (HCA, GPU), and what is left one line each. Each finding's
-evidence is the lines' pooled z (Stouffer: each line's worse-signed distance from its
-baseline in noise, over the recent nights that agree, combined over the finding's lines).
+node, one device of a node (HCA, GPU), and what is left one line each. Lines move
+together (a node's, a leaf's, the fabric's night), so a finding's evidence is judged
+against its cause's own spread (``NightEffects``: the cause's shared night effect against
+that effect's history, its lines' residuals combined as independent lines); without the
+history for that, the lines' pooled z (Stouffer: each line's worse-signed distance from
+its baseline in noise, over the recent nights that agree, combined over its lines).
 
 Each night's distance is read through a Student-t of ``tail_df`` degrees of freedom
 (performance noise has heavy tails, and each baseline's noise is an estimate) and turned

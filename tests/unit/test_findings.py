@@ -162,3 +162,26 @@ def test_an_hca_at_half_bandwidth_on_its_nodes_bad_nights_pages_naming_the_hca()
     assert paged.subject == "node5:mlx5_0" and len(paged.lines) == 8, paged.summary()
     [paged] = [f for f in fd.findings(correlated_site({"node5": 0.4})) if f.paged]
     assert paged.subject == "node5"
+
+
+def test_a_judged_line_hands_its_nights_to_the_findings() -> None:
+    """The verdict hands each line's nights to the findings as their night effects need
+    them: its worse-signed change against the baseline's centre on each of the baseline's
+    nights and the recent ones, each keyed by when it was measured."""
+    from datetime import datetime, timedelta, timezone
+
+    from perfguard.judge import rules, run_findings
+    from perfguard.judge.verdict import Line
+
+    series = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0, 90.0, 89.0]
+    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    times = tuple(start + timedelta(days=day) for day in range(len(series)))
+    judged = rules.judge_series(series, "higher")
+    line = Line("OsuBw", {"hca": "mlx5_0"}, "p", "e", "bandwidth", series[-1], "MB/s", {},
+                None, None, None, judged.state, judged.reason, better="higher",
+                judgement=judged, series=tuple(series), times=times,
+                nodes=("node1", "node2"))
+    fields, _ = run_findings.evidence_of(line, fd.DEFAULT_POLICY)
+    assert fields["nights_at"] == times and fields["recent"] == 3
+    assert fields["moves"][-1] == (judged.centre - 89.0) / judged.centre  # 11 % worse
+    assert len(fields["moves"]) == len(series)
