@@ -40,6 +40,8 @@ from scipy import special
 LINE, DEVICE, NODE, LEAF, GROUP, PARTITION, ENVIRONMENT = (
     "line", "device", "node", "leaf", "group", "partition", "environment")
 SHARED = (GROUP, PARTITION)
+#: A narrower cause takes a broader one's lines when it explains this share of them.
+NARROWER_SHARE = 0.8
 #: Sweeps of the nodes' night effects (a pair line's partner's effect is taken off
 #: before its node's is estimated again: median polish).
 NODE_SWEEPS = 3
@@ -243,8 +245,7 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
         if kind in (*SHARED, NODE, LEAF):
             # a line moved far beyond the shift its node, leaf or partition shares has a
             # cause of its own (an HCA's lines on a node's bad night)
-            within = _within_shared_shift([lines[i] for i in explained], explained,
-                                          both=kind in (NODE, LEAF))
+            within = _within_shared_shift([lines[i] for i in explained], explained)
             if len(within) < len(explained):  # a narrower cause may explain what is left
                 kind, subject, within = _narrowest(kind, subject, within, kept, covered)
                 total = len(covered[kind, subject.split(", ")[0]])
@@ -255,7 +256,8 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
         # noisiest of ten lines moved is no node fault; lines that move together on
         # healthy nights (one node, leaf or fabric under them) count as what they are
         plain = subject.split(", ")[0]  # twins take part in the same lines
-        finding.evidence = effects.evidence(kind, plain, covered[kind, plain], finding.worse)
+        finding.evidence = effects.evidence(kind, plain, _judged_lines(
+            kind, covered[kind, plain], explained, lines, policy), finding.worse)
         found.append(finding)
         moved -= set(explained)
     # a line alone is a finding once the line rule confirmed it (a level, not one night)
@@ -285,35 +287,56 @@ def _with_twins(kind: str, subject: str, explained: list[int],
     return ", ".join(sorted([subject, *twins]))
 
 
+def _judged_lines(kind: str, covered: list[int], explained: list[int],
+                  lines: list[Evidence], policy: Policy) -> list[int]:
+    """The lines a cause's evidence is taken over: every line it covers, moved or not;
+    for a fingerprint change, those of the measurements (groups) it moved (a share
+    ``shared_share`` of their lines or more): a driver that slowed small messages is
+    judged on the small-message lines, not diluted by the bandwidth lines of every node
+    it was installed on."""
+    if kind != ENVIRONMENT:
+        return covered
+    by_group: dict[str, list[int]] = {}
+    for i in covered:
+        by_group.setdefault(lines[i].group, []).append(i)
+    moved = set(explained)
+    kept = [i for members in by_group.values()
+            if len(moved.intersection(members)) >= policy.shared_share * len(members)
+            for i in members]
+    return kept or covered
+
+
 def _narrowest(kind: str, subject: str, explained: list[int],
               kept: dict[tuple[str, str, int], list[int]],
               covered: dict[tuple[str, str], list[int]]) -> tuple[str, str, list[int]]:
-    """The most specific cause (a device before its node) that explains all of
-    ``explained``, fewest lines covered first; else ``kind`` and ``subject``
-    themselves."""
+    """The most specific cause (a device before its node, a leaf before the partition)
+    that explains ``NARROWER_SHARE`` of ``explained`` or more (the most of it, then the
+    fewest lines covered), with those lines; else ``kind`` and ``subject`` themselves."""
     wanted = set(explained)
-    narrower = [(len(covered[other_kind, other]), other_kind, other, indices)
+    narrower = [(-len(wanted.intersection(indices)), len(covered[other_kind, other]),
+                 other_kind, other, indices)
                 for (other_kind, other, _), indices in kept.items()
-                if ORDER.index(other_kind) < ORDER.index(kind) and wanted <= set(indices)]
+                if ORDER.index(other_kind) < ORDER.index(kind)
+                and len(wanted.intersection(indices)) >= NARROWER_SHARE * len(wanted)]
     if not narrower:
         return kind, subject, explained
-    _, kind, subject, indices = min(narrower, key=lambda found: found[:3])
-    return kind, _with_twins(kind, subject, indices, kept, covered), sorted(wanted)
+    *_, kind, subject, indices = min(narrower, key=lambda found: found[:4])
+    return (kind, _with_twins(kind, subject, indices, kept, covered),
+            sorted(wanted.intersection(indices)))
 
 
-def _within_shared_shift(moved: list[Evidence], indices: list[int], both: bool = False
-                         ) -> list[int]:
-    """Of the lines a shared cause explains, those whose change is at most twice the
-    median change: on a night of fabric load (-10 %), a leaf at -37 % stays its own.
-    ``both``: and at least half of it (a node or a leaf): an HCA at half bandwidth on
-    its node's ordinary bad night is the HCA's six lines, not the node's ten."""
+def _within_shared_shift(moved: list[Evidence], indices: list[int]) -> list[int]:
+    """Of the lines a shared cause (a partition, a check's metric, a leaf, a node)
+    explains, those whose change is at most twice the median change and at least half
+    of it: on a night of fabric load (-10 %), a leaf at -37 % stays its own; an HCA at
+    half bandwidth on its node's ordinary bad night is the HCA's six lines, not the
+    node's ten, and a congested leaf on a noisy night is the leaf, not the partition."""
     changes = [abs(line.change) for line in moved if line.change is not None]
     if not changes:
         return indices
     median = statistics.median(changes)  # of sizes: latency up and bandwidth down alike
     kept = [i for i, line in zip(indices, moved)
-            if line.change is None or (abs(line.change) <= 2 * median
-                                       and (not both or abs(line.change) >= median / 2))]
+            if line.change is None or median / 2 <= abs(line.change) <= 2 * median]
     return kept or indices
 
 
@@ -430,7 +453,7 @@ class NightEffects:
         """A cause's evidence, worse > 0: the larger (for a worse finding; else the
         smaller) of its shared effect's and its lines' residuals' (see the class)."""
         independent = stouffer(self.lines[i].z for i in covered)
-        if not self.usable or kind == ENVIRONMENT:
+        if not self.usable:
             return independent
         residual = stouffer(self.lines[i].z if np.isnan(self.residual[i])
                             else float(self.residual[i]) for i in covered)
