@@ -405,6 +405,7 @@ class NightEffects:
         for row, line in enumerate(lines):
             if line.moves:
                 moves[row, [place[key] for key in line.nights_at]] = line.moves
+        self.standard = moves[:, self.history] / self._noise(moves)[:, None]
         self._take_apart(moves, groups)
 
     def _take_apart(self, moves: np.ndarray, groups: dict[str, set[str]]) -> None:
@@ -458,7 +459,19 @@ class NightEffects:
         residual = stouffer(self.lines[i].z if np.isnan(self.residual[i])
                             else float(self.residual[i]) for i in covered)
         tests = [residual, self.shared.get((kind, subject), residual)]
+        if kind == ENVIRONMENT:  # what moved every line of its nodes alike
+            tests.append(independent / math.sqrt(self._design_effect(covered)))
         return max(tests) if worse else min(tests)
+
+    def _design_effect(self, rows: list[int]) -> float:
+        """How much more the sum of ``rows``' distances spread over the history nights than
+        it would were the lines independent (1 + the lines' mean correlation × their
+        number less one; at least 1): a fingerprint change that moved every line of its
+        nodes alike leaves no residual, and is judged by its lines' sum in that spread."""
+        standard = self.standard[rows]
+        sums = np.nansum(standard, axis=0)
+        alone = np.nansum(standard * standard, axis=0)
+        return max(1.0, float((sums * sums).sum() / max(alone.sum(), 1e-12)))
 
     def _pooled_rows(self, nights: np.ndarray) -> list[float]:
         """Each row's recent nights (in noise, worse > 0; NaN: not run), tonight last:
