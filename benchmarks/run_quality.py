@@ -1,12 +1,14 @@
 """Does a site's nightly page for noise, and does it page, naming the cause, for a fault?
 
     .venv/bin/python benchmarks/run_quality.py [--trials 20] [--seed 1] [--smoke]
+        [--sites 300,4000] [--independent] [--node-sd 0.02] [--leaf-sd 0.01] …
 
 Per-line figures (benchmarks/verdict_quality.py) do not say what a site sees: a nightly is
 hundreds or thousands of lines. Here synthetic site nightlies are judged as perfguard
 judges a run: every line by the line rule (perfguard.judge.rules with
 site_config/verdict_rules.yaml), then the run's findings and the family-wise paging
-(perfguard.judge.findings).
+(perfguard.judge.findings), each line's history handed over as the verdict hands it
+(its worse-signed moves against its baseline, night by night).
 
 The site: nodes, each with HCAs and GPUs, in leaf switches of 16 (8 for the small site);
 per node and HCA osu_latency at 8 B and 1 KiB, osu_bw at 64 KiB and 4 MiB and
@@ -15,25 +17,41 @@ Himeno on each node. 300 lines (23 nodes, 2 HCAs, 2 GPUs) and 4,000 (160 nodes, 
 GPUs), 365 nights. Noise per line: CVs from 0.5 to 5 % (an IB fabric) for most fabric
 lines and the spread of this project's real recordings (9.5-45 %,
 benchmarks/data/repetitions.json) for one in seven; 0.5-2 % for node-local figures
-(Himeno, GPU copies); Student-t tails (4 degrees of freedom), a spike of 3-6 σ on 1 % of
-line-nights, a slow drift, and common-mode nights (5 % of nights: bandwidth 5-15 % lower
-and latency higher on every inter-node line). Faults, each injected from a random night
-on in its own trial: one node's HCA at half bandwidth; an HCA's PCIe link trained to x8
-(bandwidth above 64 KiB halved); a driver update adding 0.3 µs to every small-message
-latency (its fingerprint change recorded that night on every node); GDR off on one node
-(D-D bandwidth -60 %); one leaf switch congested (inter-node bandwidth -30 %, latency
-+30 % for its nodes); one node 30 % slower in Himeno; a 3x latency on a line of CV 40 %.
+(Himeno, GPU copies); a spike of 3-6 σ on 1 % of line-nights and common-mode nights (5 %
+of nights: bandwidth 5-15 % lower and latency higher on every inter-node line).
+
+Noise that moves together (issue 49; each an option, its default and where it comes from
+in ``Noise``): a night factor per node (sd 2 %) shared by every line through the node, per
+leaf (1 %) shared by every inter-node line through it, one common to every inter-node
+line (1 %); Student-t tails (4 degrees of freedom) on every line and factor; a slow drift
+(a random walk of 0.05 of a line's noise a night); missing nights (2 % of line-nights);
+the partner Slurm picks for a pairwise line changing on 10 % of nights (the line's nodes
+that night are its own and the partner's; the judge knows only tonight's).
+``--independent`` turns the shared factors, missing nights and partner changes off: the
+model before issue 49.
+
+Faults, each injected from a random night on in its own trial: one node's HCA at half
+bandwidth; the same on 2 of 3 nights (intermittent, as a real one was: -64 %, -60 %, then
+a normal night); an HCA's PCIe link trained to x8 (bandwidth above 64 KiB halved); a
+driver update adding 0.3 µs to every small-message latency (its fingerprint change
+recorded that night on every node); GDR off on one node (D-D bandwidth -60 %); one leaf
+switch congested (inter-node bandwidth -30 %, latency +30 % for its nodes); one node 30 %
+slower in Himeno; a 3x latency on a line of CV 40 %. A fault on a node hits the lines that
+run through it that night.
 
 Reported: false pages a month (nights with no fault that page, × 30), and per fault the
 share of trials paged within 1, 2 and 3 nights and the share whose paging finding names
-the cause. Goals at 4,000 lines: at most 1 false page a month; every fault paged within 2
-nights in >= 95 % of trials (the noisy line within 3), its cause named.
+the cause. Goals (issue 49), at 300 and 4,000 lines: at most 1 false page a month; every
+fault paged within 2 nights in >= 95 % of trials, its cause named; the intermittent one
+within 3 nights in >= 90 %, the noisy line's 3x within 3 in >= 80 %.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
+import functools
 import json
 import random
 import statistics
@@ -44,15 +62,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from perfguard.judge import findings as fd  # noqa: E402
 from perfguard.judge import rules as judge  # noqa: E402
-from perfguard.judge.verdict import rules_file  # noqa: E402
+from perfguard.paths import site_file  # noqa: E402
 
-RULES = judge.load_rules(rules_file())
+#: The shipped rules, read with PyYAML alone (the suite checks the file against its
+#: schema): the benchmark runs where only numpy, scipy and PyYAML are (``--jobs``).
+RULES = judge.load_rules(site_file("verdict_rules.yaml"),
+                         yaml.safe_load(site_file("verdict_rules.yaml").read_text()))
 REAL_CVS = [statistics.stdev(v["values"] if isinstance(v, dict) else v)
             / statistics.fmean(v["values"] if isinstance(v, dict) else v)
             for v in json.loads((ROOT / "benchmarks" / "data" / "repetitions.json")
@@ -61,11 +83,46 @@ NIGHTS, WARMUP = 365, 40
 
 
 @dataclass(frozen=True)
+class Noise:
+    """The site's noise (each a command-line option; ``--independent`` sets the shared
+    ones, missing nights and pair changes to 0: the model before issue 49)."""
+    #: Night factor of a node, shared by every line through it (sd, relative): issue 49's
+    #: goal is set at 2 % (a busy neighbour, a warm rack, OS jitter); the 1 % measured
+    #: there with t(4) tails already gave 1.2 false pages a month at 300 lines.
+    node_sd: float = 0.02
+    #: Night factor of a leaf switch, shared by every inter-node line through it: 1 %
+    #: (issue 49's goal).
+    leaf_sd: float = 0.01
+    #: Night factor common to every inter-node line: 1 %, assumed as large as a leaf's
+    #: (nothing measured it); the common-mode nights below come on top.
+    fabric_sd: float = 0.01
+    #: Degrees of freedom of the Student-t every line's noise and every night factor is
+    #: drawn from: 4 (heavy tails; issue 49 measured false pages with t(4)).
+    tail_df: float = 4.0
+    #: Slow drift: each night a line's level takes a step of this many of its noise (a
+    #: random walk; the model before issue 49).
+    drift: float = 0.05
+    #: Share of line-nights that are missing (a test case skipped, failed, not
+    #: scheduled): 2 %, assumed.
+    missing: float = 0.02
+    #: Share of nights on which Slurm puts a pairwise line on another partner than its
+    #: usual one: 10 %, assumed (a node drained, the allocation's order).
+    pair_change: float = 0.10
+
+    def independent(self) -> Noise:
+        return dataclasses.replace(self, node_sd=0.0, leaf_sd=0.0, fabric_sd=0.0,
+                                   missing=0.0, pair_change=0.0)
+
+
+@dataclass(frozen=True)
 class Spec:
     name: str
     group: str
-    nodes: tuple[str, ...]
-    devices: tuple[str, ...]
+    #: Index of the line's own node; its usual partner (-1: node-local, Himeno).
+    home: int
+    partner: int
+    #: The device it measures on each node: "mlx5_0", "gpu" or "" (Himeno).
+    device: str
     better: str
     value: float
     cv: float
@@ -75,14 +132,36 @@ class Spec:
 @dataclass
 class Site:
     specs: list[Spec]
+    names: list[str]
     leaves: dict[str, set[str]]
+    #: Leaf of each node (index into sorted leaves).
+    leaf_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     #: The line a 3x fault hits: a small-message latency of CV 40 %.
     noisy_line: int = 0
     base: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: Each pairwise line's partner on each night (lines × nights; -1: node-local).
+    partners: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=int))
 
     @property
     def lines(self) -> int:
         return len(self.specs)
+
+    def homes(self) -> np.ndarray:
+        return np.array([s.home for s in self.specs])
+
+    def through(self, node: int) -> np.ndarray:
+        """Lines × nights: whether the line ran through ``node`` that night."""
+        return (self.homes() == node)[:, None] | (self.partners == node)
+
+    def nodes_on(self, line: int, night: int) -> tuple[str, ...]:
+        spec, partner = self.specs[line], self.partners[line, night]
+        return (self.names[spec.home],) if partner < 0 else (
+            self.names[spec.home], self.names[partner])
+
+    def devices_on(self, line: int, night: int) -> tuple[str, ...]:
+        device = self.specs[line].device
+        return tuple(f"{node}:{device}" for node in self.nodes_on(line, night)) if device \
+            else ()
 
 
 def build_site(nodes: int, hcas: int, gpus: int, leaf_size: int, rng: random.Random) -> Site:
@@ -101,110 +180,161 @@ def build_site(nodes: int, hcas: int, gpus: int, leaf_size: int, rng: random.Ran
         return 0.005 * 10 ** rng.uniform(0, 1)  # 0.5-5 %
 
     for i, node in enumerate(names):
-        peer = names[(i + 1) % nodes]
+        peer = (i + 1) % nodes
         for h in range(hcas):
             hca = f"mlx5_{h}"
-            pair, devices = (node, peer), (f"{node}:{hca}", f"{peer}:{hca}")
             for bench, size, kind, value, better in (
                     ("osu_latency", "8", "lat_small", 1.8, "lower"),
                     ("osu_latency", "1K", "lat_small", 2.6, "lower"),
                     ("osu_bw", "64K", "bw_mid", 21000.0, "higher"),
                     ("osu_bw", "4M", "bw_large", 24000.0, "higher"),
                     ("ib_write_bw", "4M", "bw_large", 24500.0, "higher")):
-                specs.append(Spec(f"{bench} {node}-{peer} {hca} @{size}",
-                                  f"{bench} @{size}", pair, devices, better, value,
+                specs.append(Spec(f"{bench} {node}-{names[peer]} {hca} @{size}",
+                                  f"{bench} @{size}", i, peer, hca, better, value,
                                   cv(kind), kind))
         for g in range(gpus):
-            specs.append(Spec(f"osu_bw D-D {node}-{peer} gpu{g} @4M", "osu_bw D-D @4M",
-                              (node, peer), (f"{node}:gpu", f"{peer}:gpu"), "higher",
-                              22000.0, cv("gdr"), "gdr"))
-        specs.append(Spec(f"himeno {node}", "himeno", (node,), (), "higher", 15000.0,
+            specs.append(Spec(f"osu_bw D-D {node}-{names[peer]} gpu{g} @4M",
+                              "osu_bw D-D @4M", i, peer, "gpu", "higher", 22000.0,
+                              cv("gdr"), "gdr"))
+        specs.append(Spec(f"himeno {node}", "himeno", i, -1, "", "higher", 15000.0,
                           cv("himeno"), "himeno"))
     leaves = {f"leaf{k + 1}": set(names[k * leaf_size:(k + 1) * leaf_size])
               for k in range(-(-nodes // leaf_size))}
-    return Site(specs, leaves)
+    leaf_of = np.array([i // leaf_size for i in range(nodes)])
+    return Site(specs, names, leaves, leaf_of)
 
 
-def simulate_noise(site: Site, nights: int, rng: np.random.Generator) -> np.ndarray:
-    """Multiplicative noise, lines × nights: t(4) tails, spikes, drift, common mode."""
+def pick_partners(site: Site, nights: int, noise: Noise, rng: np.random.Generator
+                  ) -> np.ndarray:
+    """Each line's partner each night: its usual one, or on ``pair_change`` of nights
+    another node (never itself) that Slurm gave it."""
+    usual = np.array([s.partner for s in site.specs])
+    partners = np.repeat(usual[:, None], nights, axis=1)
+    nodes = len(site.names)
+    changed = (rng.random(partners.shape) < noise.pair_change) & (usual[:, None] >= 0)
+    other = (site.homes()[:, None] + rng.integers(1, nodes, partners.shape)) % nodes
+    return np.where(changed, other, partners)
+
+
+def _t(rng: np.random.Generator, df: float, shape) -> np.ndarray:
+    """Student-t draws scaled to unit variance."""
+    return rng.standard_t(df, size=shape) / np.sqrt(df / (df - 2))
+
+
+def simulate_noise(site: Site, nights: int, noise: Noise, rng: np.random.Generator
+                   ) -> np.ndarray:
+    """Multiplicative noise, lines × nights (NaN: the line did not run that night): each
+    line's own (t tails, spikes, drift), common-mode nights, and the night factors its
+    nodes, their leaves and the fabric share with every other line through them."""
     n = site.lines
     cvs = np.array([s.cv for s in site.specs])
     worse_sign = np.array([1.0 if s.better == "lower" else -1.0 for s in site.specs])
-    t = rng.standard_t(4, size=(n, nights)) / np.sqrt(2.0)
+    t = _t(rng, noise.tail_df, (n, nights))
     spikes = (rng.random((n, nights)) < 0.01) * rng.uniform(3, 6, (n, nights))
-    drift = np.cumsum(rng.normal(0, 0.05, (n, nights)), axis=1) * cvs[:, None]
-    noise = cvs[:, None] * (t + worse_sign[:, None] * spikes) + drift
+    drift = np.cumsum(rng.normal(0, noise.drift, (n, nights)), axis=1) * cvs[:, None]
+    moved = cvs[:, None] * (t + worse_sign[:, None] * spikes) + drift
     common = rng.random(nights) < 0.05
     inter = np.array([s.kind != "himeno" for s in site.specs])
     shift = rng.uniform(0.05, 0.15, nights) * common
     jitter = rng.uniform(0.7, 1.3, (n, nights))
-    noise += (worse_sign * inter)[:, None] * shift[None, :] * jitter
-    return np.maximum(1.0 + noise, 0.05)
+    moved += (worse_sign * inter)[:, None] * shift[None, :] * jitter
+    node_f = noise.node_sd * _t(rng, noise.tail_df, (len(site.names), nights))
+    leaf_f = noise.leaf_sd * _t(rng, noise.tail_df, (len(site.leaves), nights))
+    fabric_f = noise.fabric_sd * _t(rng, noise.tail_df, nights)
+    columns = np.arange(nights)[None, :]
+    homes = site.homes()[:, None]
+    partners = np.maximum(site.partners, 0)
+    shared = node_f[homes, columns] + np.where(site.partners >= 0,
+                                               node_f[partners, columns], 0.0)
+    home_leaf, partner_leaf = site.leaf_of[homes], site.leaf_of[partners]
+    leaves = leaf_f[home_leaf, columns] + np.where(partner_leaf != home_leaf,
+                                                   leaf_f[partner_leaf, columns], 0.0)
+    shared += np.where(inter[:, None], leaves + fabric_f[None, :], 0.0)
+    moved += worse_sign[:, None] * shared
+    values = np.maximum(1.0 + moved, 0.05)
+    values[rng.random((n, nights)) < noise.missing] = np.nan
+    return values
 
 
-# --- faults: (affected lines' multiplier from the fault night on, cause check) ------------
-Fault = Callable[[Site, random.Random], tuple[np.ndarray, Callable[[fd.Finding], bool],
+# --- faults: (affected lines' multiplier, lines × nights from the fault night on; cause
+# check; fingerprint changes of the fault's first night) ---------------------------------
+Fault = Callable[[Site, random.Random, int], tuple[np.ndarray, Callable[[fd.Finding], bool],
                                               dict[str, set[str]]]]
 
 
-def _multiplier(site: Site, hit: Callable[[Spec], float]) -> np.ndarray:
-    return np.array([hit(s) for s in site.specs])
+def _kinds(site: Site, test: Callable[[Spec], bool]) -> np.ndarray:
+    return np.array([test(s) for s in site.specs])[:, None]
 
 
-def hca_half(site: Site, rng: random.Random):
+def hca_half(site: Site, rng: random.Random, start: int):
     node, hca = _some_node(site, rng), "mlx5_0"
-    m = _multiplier(site, lambda s: 0.5 if f"{node}:{hca}" in s.devices
-                    and s.kind.startswith("bw") else 1.0)
-    return m, lambda f: f.subject in (f"{node}:{hca}", node), {}
+    hit = site.through(node) & _kinds(site, lambda s: s.device == hca
+                                      and s.kind.startswith("bw"))
+    name = site.names[node]
+    return np.where(hit, 0.5, 1.0), lambda f: f.subject in (f"{name}:{hca}", name), {}
 
 
-def pcie_x8(site: Site, rng: random.Random):
+def hca_intermittent(site: Site, rng: random.Random, start: int):
+    """The HCA at half bandwidth on 2 of 3 nights (measured live: -64 %, -60 %, then a
+    normal night): its first night, then on, off or off, on, and so on."""
+    multiplier, names_cause, environment = hca_half(site, rng, start)
+    pattern = rng.choice([(1, 1, 0), (1, 0, 1)])
+    shows = np.array([pattern[(k - start) % 3] for k in range(multiplier.shape[1])])
+    shows = shows.astype(bool)
+    return np.where(shows[None, :], multiplier, 1.0), names_cause, environment
+
+
+def pcie_x8(site: Site, rng: random.Random, start: int):
     node, hca = _some_node(site, rng), "mlx5_0"
-    m = _multiplier(site, lambda s: 0.5 if f"{node}:{hca}" in s.devices
-                    and s.kind == "bw_large" else 1.0)
-    return m, lambda f: f.subject in (f"{node}:{hca}", node), {}
+    hit = site.through(node) & _kinds(site, lambda s: s.device == hca
+                                      and s.kind == "bw_large")
+    name = site.names[node]
+    return np.where(hit, 0.5, 1.0), lambda f: f.subject in (f"{name}:{hca}", name), {}
 
 
-def driver_latency(site: Site, rng: random.Random):
-    m = _multiplier(site, lambda s: (s.value + 0.3) / s.value if s.kind == "lat_small"
-                    else 1.0)
+def driver_latency(site: Site, rng: random.Random, start: int):
+    m = np.array([(s.value + 0.3) / s.value if s.kind == "lat_small" else 1.0
+                  for s in site.specs])
     change = "driver 5.14 → 5.15"
-    return m, lambda f: f.kind == fd.ENVIRONMENT, {change: {n for s in site.specs
-                                                           for n in s.nodes}}
+    return (np.repeat(m[:, None], site.partners.shape[1], axis=1),
+            lambda f: f.kind == fd.ENVIRONMENT, {change: set(site.names)})
 
 
-def gdr_off(site: Site, rng: random.Random):
+def gdr_off(site: Site, rng: random.Random, start: int):
     node = _some_node(site, rng)
-    m = _multiplier(site, lambda s: 0.4 if f"{node}:gpu" in s.devices else 1.0)
-    return m, lambda f: f.subject in (f"{node}:gpu", node), {}
+    hit = site.through(node) & _kinds(site, lambda s: s.device == "gpu")
+    name = site.names[node]
+    return np.where(hit, 0.4, 1.0), lambda f: f.subject in (f"{name}:gpu", name), {}
 
 
-def leaf_congested(site: Site, rng: random.Random):
+def leaf_congested(site: Site, rng: random.Random, start: int):
     leaf = rng.choice(sorted(site.leaves))
-    members = site.leaves[leaf]
+    members = [site.names.index(node) for node in site.leaves[leaf]]
+    touches = np.zeros(site.partners.shape, dtype=bool)
+    for node in members:
+        touches |= site.through(node)
+    inter = _kinds(site, lambda s: s.kind != "himeno")
+    worse = np.array([1.3 if s.better == "lower" else 0.7 for s in site.specs])[:, None]
+    return np.where(touches & inter, worse, 1.0), lambda f: f.subject == leaf, {}
 
-    def hit(s: Spec) -> float:
-        if s.kind == "himeno" or not members & set(s.nodes):
-            return 1.0
-        return 1.3 if s.better == "lower" else 0.7
-    return _multiplier(site, hit), lambda f: f.subject == leaf, {}
 
-
-def himeno_slow_node(site: Site, rng: random.Random):
+def himeno_slow_node(site: Site, rng: random.Random, start: int):
     node = _some_node(site, rng)
-    name = f"himeno {node}"
-    m = _multiplier(site, lambda s: 0.7 if s.name == name else 1.0)
-    return m, lambda f: f.subject in (name, node), {}
+    name = f"himeno {site.names[node]}"
+    hit = _kinds(site, lambda s: s.name == name)
+    return (np.where(hit, 0.7, 1.0) * np.ones(site.partners.shape),
+            lambda f: f.subject in (name, site.names[node]), {})
 
 
-def noisy_line_3x(site: Site, rng: random.Random):
+def noisy_line_3x(site: Site, rng: random.Random, start: int):
     index = site.noisy_line
-    m = _multiplier(site, lambda s: 3.0 if s is site.specs[index] else 1.0)
-    return m, lambda f: f.subject == site.specs[index].name, {}
+    hit = np.arange(site.lines)[:, None] == index
+    return (np.where(hit, 3.0, 1.0) * np.ones(site.partners.shape),
+            lambda f: f.subject == site.specs[index].name, {})
 
 
-def _some_node(site: Site, rng: random.Random) -> str:
-    return rng.choice(site.specs).nodes[0]
+def _some_node(site: Site, rng: random.Random) -> int:
+    return rng.randrange(len(site.names))
 
 
 FAULTS: dict[str, tuple[Fault, int]] = {  # name → (fault, nights it must be paged within)
@@ -212,38 +342,55 @@ FAULTS: dict[str, tuple[Fault, int]] = {  # name → (fault, nights it must be p
     "driver +0.3 µs small latency": (driver_latency, 2), "GDR off on a node": (gdr_off, 2),
     "leaf switch congested": (leaf_congested, 2),
     "Himeno node 30 % slower": (himeno_slow_node, 2),
+    "HCA half, 2 of 3 nights": (hca_intermittent, 3),
     "3x latency, CV 40 % line": (noisy_line_3x, 3)}
+#: The share of trials each fault must be paged in within its nights (issue 49).
+GOALS = {"HCA half, 2 of 3 nights": 0.90, "3x latency, CV 40 % line": 0.80}
 
 
 # --- judging a night as perfguard does -------------------------------------------------
 def night_findings(site: Site, values: np.ndarray, night: int,
                    environment: dict[str, set[str]]) -> list[fd.Finding]:
-    """Every line judged on ``night`` (its history the nights before its recent ones),
-    then the run's findings."""
+    """Every line that ran on ``night`` judged (its recent nights its last ``confirm``
+    values, its history the values before them), then the run's findings. Each line's
+    nodes are tonight's (the judge knows no others)."""
     rules = [RULES.for_metric("", "latency" if s.better == "lower" else "bandwidth")
              for s in site.specs]
-    confirm = rules[0].confirm
-    recent = values[:, night - confirm + 1:night + 1]
-    histories = [list(values[i, max(0, night - confirm + 1 - r.window):night - confirm + 1])
-                 for i, r in enumerate(rules)]
-    bases = judge.baselines(histories)
-    evidence = []
-    for i, spec in enumerate(site.specs):
-        recent_i = list(recent[i])
-        j = judge.judge(histories[i], recent_i, spec.better, rules[i], bases[i])
-        side, distances = judge.evidence(recent_i, j, spec.better)
+    ran = np.flatnonzero(~np.isnan(values[:, night]))
+    series, nights_of = [], []
+    for i in ran.tolist():
+        present = np.flatnonzero(~np.isnan(values[i, :night + 1]))
+        present = present[-(rules[i].window + rules[i].confirm):]
+        series.append(values[i, present].tolist())
+        nights_of.append(present)
+    splits = [judge.split(v, rules[i]) for v, i in zip(series, ran.tolist())]
+    bases = judge.baselines([history[-rules[i].window:]
+                             for (history, _), i in zip(splits, ran.tolist())])
+    evidence, pooled = [], []
+    for (history, recent), i, base, at in zip(splits, ran.tolist(), bases, nights_of):
+        spec = site.specs[i]
+        j = judge.judge(history, recent, spec.better, rules[i], base)
+        side, distances = judge.evidence(recent, j, spec.better)
         confirmed = j.state in (judge.REGRESSION, judge.IMPROVEMENT)
-        z = fd.pooled_z(distances)
-        evidence.append(fd.Evidence(spec.name, "compute", spec.group, spec.nodes,
-                                    spec.devices, side, confirmed, z, len(distances),
-                                    j.change))
+        moves = ()
+        if j.centre:
+            sign = 1.0 if spec.better == "lower" else -1.0
+            kept = np.array(history[-rules[i].window:] + recent)
+            moves = tuple((sign * (kept - j.centre) / abs(j.centre)).tolist())
+        at = tuple(at[-len(moves):].tolist()) if moves else ()
+        evidence.append(fd.Evidence(spec.name, "compute", spec.group,
+                                    site.nodes_on(i, night), site.devices_on(i, night),
+                                    side, confirmed, 0.0, len(distances), j.change,
+                                    moves, at, len(recent) if moves else 0))
+        pooled.append(distances)
+    evidence = [dataclasses.replace(e, z=z) for e, z in zip(evidence, fd.pooled_zs(pooled))]
     return fd.findings(evidence, groups=site.leaves, environment=environment)
 
 
-def false_pages(site: Site, values: np.ndarray) -> tuple[float, int, float]:
-    """(false pages a month, nights judged, mean findings a night) over a year of noise."""
+def false_pages(site: Site, values: np.ndarray, nights: range) -> tuple[float, int, float]:
+    """(false pages a month, nights judged, mean findings a night) over ``nights``."""
     paged = judged = shown = 0
-    for night in range(WARMUP, values.shape[1]):
+    for night in nights:
         found = night_findings(site, values, night, {})
         paged += any(f.paged for f in found)
         shown += len(found)
@@ -257,10 +404,10 @@ def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
     first = [0, 0, 0]
     named = 0
     for _ in range(trials):
-        multiplier, names_cause, environment = fault(site, rng)
         start = rng.randrange(WARMUP + 20, noise.shape[1] - 3)
+        multiplier, names_cause, environment = fault(site, rng, start)
         faulted = noise.copy()
-        faulted[:, start:] *= multiplier[:, None]
+        faulted[:, start:] *= multiplier[:, start:]
         for offset in range(3):
             env = environment if offset == 0 else {}
             found = night_findings(site, faulted * site.base[:, None], start + offset, env)
@@ -273,25 +420,57 @@ def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
     return (*(x / trials for x in first), named / trials)
 
 
-def run_site(label: str, nodes: int, hcas: int, gpus: int, leaf: int, trials: int,
-             nights: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    site = build_site(nodes, hcas, gpus, leaf, rng)
+SITES = {"300": ("300 lines", 23, 2, 2, 8), "4000": ("4,000 lines", 160, 4, 4, 16)}
+
+
+@functools.lru_cache(maxsize=2)
+def prepared(site_name: str, nights: int, seed: int, noise_model: Noise
+             ) -> tuple[Site, np.ndarray]:
+    """The site and its noise (lines × nights), the same for every task of one seed."""
+    _, nodes, hcas, gpus, leaf = SITES[site_name]
+    site = build_site(nodes, hcas, gpus, leaf, random.Random(seed))
     site.noisy_line = next(i for i, s in enumerate(site.specs) if s.kind == "lat_small")
     site.specs[site.noisy_line] = dataclasses.replace(site.specs[site.noisy_line], cv=0.40)
     site.base = np.array([s.value for s in site.specs])
-    noise = simulate_noise(site, nights, np.random.default_rng(seed))
+    draws = np.random.default_rng(seed)
+    site.partners = pick_partners(site, nights, noise_model, draws)
+    return site, simulate_noise(site, nights, noise_model, draws)
+
+
+def task(site_name: str, what: str, trials: int, nights: int, seed: int,
+         noise_model: Noise) -> str:
+    """One row of a table: the site's false pages (``what`` "false pages") or one
+    fault's trials, each fault with its own random draws (``--jobs`` runs them side by
+    side, and gives the same figures as one by one)."""
+    site, noise = prepared(site_name, nights, seed, noise_model)
+    label = SITES[site_name][0]
     started = time.monotonic()
-    month, judged, shown = false_pages(site, noise * site.base[:, None])
-    rows = [f"| {label} | {site.lines} | {judged} | {month:.2f} | {shown:.1f} | "
-            f"{time.monotonic() - started:.0f} s |"]
-    faults = []
-    for name, (fault, within) in FAULTS.items():
-        one, two, three, named = fault_trials(site, noise, fault, trials, rng)
-        goal = three if within == 3 else two
-        faults.append(f"| {label} | {name} | {one:.0%} | {two:.0%} | {three:.0%} | "
-                      f"{named:.0%} | {'ok' if goal >= 0.95 and named >= 0.95 else 'MISS'} |")
-    return rows + ["FAULTS"] + faults
+    if what == "false pages":
+        month, judged, shown = false_pages(site, noise * site.base[:, None],
+                                           range(WARMUP, nights))
+        return (f"| {label} | {site.lines} | {judged} | {month:.2f} | {shown:.1f} | "
+                f"{time.monotonic() - started:.0f} s |")
+    fault, within = FAULTS[what]
+    one, two, three, named = fault_trials(site, noise, fault, trials,
+                                          random.Random(f"{seed} {what}"))
+    share, goal = (three if within == 3 else two), GOALS.get(what, 0.95)
+    return (f"| {label} | {what} | {one:.0%} | {two:.0%} | {three:.0%} | {named:.0%} | "
+            f"{'ok' if share >= goal and named >= goal else 'MISS'} |")
+
+
+def noise_options(parser: argparse.ArgumentParser) -> None:
+    """One option per field of ``Noise``, its default the field's."""
+    helps = {"node_sd": "a node's night factor, sd (relative)",
+             "leaf_sd": "a leaf switch's night factor, sd",
+             "fabric_sd": "the night factor common to all inter-node lines, sd",
+             "tail_df": "Student-t degrees of freedom of all noise (heavy tails)",
+             "drift": "slow drift: a line's nightly random-walk step, in its noise",
+             "missing": "share of line-nights missing",
+             "pair_change": "share of nights a pairwise line gets another partner"}
+    for item in dataclasses.fields(Noise):
+        parser.add_argument(f"--{item.name.replace('_', '-')}", type=float,
+                            default=item.default,
+                            help=f"{helps[item.name]} (default {item.default:g})")
 
 
 def main() -> int:
@@ -300,25 +479,45 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--smoke", action="store_true",
                         help="the small site only, 90 nights, 2 trials (the suite runs it)")
+    parser.add_argument("--sites", default="300,4000",
+                        help="which sites: 300, 4000 or both (default)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="tasks (a site's false pages, one fault's trials) run side by "
+                             "side on this many cores; the figures are the same")
+    parser.add_argument("--independent", action="store_true",
+                        help="every line's noise drawn alone, no missing nights, the same "
+                             "pair every night (the model before issue 49)")
+    noise_options(parser)
     args = parser.parse_args()
-    sites = [("300 lines", 23, 2, 2, 8), ("4,000 lines", 160, 4, 4, 16)]
+    noise = Noise(**{item.name: getattr(args, item.name) for item in dataclasses.fields(Noise)})
+    if args.independent:
+        noise = noise.independent()
+    chosen = args.sites.split(",")
     trials, nights = args.trials, NIGHTS
     if args.smoke:
-        sites, trials, nights = sites[:1], 2, 90
-    site_rows, fault_rows = [], []
-    for label, nodes, hcas, gpus, leaf in sites:
-        rows = run_site(label, nodes, hcas, gpus, leaf, trials, nights, args.seed)
-        cut = rows.index("FAULTS")
-        site_rows += rows[:cut]
-        fault_rows += rows[cut + 1:]
+        chosen, trials, nights = chosen[:1], 2, 90
+    started = time.monotonic()
+    tasks = [(name, what, trials, nights, args.seed, noise)
+             for name in chosen for what in ["false pages", *FAULTS]]
+    if args.jobs > 1:
+        with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+            rows = list(pool.map(task, *zip(*tasks)))
+    else:
+        rows = [task(*one) for one in tasks]
+    site_rows = [row for one, row in zip(tasks, rows) if one[1] == "false pages"]
+    fault_rows = [row for one, row in zip(tasks, rows) if one[1] != "false pages"]
     print(f"perfguard run-level verdict quality: {trials} trial(s) per fault, seed "
-          f"{args.seed}, {nights} nights, alpha {fd.DEFAULT_POLICY.alpha}\n")
+          f"{args.seed}, {nights} nights, alpha {fd.DEFAULT_POLICY.alpha}; noise "
+          f"{'independent' if args.independent else 'correlated'}: "
+          + ", ".join(f"{item.name} {getattr(noise, item.name):g}"
+                      for item in dataclasses.fields(Noise)) + "\n")
     print("| site | lines | nights judged | false pages / month | findings / night | "
           "time |\n|---|---|---|---|---|---|")
     print("\n".join(site_rows))
     print("\n| site | fault | paged night 1 | within 2 | within 3 | cause named | goal |\n"
           "|---|---|---|---|---|---|---|")
     print("\n".join(fault_rows))
+    print(f"\ntotal {time.monotonic() - started:.0f} s")
     return 0
 
 

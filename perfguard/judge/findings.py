@@ -6,9 +6,12 @@ about 20 false lines a night, and one bad HCA or one driver update is 14 or 400 
 Here the lines that moved tonight are explained by the fewest causes (greedy cover):
 a fingerprint change on their nodes that night, a shared shift of a partition or of one
 check's metric across it (common mode: fabric load or a shared change), a leaf switch, a
-node, one device of a node (HCA, GPU), and what is left one line each. Each finding's
-evidence is the lines' pooled z (Stouffer: each line's worse-signed distance from its
-baseline in noise, over the recent nights that agree, combined over the finding's lines).
+node, one device of a node (HCA, GPU), and what is left one line each. Lines move
+together (a node's, a leaf's, the fabric's night), so a finding's evidence is judged
+against its cause's own spread (``NightEffects``: the cause's shared night effect against
+that effect's history, its lines' residuals combined as independent lines); without the
+history for that, the lines' pooled z (Stouffer: each line's worse-signed distance from
+its baseline in noise, over the recent nights that agree, combined over its lines).
 
 Each night's distance is read through a Student-t of ``tail_df`` degrees of freedom
 (performance noise has heavy tails, and each baseline's noise is an estimate) and turned
@@ -37,6 +40,11 @@ from scipy import special
 LINE, DEVICE, NODE, LEAF, GROUP, PARTITION, ENVIRONMENT = (
     "line", "device", "node", "leaf", "group", "partition", "environment")
 SHARED = (GROUP, PARTITION)
+#: A narrower cause takes a broader one's lines when it explains this share of them.
+NARROWER_SHARE = 0.8
+#: Sweeps of the nodes' night effects (a pair line's partner's effect is taken off
+#: before its node's is estimated again: median polish).
+NODE_SWEEPS = 3
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,7 @@ class Policy:
     #: Degrees of freedom of the Student-t each night's distance is read through.
     tail_df: float = 3.0
     #: The most one night of one line counts as (in normal z): a spike is one night.
-    night_cap: float = 4.0
+    night_cap: float = 5.0
     #: A shared cause (partition, a check's metric across it) covers this share of its
     #: lines moved the same way tonight, and at least ``shared_min_lines`` of them; it
     #: pages when its lines moved on ``shared_nights`` nights running (other jobs' traffic
@@ -59,6 +67,12 @@ class Policy:
     #: this share of the lines it takes part in.
     local_min_lines: int = 2
     local_share: float = 0.3
+    #: Nights of history the lines must share before their night effects (node, leaf,
+    #: partition) are estimated; with fewer a cause's lines are taken as independent.
+    effect_nights: int = 8
+    #: Nights agree with tonight (a cause's shared effect, a line's residual) within this
+    #: many of their own noise (the line rule's ``agree``).
+    agree: float = 4.0
 
     def critical_z(self, lines: int) -> float:
         """The evidence a finding needs to page on a night of ``lines`` judged lines."""
@@ -89,6 +103,13 @@ class Evidence:
     nights: int = 0
     #: Relative change tonight against the baseline's centre.
     change: float | None = None
+    #: The line's worse-signed relative change against its baseline's centre on each
+    #: night it has, oldest first (its baseline's nights, then its ``recent`` ones), and
+    #: each night's key (the run's start time: orderable, one value for all lines of a
+    #: run): what ``NightEffects`` reads the nights that moved lines together from.
+    moves: tuple[float, ...] = ()
+    nights_at: tuple = ()
+    recent: int = 0
 
 
 @dataclass
@@ -206,6 +227,7 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
     for i in moved:  # a cause moves its lines one way
         for kind, subject in _causes(lines[i], groups, environment):
             by_cause.setdefault((kind, subject, lines[i].side), []).append(i)
+    effects = NightEffects(lines, groups, policy)
     found: list[Finding] = []
     while moved:
         best, kept = None, {}
@@ -224,17 +246,27 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
             break
         _, kind, subject, explained, total = best
         subject = _with_twins(kind, subject, explained, kept, covered)
-        if kind in SHARED:  # a line moved far beyond the shared shift has a cause of its own
-            explained = _within_shared_shift([lines[i] for i in explained], explained)
+        if kind in (*SHARED, NODE, LEAF):
+            # a line moved far beyond the shift its node, leaf or partition shares has a
+            # cause of its own (an HCA's lines on a node's bad night)
+            within = _within_shared_shift([lines[i] for i in explained], explained)
+            if len(within) < len(explained):  # a narrower cause may explain what is left
+                kind, subject, within = _narrowest(kind, subject, within, kept, covered)
+                total = len(covered[kind, subject.split(", ")[0]])
+            explained = within
         finding = Finding(kind, subject, [lines[i] for i in explained], total,
                           environment=[subject] if kind == ENVIRONMENT else [])
         # evidence over every line of the cause, moved or not: a node whose three
-        # noisiest of ten lines moved is no node fault
-        finding.evidence = stouffer(lines[i].z for i in covered[kind, best[2]])
+        # noisiest of ten lines moved is no node fault; lines that move together on
+        # healthy nights (one node, leaf or fabric under them) count as what they are
+        plain = subject.split(", ")[0]  # twins take part in the same lines
+        finding.evidence = effects.evidence(kind, plain, _judged_lines(
+            kind, covered[kind, plain], explained, lines, policy), finding.worse)
         found.append(finding)
         moved -= set(explained)
     # a line alone is a finding once the line rule confirmed it (a level, not one night)
-    found += [Finding(LINE, lines[i].name, [lines[i]], 1, evidence=lines[i].z)
+    found += [Finding(LINE, lines[i].name, [lines[i]], 1,
+                      evidence=effects.evidence(LINE, lines[i].name, [i], lines[i].side < 0))
               for i in sorted(moved) if lines[i].confirmed]
     critical = policy.critical_z(len(lines))
     for finding in found:
@@ -285,15 +317,57 @@ def _with_twins(kind: str, subject: str, explained: list[int],
     return ", ".join(sorted([subject, *twins]))
 
 
+def _judged_lines(kind: str, covered: list[int], explained: list[int],
+                  lines: list[Evidence], policy: Policy) -> list[int]:
+    """The lines a cause's evidence is taken over: every line it covers, moved or not;
+    for a fingerprint change, those of the measurements (groups) it moved (a share
+    ``shared_share`` of their lines or more): a driver that slowed small messages is
+    judged on the small-message lines, not diluted by the bandwidth lines of every node
+    it was installed on."""
+    if kind != ENVIRONMENT:
+        return covered
+    by_group: dict[str, list[int]] = {}
+    for i in covered:
+        by_group.setdefault(lines[i].group, []).append(i)
+    moved = set(explained)
+    kept = [i for members in by_group.values()
+            if len(moved.intersection(members)) >= policy.shared_share * len(members)
+            for i in members]
+    return kept or covered
+
+
+def _narrowest(kind: str, subject: str, explained: list[int],
+              kept: dict[tuple[str, str, int], list[int]],
+              covered: dict[tuple[str, str], list[int]]) -> tuple[str, str, list[int]]:
+    """The most specific cause (a device before its node, a leaf before the partition)
+    that explains ``NARROWER_SHARE`` of ``explained`` or more (the most of it, then the
+    fewest lines covered), with those lines; else ``kind`` and ``subject`` themselves."""
+    wanted = set(explained)
+    narrower = [(-len(wanted.intersection(indices)), len(covered[other_kind, other]),
+                 other_kind, other, indices)
+                for (other_kind, other, _), indices in kept.items()
+                if ORDER.index(other_kind) < ORDER.index(kind)
+                and len(wanted.intersection(indices)) >= NARROWER_SHARE * len(wanted)]
+    if not narrower:
+        return kind, subject, explained
+    *_, kind, subject, indices = min(narrower, key=lambda found: found[:4])
+    return (kind, _with_twins(kind, subject, indices, kept, covered),
+            sorted(wanted.intersection(indices)))
+
+
 def _within_shared_shift(moved: list[Evidence], indices: list[int]) -> list[int]:
-    """Of the lines a shared cause explains, those whose change is at most twice the
-    median change: on a night of fabric load (-10 %), a leaf at -37 % stays its own."""
-    changes = [line.change for line in moved if line.change is not None]
+    """Of the lines a shared cause (a partition, a check's metric, a leaf, a node)
+    explains, those whose change is at most twice the median change and at least half
+    of it: on a night of fabric load (-10 %), a leaf at -37 % stays its own; an HCA at
+    half bandwidth on its node's ordinary bad night is the HCA's six lines, not the
+    node's ten, and a congested leaf on a noisy night is the leaf, not the partition."""
+    changes = [abs(line.change) for line in moved if line.change is not None]
     if not changes:
         return indices
-    median = abs(statistics.median(changes))
-    return [i for i, line in zip(indices, moved)
-            if line.change is None or abs(line.change) <= 2 * median]
+    median = statistics.median(changes)  # of sizes: latency up and bandwidth down alike
+    kept = [i for i, line in zip(indices, moved)
+            if line.change is None or median / 2 <= abs(line.change) <= 2 * median]
+    return kept or indices
 
 
 def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
@@ -309,3 +383,175 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
         finding.environment = [change for change, on in environment.items() if on & nodes]
     finding.paged = finding.worse and finding.evidence >= critical and (
         finding.confirmed or bool(finding.environment))
+
+
+class NightEffects:
+    """What moved a run's lines together, night by night, from their stored history.
+
+    Lines are not independent: every line through a node moves with the node's night (a
+    busy neighbour, a warm rack, OS jitter), every line through a leaf switch with the
+    leaf's, every inter-node line of a partition with the fabric's. Added up as if
+    independent, one node's ordinary bad night is ten lines' worth of evidence and pages
+    (benchmarks/run_quality.py: 1.2 false pages a month at 300 lines, 4.5 at 4,000).
+
+    So each night (a key of ``Evidence.nights_at``) the lines' worse-signed relative
+    changes are taken apart, medians all (one line's spike moves none): the partition's
+    fabric effect (its inter-node lines), each leaf's (its inter-node lines, less the
+    fabric's), each node's (its lines, less fabric and leaves), and what is left of each
+    line, its residual. Each effect's and each line's residual's own spread is taken
+    from the history nights (no line's recent ones): a cause is judged against that,
+
+    - its shared effect (a node, a leaf, a partition) against the spread of that same
+      effect on the nights before: a leaf whose lines all lost 30 % is 20 of its own σ,
+      a node's ordinary 2 % night is one;
+    - its lines' residuals (what the node, leaf and fabric effects do not explain),
+      combined as independent lines (Stouffer): an HCA at half bandwidth moves 6 of its
+      node's 25 lines, leaving the node's median (its effect) where it was.
+
+    The larger of the two is the cause's evidence (a bound of two tests: the page's bar
+    barely moves). Each night counts as a line's night does (Student-t of ``tail_df``,
+    at most ``night_cap``); the recent nights that agree with tonight's within
+    ``agree`` of their noise are combined (Stouffer), as the line rule's are. The nodes
+    of a line are tonight's on every night (the history keeps values, not the pairs
+    Slurm picked: a line whose partner changed is taken as through the same nodes, which
+    understates how its nights moved with the nodes it had). With fewer than
+    ``effect_nights`` history nights in common the lines are taken as independent (the
+    Stouffer of their ``z``).
+    """
+
+    def __init__(self, lines: list[Evidence], groups: dict[str, set[str]], policy: Policy):
+        self.lines, self.policy = lines, policy
+        keys = sorted({key for line in lines for key in line.nights_at})
+        recent = {key for line in lines if line.recent
+                  for key in line.nights_at[-line.recent:]}
+        self.history = np.array([key not in recent for key in keys], dtype=bool)
+        self.usable = int(self.history.sum()) >= policy.effect_nights and bool(recent)
+        self.shared: dict[tuple[str, str], np.ndarray] = {}
+        if not self.usable:
+            return
+        self.recent_at = np.flatnonzero(~self.history)
+        place = {key: column for column, key in enumerate(keys)}
+        moves = np.full((len(lines), len(keys)), np.nan)
+        for row, line in enumerate(lines):
+            if line.moves:
+                moves[row, [place[key] for key in line.nights_at]] = line.moves
+        self.standard = moves[:, self.history] / self._noise(moves)[:, None]
+        self._take_apart(moves, groups)
+
+    def _take_apart(self, moves: np.ndarray, groups: dict[str, set[str]]) -> None:
+        """The fabric, leaf and node effects of each night, each in its own noise, and
+        each line's residual in its own."""
+        lines = self.lines
+        inter = np.array([len(set(line.nodes)) > 1 for line in lines])
+        left = moves.copy()
+        for partition in sorted({line.partition for line in lines}):
+            rows = inter & np.array([line.partition == partition for line in lines])
+            self._remove((PARTITION, f"partition {partition}"), rows, left)
+        for leaf, members in sorted(groups.items()):
+            rows = inter & np.array([bool(members & set(line.nodes)) for line in lines])
+            self._remove((LEAF, leaf), rows, left)
+        nodes = sorted({node for line in lines for node in line.nodes})
+        through = [np.array([node in line.nodes for line in lines]) for node in nodes]
+        effects = np.zeros((len(nodes), moves.shape[1]))
+        for _ in range(NODE_SWEEPS):  # a pair line holds its partner's night too
+            for index, (node, rows) in enumerate(zip(nodes, through)):
+                left[rows] += effects[index]
+                effects[index] = self._remove((NODE, node), rows, left)
+        residual = (left / self._noise(left)[:, None])[:, self.recent_at]
+        self.residual = np.array(self._pooled_rows(residual))
+        self.residual[[not line.moves for line in lines]] = np.nan
+
+    def _remove(self, cause: tuple[str, str], rows: np.ndarray, left: np.ndarray
+                ) -> np.ndarray:
+        """The nightly median of ``rows``' moves (what is ``left`` of them) as ``cause``'s
+        effect, in its history's noise; taken off those rows and returned."""
+        if rows.sum() < 2:
+            return np.zeros(left.shape[1])
+        effect = _biweights(left[rows].T)  # a night none of its lines ran: NaN
+        effect = np.where(np.isnan(effect), 0.0, effect)
+        left[rows] -= effect
+        shared = effect / self._noise(effect[None, :])[0]
+        self.shared[cause] = self._pooled_rows(shared[None, self.recent_at])[0]
+        return effect
+
+    def _noise(self, moves: np.ndarray) -> np.ndarray:
+        """Each row's spread over the history nights: the standard deviation of the
+        values within 3.5 MAD-σ of the median, as a line's baseline takes it; at least
+        0.1 % (a flat history is not noise-free)."""
+        return np.maximum(_spreads(moves[:, self.history]), 1e-3)
+
+    def evidence(self, kind: str, subject: str, covered: list[int], worse: bool) -> float:
+        """A cause's evidence, worse > 0: the larger (for a worse finding; else the
+        smaller) of its shared effect's and its lines' residuals' (see the class)."""
+        independent = stouffer(self.lines[i].z for i in covered)
+        if not self.usable:
+            return independent
+        residual = stouffer(self.lines[i].z if np.isnan(self.residual[i])
+                            else float(self.residual[i]) for i in covered)
+        tests = [residual, self.shared.get((kind, subject), residual)]
+        if kind == ENVIRONMENT:  # what moved every line of its nodes alike
+            tests.append(independent / math.sqrt(self._design_effect(covered)))
+        return max(tests) if worse else min(tests)
+
+    def _design_effect(self, rows: list[int]) -> float:
+        """How much more the sum of ``rows``' distances spread over the history nights than
+        it would were the lines independent (1 + the lines' mean correlation × their
+        number less one; at least 1): a fingerprint change that moved every line of its
+        nodes alike leaves no residual, and is judged by its lines' sum in that spread."""
+        standard = self.standard[rows]
+        sums = np.nansum(standard, axis=0)
+        alone = np.nansum(standard * standard, axis=0)
+        return max(1.0, float((sums * sums).sum() / max(alone.sum(), 1e-12)))
+
+    def _pooled_rows(self, nights: np.ndarray) -> list[float]:
+        """Each row's recent nights (in noise, worse > 0; NaN: not run), tonight last:
+        those that agree with its last night, each through the Student-t and capped,
+        combined (``pooled_zs``)."""
+        last = np.array([row[~np.isnan(row)][-1] if (~np.isnan(row)).any() else np.nan
+                         for row in nights])
+        window = self.policy.agree * np.maximum(1.0, np.abs(last) / 8)
+        agreeing = np.abs(nights - last[:, None]) <= window[:, None]  # NaN: not
+        return pooled_zs([tuple(row[keep].tolist()) for row, keep in zip(nights, agreeing)],
+                         self.policy)
+
+
+def _nanmedians(matrix: np.ndarray) -> np.ndarray:
+    """Each row's median of its values that are not NaN (NaN for a row of none):
+    np.nanmedian takes a masked array's slow path on small matrices."""
+    ordered = np.sort(matrix, axis=1)  # NaN last
+    counts = (~np.isnan(matrix)).sum(axis=1)
+    low = np.take_along_axis(ordered, np.maximum((counts - 1) // 2, 0)[:, None], 1)[:, 0]
+    high = np.take_along_axis(ordered, np.maximum(counts // 2, 0)[:, None], 1)[:, 0]
+    return np.where(counts > 0, (low + high) / 2, np.nan)
+
+
+def _biweights(matrix: np.ndarray, tuning: float = 4.685, steps: int = 4) -> np.ndarray:
+    """Each row's Tukey biweight location (NaN: missing; the median where the row's MAD
+    is 0): the lines that a fault moved far (an HCA's third of its node's lines at
+    -50 %, a driver's third of all lines at +17 %) weigh nothing, where they would pull
+    a median half a noise their way, and every other line of the node after it."""
+    centre = _nanmedians(matrix)
+    scale = 1.4826 * _nanmedians(np.abs(matrix - centre[:, None]))
+    usable = scale > 0
+    values = np.where(np.isnan(matrix), 0.0, matrix)
+    for _ in range(steps):
+        u = (values - centre[:, None]) / np.where(usable, tuning * scale, 1.0)[:, None]
+        weights = np.where((np.abs(u) < 1) & ~np.isnan(matrix), (1 - u * u) ** 2, 0.0)
+        total = weights.sum(axis=1)
+        moved = (weights * values).sum(axis=1) / np.where(total > 0, total, 1.0)
+        centre = np.where(usable & (total > 0), moved, centre)
+    return centre
+
+
+def _spreads(matrix: np.ndarray) -> np.ndarray:
+    """Each row's standard deviation of its values within 3.5 MAD-σ of their median (NaN:
+    missing; 0 for a row of fewer than 3 values, which the floor then sets)."""
+    centre = _nanmedians(matrix)
+    deviations = np.abs(matrix - centre[:, None])
+    mad = 1.4826 * _nanmedians(deviations)
+    kept = (deviations <= 3.5 * mad[:, None]) | ((mad == 0)[:, None] & ~np.isnan(matrix))
+    counts = kept.sum(axis=1)
+    means = np.where(kept, matrix, 0.0).sum(axis=1) / np.maximum(counts, 1)
+    off = np.where(kept, matrix - means[:, None], 0.0)
+    spread = np.sqrt((off * off).sum(axis=1) / np.maximum(counts - 1, 1))
+    return np.where(counts >= 3, spread, 0.0)

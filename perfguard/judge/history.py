@@ -378,10 +378,17 @@ def values(conn: Connection, series: Series | None, same_fingerprint: bool,
     ``same_fingerprint`` only those since the last fingerprint change of the judged run's
     nodes (Conbench's reset at a distribution change: after an upgrade the new level is
     learnt afresh, and the run is inconclusive until enough of it is known)."""
+    return timed_values(conn, series, same_fingerprint, epochs)[0]
+
+
+def timed_values(conn: Connection, series: Series | None, same_fingerprint: bool,
+                 epochs: dict | None = None) -> tuple[list[float], tuple | None]:
+    """``values`` and when each was measured (None where the series was read without
+    times): the findings line the nights of a run's lines up by them."""
     if series is None:
-        return []
+        return [], None
     if not same_fingerprint or not series.values:
-        return list(series.values)
+        return list(series.values), series.times
     assert series.times is not None, "read(..., with_times=True) for same_fingerprint rules"
     asked = (series.system, series.nodes, series.times[-1])
     epochs = {} if epochs is None else epochs  # series of one run share their nodes' epoch
@@ -389,4 +396,5 @@ def values(conn: Connection, series: Series | None, same_fingerprint: bool,
         epochs[asked] = queries.one(conn, "fingerprint_epoch",
                                     (asked[0], list(asked[1]), asked[2]))[0]
     start = epochs[asked]
-    return [v for v, t in zip(series.values, series.times) if start is None or t >= start]
+    kept = [i for i, t in enumerate(series.times) if start is None or t >= start]
+    return [series.values[i] for i in kept], tuple(series.times[i] for i in kept)

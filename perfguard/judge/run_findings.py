@@ -49,9 +49,24 @@ def evidence_of(line: Line, rules: fd.Policy) -> tuple[dict, tuple[float, ...]]:
     j = line.judgement
     if j is None or j.centre is None or line.better is None or not line.series:
         return fields, ()
-    side, distances = judge.evidence(judge.split(line.series, j.rule)[1], j, line.better)
+    recent = judge.split(line.series, j.rule)[1]
+    side, distances = judge.evidence(recent, j, line.better)
     return {**fields, "side": side, "confirmed": line.status in (REGRESSION, IMPROVEMENT),
-            "nights": len(distances)}, distances
+            "nights": len(distances), **moves(line, recent)}, distances
+
+
+def moves(line: Line, recent: list[float]) -> dict:
+    """``Evidence``'s moves, nights_at and recent of a judged line: its worse-signed
+    change against the baseline's centre on each of its baseline's nights and recent
+    ones, and when each was measured (none where the times were not read)."""
+    j = line.judgement
+    if line.times is None or len(line.times) != len(line.series) or not j.centre:
+        return {}
+    kept = list(judge.judged_history(line.series, j.rule)) + list(recent)
+    sign = 1.0 if line.better == "lower" else -1.0
+    return {"moves": tuple(sign * (v - j.centre) / abs(j.centre) for v in kept),
+            "nights_at": tuple(line.times[len(line.times) - len(kept):]),
+            "recent": len(recent)}
 
 
 def night_changes(conn: Connection, run_id: int) -> dict[str, set[str]]:

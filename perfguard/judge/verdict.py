@@ -63,6 +63,9 @@ class Line:
     blind_nights: int = 0
     #: Where ``better`` comes from: declared by the check, its threshold, its reference.
     better_from: str = ""
+    #: When each value of ``series`` was measured (its run's start): the findings line
+    #: the nights of a run's lines up by them (None: not read).
+    times: tuple | None = None
 
     @property
     def change_vs_centre(self) -> float | None:
@@ -117,18 +120,21 @@ def _verdict(conn: Connection, run_id: int, rules: judge.Rules,
         rows = queries.shared_rows(conn, "verdict_lines", {"run_id": run_id})
     levels = accepted_levels(conn, run_id)
     regressed = regressed_runs(conn, run_id)
-    series = _history(conn, run_id, rows,
-                      dataclasses.replace(rules, times=bool(levels or regressed)))
+    # with times always: the findings line the lines' nights up by them
+    series = _history(conn, run_id, rows, dataclasses.replace(rules, times=True))
     epochs: dict = {}  # the run's lines share their nodes' fingerprint epoch
     rules_of = [rules.for_metric(row["check_name"], row["metric"]) for row in rows]
     accepted = [_accepted(row, levels) for row in rows]
     kept = [_without(series.get(_series_key(row)), regressed.get(_line_key(row)), level, rule)
             for row, rule, level in zip(rows, rules_of, accepted)]
-    values = [history.values(conn, _since(found, level), rule.same_fingerprint, epochs)
-              for found, rule, level in zip(kept, rules_of, accepted)]
+    timed = [history.timed_values(conn, _since(found, level), rule.same_fingerprint, epochs)
+             for found, rule, level in zip(kept, rules_of, accepted)]
+    values = [found for found, _ in timed]
     bases = judge.baselines([judge.judged_history(v, rule) for v, rule in zip(values, rules_of)])
     lines = [_line(*line, _level_parts(found, level))
              for line, found, level in zip(zip(rows, values, rules_of, bases), kept, accepted)]
+    for line, (_, times) in zip(lines, timed):
+        line.times = times
     for line, level in zip(lines, accepted):
         if level is not None:
             line.detail = f"{level[2]}; {line.detail}"

@@ -33,6 +33,12 @@ def test_run_quality_runs() -> None:
     assert "| 300 lines | driver +0.3 µs small latency |" in out and "| cause named |" in out
 
 
+def test_fast_paths_runs() -> None:
+    out = run_benchmark("fast_paths.py")
+    assert "| could_band vs the curve's judgement (curves) | 500 |" in out, out
+    assert "| stacked screen vs one by one (curves) | 300 |" in out, out
+
+
 def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
     """With the cluster's own role and passfile (no PGPASSFILE): the DSN's options
     survive into the benchmark's database, which is dropped afterwards."""

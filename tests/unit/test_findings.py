@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 from perfguard.judge import findings as fd
 
 
@@ -78,7 +80,7 @@ def test_bonferroni_bar_grows_with_the_lines() -> None:
 
 def test_a_spike_beside_a_middling_night_is_less_than_a_level() -> None:
     assert fd.pooled_z([9.0, 1.0]) < fd.pooled_z([4.0, 4.0])
-    assert fd.pooled_z([50.0, 50.0]) == fd.pooled_z([80.0, 80.0])  # a night counts at most
+    assert fd.pooled_z([500.0, 500.0]) == fd.pooled_z([800.0, 800.0])  # a night counts at most
 
 
 def test_a_pair_line_names_both_of_its_nodes_when_it_cannot_tell_which() -> None:
@@ -131,3 +133,85 @@ def test_findings_are_acknowledged_by_a_node_the_finding_names() -> None:
     assert paged.subject == "node1:lo, node2:lo" and paged.paged
     [acked] = fd.findings(lines, acknowledged={"node1": "by root on 2026-11-26: cable"})
     assert not acked.paged and acked.acknowledged == "by root on 2026-11-26: cable"
+
+
+def correlated_site(tonight: dict[str, float], nodes: int = 12, seed: int = 3
+                    ) -> list[fd.Evidence]:
+    """Pair lines node i → i+1, per HCA and size, whose nights move with both nodes' night
+    factor (sd 2 %) on top of their own noise (1 %): 30 nights of history, then 2 recent
+    nights on which each node (or ``node:hca``) named in ``tonight`` moved by that
+    relative change (worse > 0). Each line's distance, side and confirmation as the line
+    rule gives them (its noise the spread of its history)."""
+    rng = np.random.default_rng(seed)
+    nights = 32
+    factor = rng.normal(0, 0.02, (nodes, nights))
+    lines = []
+    for i in range(nodes):
+        pair = (i, (i + 1) % nodes)
+        names = tuple(f"node{n + 1}" for n in pair)
+        for h in range(2):
+            devices = tuple(f"{name}:mlx5_{h}" for name in names)
+            for size in ("8", "1K", "64K", "4M"):
+                moves = factor[pair[0]] + factor[pair[1]] + rng.normal(0, 0.01, nights)
+                for cause, change in tonight.items():
+                    if cause in names or cause in devices:
+                        moves[-2:] += change
+                noise = float(np.std(moves[:-2], ddof=1))
+                distances = moves[-2:] / noise
+                beyond = (distances > 1.3) & (moves[-2:] > 0.01)
+                side = -1 if beyond[-1] else (1 if distances[-1] < -1.3 else 0)
+                agreeing = tuple(distances[beyond].tolist()) if side < 0 else (distances[-1],)
+                lines.append(fd.Evidence(
+                    f"osu_bw {names[0]}-{names[1]} mlx5_{h} @{size}", "compute",
+                    f"osu_bw @{size}", names, devices, side,
+                    bool(beyond.all() and distances.mean() > 1.8), fd.pooled_z(agreeing),
+                    len(agreeing), float(-moves[-1]), tuple(moves.tolist()),
+                    tuple(range(nights)), 2))
+    return lines
+
+
+def test_a_nodes_ordinary_bad_nights_do_not_page() -> None:
+    """Every line through node5 moved 7 % worse on two nights (3.5 of the node's own σ,
+    an ordinary pair of bad nights for a node with a busy neighbour): its 16 lines are
+    regressions, and added up as independent lines they paged (evidence 11.6). Judged
+    against the node's own night-to-night spread, nothing pages."""
+    lines = correlated_site({"node5": 0.07})
+    assert sum(line.confirmed for line in lines) >= 10
+    found = fd.findings(lines)
+    assert not any(f.paged for f in found), [(f.subject, f.evidence) for f in found]
+    assert any(f.subject == "node5" and not f.paged for f in found)
+
+
+def test_an_hca_at_half_bandwidth_on_its_nodes_bad_nights_pages_naming_the_hca() -> None:
+    """The same site and node5's same two bad nights, and on them its mlx5_0 at half
+    bandwidth: the HCA pages, named (its 8 lines), not the node (the node took the HCA's
+    lines with its own 8 and paged as ``node5``); a whole node5 40 % slower (16 of its own
+    σ) pages as the node."""
+    found = fd.findings(correlated_site({"node5": 0.07, "node5:mlx5_0": 0.5}))
+    [paged] = [f for f in found if f.paged]
+    assert paged.subject == "node5:mlx5_0" and len(paged.lines) == 8, paged.summary()
+    [paged] = [f for f in fd.findings(correlated_site({"node5": 0.4})) if f.paged]
+    assert paged.subject == "node5"
+
+
+def test_a_judged_line_hands_its_nights_to_the_findings() -> None:
+    """The verdict hands each line's nights to the findings as their night effects need
+    them: its worse-signed change against the baseline's centre on each of the baseline's
+    nights and the recent ones, each keyed by when it was measured."""
+    from datetime import datetime, timedelta, timezone
+
+    from perfguard.judge import rules, run_findings
+    from perfguard.judge.verdict import Line
+
+    series = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0, 90.0, 89.0]
+    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    times = tuple(start + timedelta(days=day) for day in range(len(series)))
+    judged = rules.judge_series(series, "higher")
+    line = Line("OsuBw", {"hca": "mlx5_0"}, "p", "e", "bandwidth", series[-1], "MB/s", {},
+                None, None, None, judged.state, judged.reason, better="higher",
+                judgement=judged, series=tuple(series), times=times,
+                nodes=("node1", "node2"))
+    fields, _ = run_findings.evidence_of(line, fd.DEFAULT_POLICY)
+    assert fields["nights_at"] == times and fields["recent"] == 3
+    assert fields["moves"][-1] == (judged.centre - 89.0) / judged.centre  # 11 % worse
+    assert len(fields["moves"]) == len(series)

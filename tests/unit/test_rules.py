@@ -8,7 +8,6 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from perfguard.errors import UsageError
@@ -44,89 +43,46 @@ def test_bad_verdict_rules_are_named(tmp_path: Path, text: str, message: str) ->
         load_rules(path)
     assert load_rules(tmp_path / "absent.yaml").for_metric("C", "latency").k == 1.3
 
+def fast_path_sweeps():
+    """benchmarks/fast_paths.py: the full sweeps run there (and at their smoke size in
+    tests/system/test_benchmarks.py); here each runs a few hundred draws."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "fast_paths.py"
+    spec = importlib.util.spec_from_file_location("fast_paths", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_the_fast_paths_judge_as_the_rule_does() -> None:
-    """The verdict's shortcuts change no judgement: over 20,000 random series (CV 0.1–5 %,
+    """The verdict's shortcuts change no judgement: over random series (CV 0.1–5 %,
     steps, spikes, ties, short histories) a series ``movement`` rules out is never a
     regression or an improvement, the float noise estimate agrees with statistics.stdev's
-    exact one, and the baselines taken all at once (``judge_all``) are the same floats."""
-    import statistics
+    exact one, and the baselines taken all at once (``judge_all``) are the same floats
+    (20,000 series in benchmarks/fast_paths.py)."""
+    found = fast_path_sweeps().fast_paths(1_000)
+    assert found["moved"] > 50  # the steps made enough regressions to test the paths on
 
-    from perfguard.judge import rules
-
-    rng = random.Random(11)
-    every, directions, one_by_one = [], [], []
-    for _ in range(20_000):
-        length = rng.randint(1, 40)
-        cv = rng.choice([0.001, 0.01, 0.02, 0.05])
-        series = [100 * rng.gauss(1, cv) for _ in range(length)]
-        if rng.random() < 0.5:
-            step = rng.choice([0.9, 0.97, 0.99, 1.01, 1.03, 1.1])
-            moved = rng.randint(1, 3)
-            series[-moved:] = [v * step for v in series[-moved:]]
-        if rng.random() < 0.2:  # a bad night in the history: left out of the noise
-            series[rng.randrange(length)] *= rng.choice([0.5, 1.5])
-        if rng.random() < 0.1:  # coarse figures: ties, a MAD of 0
-            series = [round(v) for v in series]
-        better = rng.choice(["higher", "lower"])
-        judged = rules.judge_series(series, better)
-        every.append(series), directions.append(better), one_by_one.append(judged)
-        if rules.movement(series) == 0:
-            assert judged.state not in (rules.REGRESSION, rules.IMPROVEMENT), series
-        kept = rules.split(series)[0][-rules.DEFAULT_RULE.window:]
-        if len(kept) >= 3:
-            noise = rules._stdevs(np.array([kept]), np.ones((1, len(kept)), dtype=bool),
-                                  np.array([len(kept)]))[0]
-            assert abs(noise - statistics.stdev(kept)) <= 1e-9 * statistics.stdev(kept) + 1e-12
-    assert rules.judge_all(every, directions, [rules.DEFAULT_RULE] * len(every)) == one_by_one
 
 def test_a_curve_screened_out_is_never_a_regression_or_an_improvement() -> None:
     """The curve verdict's screen (``could_band``, on values alone, before any series is
-    named) changes no curve's state: over 5,000 random curves (2–23 sizes, CV 0.1–5 %,
-    a band of sizes stepped or single sizes spiked), a curve it drops is never a
-    regression or an improvement, and it keeps those that are."""
-    from perfguard.judge import curves, rules
+    named) changes no curve's state: over random curves (2–23 sizes, CV 0.1–5 %, a band
+    of sizes stepped or single sizes spiked), a curve it drops is never a regression or
+    an improvement (5,000 curves in benchmarks/fast_paths.py)."""
+    found = fast_path_sweeps().screen(300)
+    assert found["moved"] > 20  # the steps made enough regressions to test the screen on
 
-    rng = random.Random(5)
-    kept_moved = 0
-    for _ in range(5_000):
-        nights, count = rng.randint(8, 40), rng.randint(1, 23)
-        cv = rng.choice([0.001, 0.01, 0.02, 0.05])
-        values = {1 << size: [100 * rng.gauss(1, cv) for _ in range(nights)]
-                  for size in range(count)}
-        stepped = sorted(values)[rng.randrange(count):][:rng.randint(1, 4)]
-        step, moved = rng.choice([0.9, 0.97, 0.99, 1.01, 1.03, 1.1]), rng.randint(1, 3)
-        for size in stepped:
-            values[size][-moved:] = [v * step for v in values[size][-moved:]]
-        better = rng.choice(["higher", "lower"])
-        curve = curves.Curve("C", {}, "p", "e", "m", "u", better,
-                             {s: rules.judge_series(v, better) for s, v in values.items()})
-        moved = curve.state in (rules.REGRESSION, rules.IMPROVEMENT)
-        assert curves.could_band(values, rules.DEFAULT_RULE) or not moved, values
-        kept_moved += moved
-    assert kept_moved > 100  # the steps made enough regressions to test the screen on
 
 def test_curves_screened_together_are_screened_as_one_by_one() -> None:
     """The verdict screens the curves whose nights listed the same points as one stack
-    (``_could_band``): over 3,000 random curves of a few point lists, their point ids in
-    no size order, some stepped at a band of sizes, it keeps exactly the curves that
-    ``could_band`` keeps one at a time (and some of each)."""
-    from perfguard.judge import curves, history, rules
+    (``_could_band``): over random curves of a few point lists, their point ids in no
+    size order, some stepped at a band of sizes, it keeps exactly the curves that
+    ``could_band`` keeps one at a time (and some of each; 3,000 in
+    benchmarks/fast_paths.py)."""
+    found = fast_path_sweeps().stacked(300)
+    assert 10 < found["moved"] < 290
 
-    rng = np.random.default_rng(11)
-    sizes = {point: 1 << int(size) for point, size in zip(range(1, 9), rng.permutation(8))}
-    lists = [(1, 2, 3, 4, 5, 6, 7, 8), (8, 3, 5), (4,), (2, 7, 1, 6)]
-    found = []
-    for index in range(3_000):
-        points = lists[index % len(lists)]
-        nights = 100 * rng.normal(1, 0.01, (int(rng.choice([20, 33])), len(points)))
-        nights[-2:, rng.random(len(points)) < 0.5] *= rng.choice([0.9, 0.98, 1.0, 1.05])
-        found.append((history.CurveNights("v", "C", "bw", 1, True, nights, points, 1),
-                      rules.DEFAULT_RULE))
-    kept = {id(curve) for curve, _ in curves._could_band(found, sizes)}
-    one_by_one = {id(curve) for curve, rule in found if curves.could_band(
-        {sizes[point]: curve.nights[:, column].tolist()
-         for column, point in enumerate(curve.point_ids)}, rule)}
-    assert kept == one_by_one and 100 < len(kept) < 2_900
 
 def test_a_curve_whose_nights_list_different_points_keeps_each_points_nights() -> None:
     """Nights of one curve (variant, partition, environ, metric 3) come as one row per
@@ -165,7 +121,6 @@ def test_a_curve_whose_nights_list_different_points_keeps_each_points_nights() -
 def test_explain_marks_each_recent_run_on_its_own_side() -> None:
     """A run far off the band on the other side than the judged one is beyond, not
     "within"; only the runs that agree with the judged one are counted."""
-    import random
 
     from perfguard.judge import rules as judge
     from perfguard.judge.verdict import Line
