@@ -6,6 +6,7 @@ present/htmlreport.py, from the same helpers)."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 from typing import Any
 
 from perfguard.judge import rules as judge
@@ -113,11 +114,24 @@ def verdict_table(lines: list[Line], show_baseline: bool = False) -> str:
     for (name, where), group in groups.items():
         text.append(fit(f"{name}  ({where})", TABLE_WIDTH))
         text += [formatted(row) for row in group]
-    summary = ", ".join(f"{n} {s}" for s, n in counts(lines).items() if n or s in FAILING)
     notes = dict(skip_notes(lines).values())
     said = [textwrap.fill(f"[{n}] {note}", TABLE_WIDTH, subsequent_indent="    ")
             for n, note in sorted(notes.items())]
-    return "\n".join(text + ([""] + said if said else []) + ["", f"verdict: {summary}"])
+    return "\n".join(text + ([""] + said if said else []) + ["", f"verdict: {summary(lines)}"])
+
+
+def summary(lines: list[Line]) -> str:
+    """The counts under the table. A test case that passed without a figure (a fixture
+    such as SpackStack, a sanity check) measured nothing: it is no "pass" of a
+    measurement, and a run that measured nothing must not read as one that passed
+    something; it is counted apart, named."""
+    bare = [line for line in lines if line.status == PASS and line.metric == "-"]
+    measuring = [line for line in lines if not (line.status == PASS and line.metric == "-")]
+    said = ", ".join(f"{n} {s}" for s, n in counts(measuring).items() if n or s in FAILING)
+    if bare:
+        names = ", ".join(dict.fromkeys(line.check for line in bare))
+        said += f"; {len(bare)} without a figure passed ({names})"
+    return said
 
 def name_of(line: Line) -> str:
     """``Check %p=v … metric @size=…``: how a line is named in the table and --explain."""
@@ -270,3 +284,19 @@ def _matrix(sweep: Sweep, hca: str, metric: str, nodes: list[str]) -> list[str]:
     rows += [a.ljust(width) + "".join(cells.get((a, b), "-").rjust(width) for b in nodes)
              for a in nodes]
     return rows
+
+
+def planned_variants(system: str, cases: list, stages: Path) -> str:
+    """`perfguard checks`: each variant of a dry run (store.report test cases) and where it
+    would run, "runs" or "skipped: why", sorted by name; then the counts."""
+    rows = sorted((variant_name(c.check, c.params), f"{c.partition}/{c.environ}",
+                   "runs" if c.result != "skip" else
+                   f"skipped: {c.fail_reason or 'no reason given'}") for c in cases)
+    width = max([len(name) for name, _, _ in rows] + [10])
+    where = max([len(w) for _, w, _ in rows] + [5])
+    skipped = sum(1 for *_, state in rows if state != "runs")
+    lines = [f"{name.ljust(width)}  {place.ljust(where)}  {state}"
+             for name, place, state in rows]
+    return "\n".join(lines + ["", f"system {system}: {len(rows) - skipped} variant(s) would "
+                                   f"run, {skipped} skipped (a dry run, nothing submitted: "
+                                   f"the job scripts are under {stages})"])

@@ -11,7 +11,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -38,6 +39,19 @@ class RunRequest:
     #: Directories of a site's own checks, searched beside the shipped library (the site
     #: directory's ``checks/`` always is: `check_directories`).
     checks: tuple[str, ...] = ()
+    #: Where reframe's own output goes (None: this process's stdout and stderr).
+    output: Path | None = None
+
+    @property
+    def listing(self) -> bool:
+        """ReFrame is asked to list (``-- --list``), not to run: nothing is run or stored."""
+        return any(a.split("=")[0] in LISTING_OPTIONS for a in self.extra)
+
+
+#: ReFrame's options that list checks instead of running them (they exclude ``-r``).
+LISTING_OPTIONS = frozenset({"-l", "--list", "-L", "--list-detailed", "--list-tags",
+                             "--describe", "--show-config", "--detect-host-topology",
+                             "--list-stored-sessions", "--list-stored-testcases"})
 
 
 @dataclass
@@ -135,8 +149,15 @@ def reframe_command(request: RunRequest, report: Path, directory: Path,
     for setvar in request.setvars:
         command += ["-S", setvar]
     command += list(request.extra)
-    command.append("--dry-run" if request.dry_run else "-r")
+    if not request.listing:
+        command.append("--dry-run" if request.dry_run else "-r")
     return command
+
+
+def colour_wanted(stream_is_terminal: bool, environ: dict[str, str]) -> bool:
+    """ReFrame's colours only for a person at a terminal: never into a file, a pipe, a
+    log or mail, nor where ``NO_COLOR`` is set (no-color.org)."""
+    return stream_is_terminal and not environ.get("NO_COLOR")
 
 
 def run_environment(ctx: Context, references: Path | None) -> dict[str, str]:
@@ -152,6 +173,8 @@ def run_environment(ctx: Context, references: Path | None) -> dict[str, str]:
     env.pop(REFERENCES_ENV, None)
     if references is not None:
         env[REFERENCES_ENV] = str(references)
+    if not colour_wanted(sys.stdout.isatty(), env):
+        env["RFM_COLORIZE"] = "n"
     return env
 
 
@@ -170,9 +193,16 @@ def run_reframe(ctx: Context, request: RunRequest,
     prune_run_directories(ctx.state)
     written = None if request.dry_run or references is None else references(directory)
     env = run_environment(ctx, written)
-    process = subprocess.Popen(command, env=env, cwd=workdir)
-    watchdog = StallWatchdog(directory, env, stall_minutes())
-    returncode = _wait_passing_on_termination(process, watchdog)
+    if request.output is not None:
+        env["RFM_COLORIZE"] = "n"
+        request.output.parent.mkdir(parents=True, exist_ok=True)
+    with open(request.output, "w") if request.output else _inherited() as out:
+        process = subprocess.Popen(command, env=env, cwd=workdir, stdout=out,
+                                   stderr=subprocess.STDOUT if out else None)
+        watchdog = StallWatchdog(directory, env, stall_minutes())
+        returncode = _wait_passing_on_termination(process, watchdog)
+    if request.listing:
+        return RunOutcome(returncode, report)
     if not report.exists() and returncode == 0 and not request.dry_run:
         raise UsageError(f"no check selected on system {request.system}"
                          + "".join(f" -n {n}" for n in request.names)
@@ -183,6 +213,12 @@ def run_reframe(ctx: Context, request: RunRequest,
                              f"({report}); see {ctx.state / 'log' / 'reframe.log'}"
                              + (f"; {watchdog.stopped}" if watchdog.stopped else ""))
     return RunOutcome(returncode, report, watchdog.stopped)
+
+
+@contextmanager
+def _inherited() -> Iterator[None]:
+    """reframe writes where perfguard writes."""
+    yield None
 
 
 def stall_minutes() -> float:

@@ -265,8 +265,13 @@ def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_pa
     written = (site / "systems" / "mine.yaml").read_text()
     assert "# note (compute): no RDMA device" in written
     assert "# note (compute): neither spack nor osu_latency on PATH" in written
+    # what Slurm gives a job (RealMemory 2048), the node's own MemTotal as a comment
+    assert re.search(r"^# node node\d: MemTotal \d+ MiB, \d+ core\(s\) \(CPUs [\d,-]+\); "
+                     r"Slurm gives a job RealMemory 2048 MiB and \d+ CPU\(s\)$", written,
+                     re.M), written
     system = load_system(site / "systems" / "mine.yaml")
     [part] = system.partitions
+    assert part.node.memory_mib == 2048
     assert part.name == "compute" and part.access == ("--partition=compute",)
     assert part.mpi_flavour == "openmpi-tcp" and part.provider == {"kind": "system"}
     assert part.nodes == 4 and part.node.cores == os.cpu_count()
@@ -279,6 +284,12 @@ def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_pa
         wrong.stderr
     shown = perfguard("--site", str(site), "site", "show")
     assert re.search(r"systems/mine\.yaml\s+site\s", shown.stdout), shown.stdout
+    assert f"site checks: {site / 'checks'} not found" in shown.stdout, shown.stdout
+    (site / "checks").mkdir()
+    (site / "checks" / "stream.py").write_text("")
+    shown = perfguard("--site", str(site), "site", "show")
+    assert f"site checks: {site / 'checks'} found, searched by every run: stream.py" in \
+        shown.stdout, shown.stdout
     bare = perfguard("site", "init", str(tmp_path / "other"), env={"PATH": "/nonexistent"},
                      state=user_state)
     assert bare.returncode == 0 and "no Slurm here" in bare.stdout, bare.stderr
