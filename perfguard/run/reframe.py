@@ -41,6 +41,9 @@ class RunRequest:
     checks: tuple[str, ...] = ()
     #: Where reframe's own output goes (None: this process's stdout and stderr).
     output: Path | None = None
+    #: A file whose appearance stops reframe as a stall does (what finished is stored):
+    #: `perfguard nightly --cancel-recurring --now` writes the nightly's.
+    stop_file: Path | None = None
 
     @property
     def listing(self) -> bool:
@@ -83,6 +86,9 @@ def reframe_launcher() -> list[str]:
 #: Slurm's queue for this long is stopped (what finished is stored): docs/operations.md.
 STALL_MINUTES_ENV = "PERFGUARD_STALL_MINUTES"
 DEFAULT_STALL_MINUTES = 30.0
+
+#: Seconds between looks for a run's stop file (RunRequest.stop_file).
+STOP_POLL_S = 3.0
 
 #: Runs' ReFrame stage and output directories are kept this long (the report's evidence).
 KEEP_RUN_DIRS_DAYS = float(os.environ.get("PERFGUARD_KEEP_RUN_DIRS_DAYS", "30"))
@@ -199,7 +205,7 @@ def run_reframe(ctx: Context, request: RunRequest,
     with open(request.output, "w") if request.output else _inherited() as out:
         process = subprocess.Popen(command, env=env, cwd=workdir, stdout=out,
                                    stderr=subprocess.STDOUT if out else None)
-        watchdog = StallWatchdog(directory, env, stall_minutes())
+        watchdog = StallWatchdog(directory, env, stall_minutes(), request.stop_file)
         returncode = _wait_passing_on_termination(process, watchdog)
     if request.listing:
         return RunOutcome(returncode, report)
@@ -244,12 +250,29 @@ class StallWatchdog:
     of those that finished, and perfguard stores it.
     """
 
-    def __init__(self, directory: Path, env: dict[str, str], minutes: float) -> None:
+    def __init__(self, directory: Path, env: dict[str, str], minutes: float,
+                 stop_file: Path | None = None) -> None:
         self.directory, self.env, self.limit_s = directory, env, minutes * 60
-        self.poll_s = min(30.0, max(1.0, self.limit_s / 4))
-        self.last_progress = time.monotonic()
+        self.stall_poll_s = min(30.0, max(1.0, self.limit_s / 4))
+        #: A stop request is looked for more often than a stall (a file's existence).
+        self.poll_s = min(self.stall_poll_s, STOP_POLL_S) if stop_file else self.stall_poll_s
+        self.stop_file = stop_file
+        self.last_progress = self.last_check = time.monotonic()
         self.newest = 0.0
         self.stopped: str | None = None
+
+    def should_stop(self) -> bool:
+        """A stop was asked for (the stop file is there), or reframe stalled."""
+        if self.stop_file is not None and self.stop_file.exists():
+            asked = self.stop_file.read_text().strip() or "a stop request"
+            self.stopped = (f"stopped on request ({asked}): perfguard stopped reframe and "
+                            f"stored the tests that finished")
+            print(f"perfguard: {self.stopped}", file=sys.stderr, flush=True)
+            return True
+        if time.monotonic() - self.last_check < self.stall_poll_s:
+            return False
+        self.last_check = time.monotonic()
+        return self.stalled()
 
     def _newest_write(self) -> float:
         newest = 0.0
@@ -307,7 +330,7 @@ def _wait_passing_on_termination(process: subprocess.Popen,
             try:
                 return process.wait(timeout=watchdog.poll_s)
             except subprocess.TimeoutExpired:
-                if watchdog.stalled():
+                if watchdog.should_stop():
                     process.send_signal(signal.SIGTERM)
                     break
         try:
