@@ -262,17 +262,25 @@ class StallWatchdog:
         self.stopped: str | None = None
 
     def should_stop(self) -> bool:
-        """A stop was asked for (the stop file is there), or reframe stalled."""
-        if self.stop_file is not None and self.stop_file.exists():
+        """A stop was asked for (the stop file is there) and reframe runs its tests, or
+        reframe stalled."""
+        if self.stop_file is not None and self.stop_file.exists() and self._testing():
             asked = self.stop_file.read_text().strip() or "a stop request"
             self.stopped = (f"stopped on request ({asked}): perfguard stopped reframe and "
                             f"stored the tests that finished")
             print(f"perfguard: {self.stopped}", file=sys.stderr, flush=True)
             return True
-        if time.monotonic() - self.last_check < self.stall_poll_s:
-            return False
-        self.last_check = time.monotonic()
+        if self.stop_file is not None:  # polled more often than a stall is looked for
+            if time.monotonic() - self.last_check < self.stall_poll_s:
+                return False
+            self.last_check = time.monotonic()
         return self.stalled()
+
+    def _testing(self) -> bool:
+        """Whether reframe staged a test (stage/SYSTEM/PARTITION/ENVIRON/TEST): it then
+        handles SIGTERM (cancels its jobs, writes the report). While it still loads the
+        checks, SIGTERM would kill it with no report: a stop request waits."""
+        return any(True for _ in (self.directory / "stage").glob("*/*/*/*"))
 
     def _newest_write(self) -> float:
         newest = 0.0

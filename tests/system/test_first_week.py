@@ -217,12 +217,12 @@ def test_a_passfile_libpq_ignores_or_a_wrong_password_in_it_says_so(
 
 
 def test_an_unknown_partition_is_refused_before_reframe_listing_the_partitions(
-        layout) -> None:
+        migrated_dsn: str) -> None:
     """`--system local:nosuch` reached ReFrame (its error, exit 1): now exit 2 before
-    ReFrame starts, naming the system's partitions, for a run and a dry run alike."""
-    for dry in ([], ["--dry-run"]):
+    ReFrame starts, naming the system's partitions, for a dry run and a run alike."""
+    for dry in (["--dry-run"], []):
         result = perfguard("run", "--system", "local:nosuchpartition", "-n", "MpiHelloCheck",
-                           *dry, state=TEST_STATE)
+                           "--dsn", migrated_dsn, *dry, state=TEST_STATE)
         assert result.returncode == 2, result.stdout[-2000:] + result.stderr
         assert "--system local:nosuchpartition: system local has no partition " \
                "'nosuchpartition' (it has compute" in result.stderr, result.stderr

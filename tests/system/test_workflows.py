@@ -57,14 +57,20 @@ def test_recurring_nightly_fires_night_after_night_with_its_driver_off_the_measu
         perfguard("nightly", "--cancel-recurring", state=TEST_STATE)
 
 
-def recurring_night_in_progress(label: str, layout) -> str:
-    """Submit the recurring nightly (replayed collectives, labelled) to start now; its
-    driver job's id once the nightly holds its lock (its checks are under way)."""
+#: A site directory whose own checks make a night that lasts minutes (tag slow-night).
+SLOW_NIGHT_SITE = Path(__file__).parents[1] / "data" / "slow_night_site"
+
+
+def recurring_night_in_progress(label: str, layout, *site: str) -> str:
+    """Submit the recurring nightly (replayed collectives, or with ``site`` (--site DIR)
+    the site's slow night; labelled) to start now; its driver job's id once the nightly
+    holds its lock (its checks are under way)."""
     lock = TEST_STATE / "nightly.lock"
     if lock.exists():
         lock.write_text("")
-    submitted = perfguard("nightly", "--submit-recurring", "--schedule", "* * * * *",
-                          "--at", "now", "-t", "collectives", "--label", label,
+    tag = "slow-night" if site else "collectives"
+    submitted = perfguard(*site, "nightly", "--submit-recurring", "--schedule", "* * * * *",
+                          "--at", "now", "-t", tag, "--label", label,
                           state=TEST_STATE, env={"PERFGUARD_REPLAY": str(REPLAY)})
     assert submitted.returncode == 0, submitted.stderr
     job = re.search(r"nightly job (\d+)", submitted.stdout).group(1)
@@ -119,13 +125,17 @@ def test_cancel_recurring_now_stops_the_night_in_progress_which_still_reports(
     """`--cancel-recurring --now`: the night in progress stops its checks, stores what
     finished and writes its report; no next night."""
     label = f"stopped-{uuid.uuid4().hex[:8]}"
-    job = recurring_night_in_progress(label, layout)
+    job = recurring_night_in_progress(label, layout, "--site", str(SLOW_NIGHT_SITE))
     try:
         stopped = perfguard("nightly", "--cancel-recurring", "--now", state=TEST_STATE)
         assert stopped.returncode == 0, stopped.stderr
         assert f"the running nightly (job {job}) stops its checks" in stopped.stdout
-        assert job_end(layout, job) != "CANCELLED"
+        assert job_end(layout, job, 400) != "CANCELLED"  # far less than SlowNightCheck's 600 s
         [(run_id, _)] = wait_for_runs(dsn, label, 1, 60)
+        with psycopg.connect(dsn) as conn:
+            cases = dict(conn.execute("SELECT check_name, result FROM testcase "
+                                      "WHERE run_id = %s", (run_id,)).fetchall())
+        assert cases.get("SlowNightCheck") != "pass", cases  # stopped, not run to its end
         assert (TEST_STATE / "reports" / f"run-{run_id}.html").is_file()
         log = (TEST_STATE / "log" / f"nightly-{job}.log").read_text()
         assert "stopped on request (perfguard nightly --cancel-recurring --now" in log, log
