@@ -12,7 +12,14 @@ from typing import Any
 from perfguard.judge import rules as judge
 from perfguard.judge.fingerprint import Change, SlowLink, compact_nodes, natural_key
 from perfguard.judge.sweep import BETTER, DRAIN_MARK, Finding, Measurement, Sweep
-from perfguard.judge.verdict import Line, counts, line_name, variant_name
+from perfguard.judge.verdict import (
+    WITHOUT_FIGURE,
+    Line,
+    line_name,
+    measured_counts,
+    variant_name,
+    without_figure,
+)
 from perfguard.states import FAIL, FAILING, NO_REFERENCE, PASS, SKIPPED
 
 
@@ -121,16 +128,15 @@ def verdict_table(lines: list[Line], show_baseline: bool = False) -> str:
 
 
 def summary(lines: list[Line]) -> str:
-    """The counts under the table. A test case that passed without a figure (a fixture
-    such as SpackStack, a sanity check) measured nothing: it is no "pass" of a
-    measurement, and a run that measured nothing must not read as one that passed
-    something; it is counted apart, named."""
-    bare = [line for line in lines if line.status == PASS and line.metric == "-"]
-    measuring = [line for line in lines if not (line.status == PASS and line.metric == "-")]
-    said = ", ".join(f"{n} {s}" for s, n in counts(measuring).items() if n or s in FAILING)
+    """The counts under the table (judge.verdict.measured_counts): a test case that passed
+    without a figure (a fixture such as SpackStack, a sanity check) is counted apart and
+    named, so a run that measured nothing never reads "1 pass"."""
+    found = measured_counts(lines)
+    bare = found.pop(WITHOUT_FIGURE)
+    said = ", ".join(f"{n} {s}" for s, n in found.items() if n or s in FAILING)
     if bare:
-        names = ", ".join(dict.fromkeys(line.check for line in bare))
-        said += f"; {len(bare)} without a figure passed ({names})"
+        names = ", ".join(dict.fromkeys(line.check for line in lines if without_figure(line)))
+        said += f"; {bare} {WITHOUT_FIGURE} ({names})"
     return said
 
 def name_of(line: Line) -> str:

@@ -33,7 +33,7 @@ def test_two_runs_started_together_both_store_right_verdicts(migrated_dsn: str) 
     outputs = [run.communicate(timeout=600) for run in runs]
     for run, (out, err) in zip(runs, outputs):
         assert run.returncode == 0, out + err
-        assert "1 without a figure passed (MpiHelloCheck)" in out, out  # a sanity check
+        assert "1 passed without a figure (MpiHelloCheck)" in out, out  # a sanity check
     stages = {case["stagedir"] for out, _ in outputs for case in report_of(out)
               if case["name"].startswith("MpiHelloCheck")}
     assert len(stages) == 2, stages
