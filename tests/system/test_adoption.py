@@ -207,7 +207,7 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
                                   "s.id = r.system_id WHERE s.name = 'sitea'").fetchone()[0]
         assert stored >= 3  # the first run and two nights
     finally:
-        as_user(home, "perfguard", "nightly", "--cancel-recurring",
+        as_user(home, "perfguard", "nightly", "--cancel-recurring", "--now",
                 env={**user_env, "PATH": f"{home / 'perfguard-venv' / 'bin'}:/usr/bin:/bin"})
     # jobs ran under the user's name: drivers in service, checks in compute
     jobs = subprocess.run(["sacct", "-n", "-P", "-X", "-a", "-o", "User,JobName,Partition",
