@@ -209,6 +209,7 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
     finally:
         as_user(home, "perfguard", "nightly", "--cancel-recurring", "--now",
                 env={**user_env, "PATH": f"{home / 'perfguard-venv' / 'bin'}:/usr/bin:/bin"})
+        wait_for_no_nightly(record["slurm_conf"])  # a night in progress stops, reported
     # jobs ran under the user's name: drivers in service, checks in compute
     jobs = subprocess.run(["sacct", "-n", "-P", "-X", "-a", "-o", "User,JobName,Partition",
                            "-S", "now-1hour"], capture_output=True, text=True,
@@ -229,6 +230,20 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
                             f"{home}*"],
                            capture_output=True, text=True)
     assert stray.stdout.split() == [], stray.stdout
+
+
+def wait_for_no_nightly(slurm_conf: str, timeout: float = 300) -> None:
+    """Until the user's nightly driver job left Slurm's queue (a night stopped by
+    `--cancel-recurring --now` stores and reports what finished first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        queued = subprocess.run(["squeue", "-h", "-u", USER, "--name", "perfguard-nightly"],
+                                capture_output=True, text=True,
+                                env={**os.environ, "SLURM_CONF": slurm_conf}).stdout
+        if not queued.strip():
+            return
+        time.sleep(2)
+    raise AssertionError(f"the nightly driver job was still queued after {timeout}s")
 
 
 def scheduled_runs(conn: psycopg.Connection) -> int:
