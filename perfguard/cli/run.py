@@ -32,6 +32,21 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("reframe_args", nargs=argparse.REMAINDER,
                      help="after --: extra reframe options")
     run.set_defaults(func=cmd_run)
+    listed = sub.add_parser(
+        "checks", help="list the checks and variants a system would run, with skip reasons",
+        description="A ReFrame dry run (job scripts generated, nothing submitted, nothing "
+                    "stored): one line per variant and partition, 'runs' or 'skipped: why' "
+                    "(a shape the nodes cannot hold, a size beyond their memory, a "
+                    "dependency skipped). ReFrame's own listing: `perfguard run -- --list`.")
+    listed.add_argument("--system", default="local",
+                        help="ReFrame system, or SYSTEM:PARTITION (default: local)")
+    listed.add_argument("-n", "--name", action="append", default=[], help="check name filter")
+    listed.add_argument("-t", "--tag", action="append", default=[], help="tag filter")
+    listed.add_argument("-S", "--setvar", action="append", default=[],
+                        help="set a check variable, as reframe -S")
+    listed.add_argument("--checks", action="append", default=[], metavar="DIR",
+                        help="a directory of the site's own checks (SITE/checks always is)")
+    listed.set_defaults(func=cmd_checks)
     demo = sub.add_parser("demo", help="cluster up, db upgrade, run the demo checks, verdict")
     port_base_option(demo)
     demo.set_defaults(func=cmd_demo)
@@ -49,12 +64,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_and_print(args.ctx, request, ingest=not args.no_ingest)
 
 
+def cmd_checks(args: argparse.Namespace) -> int:
+    from perfguard.run.reframe import RunRequest, check_directories
+    from perfguard.workflows.listing import planned
+
+    request = RunRequest(system=args.system, names=tuple(args.name), tags=tuple(args.tag),
+                         setvars=tuple(args.setvar), checks=tuple(args.checks))
+    check_directories(request, args.ctx.site)
+    print(planned(args.ctx, request))
+    return 0
+
+
 def run_and_print(ctx: Context, request, ingest: bool) -> int:
     """Run through the pipeline and print its verdict; the exit code is the stored
     verdict's (skips and expected failures do not fail it), reframe's without one."""
     from perfguard.workflows.pipeline import judge_stored, run_and_store
 
     done = run_and_store(ctx, request, ingest)
+    if request.listing:  # `-- --list`: ReFrame's listing is the answer
+        return done.returncode
     if request.dry_run or not ingest:
         print(f"report: {done.report}")
         return done.returncode

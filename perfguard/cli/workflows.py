@@ -37,7 +37,11 @@ def _add_workflows(sub: argparse._SubParsersAction) -> None:
                        help="schedule through Slurm without scrontab: a batch job that "
                             "starts at the next --schedule time and resubmits itself")
     group.add_argument("--cancel-recurring", action="store_true",
-                       help="cancel the recurring nightly batch job")
+                       help="stop the recurring nightly: no next night; a night in "
+                            "progress finishes (its report written) unless --now")
+    nig.add_argument("--now", action="store_true",
+                     help="with --cancel-recurring: stop the night in progress too (what "
+                          "finished is stored and its report written)")
     nig.add_argument("--at", help="with --submit-recurring: first start (sbatch --begin "
                                   "value, e.g. now+60) instead of the next --schedule time")
     nig.set_defaults(func=cmd_nightly)
@@ -73,6 +77,7 @@ def _nightly_arguments(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
+    from perfguard.errors import UsageError
     from perfguard.workflows import nightly, schedule
 
     if args.print_scrontab or args.install_scrontab or args.submit_recurring:
@@ -89,9 +94,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         print(schedule.submit_recurring(args.ctx, args.schedule,
                                         _nightly_arguments(args), args.at, args.partition))
         return 0
+    if args.now and not args.cancel_recurring:
+        raise UsageError("--now goes with --cancel-recurring (it stops the night in progress)")
     if args.cancel_recurring:
-        schedule.cancel_recurring(args.ctx)
-        print("cancelled the recurring nightly job")
+        print(schedule.cancel_recurring(args.ctx, stop_running=args.now))
         return 0
     if args.remove_scrontab:
         schedule.install_scrontab(args.ctx, None)

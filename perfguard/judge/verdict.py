@@ -535,6 +535,25 @@ def counts(lines: list[Line]) -> dict[str, int]:
     return {state: sum(1 for line in lines if line.status == state) for state in STATES}
 
 
+#: How a test case that passed without a figure is counted under a verdict.
+WITHOUT_FIGURE = "passed without a figure"
+
+
+def without_figure(line: Line) -> bool:
+    """A test case that passed and measured nothing (a fixture such as SpackStack, a sanity
+    check such as MpiHelloCheck): no pass of a measurement."""
+    return line.status == PASS and line.metric == "-"
+
+
+def measured_counts(lines: list[Line]) -> dict[str, int]:
+    """The counts a reader sees (the CLI, the HTML report): every state over the lines
+    that measured or should have, then WITHOUT_FIGURE apart, so a run that measured
+    nothing never reads as one with passes."""
+    found = counts([line for line in lines if not without_figure(line)])
+    found[WITHOUT_FIGURE] = sum(1 for line in lines if without_figure(line))
+    return found
+
+
 def variant_name(check: str, params: dict) -> str:
     """``Check %p1=v1 %p2=v2``, parameters sorted: how a variant is named in every output."""
     return check + "".join(f" %{k}={v}" for k, v in sorted(params.items()))

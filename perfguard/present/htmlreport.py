@@ -131,7 +131,7 @@ class Report:
 
     @property
     def counts(self) -> dict[str, int]:
-        return {state: n for state, n in vd.counts(self.lines).items() if n}
+        return {state: n for state, n in vd.measured_counts(self.lines).items() if n}
 
     @property
     def failed(self) -> bool:

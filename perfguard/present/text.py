@@ -6,12 +6,20 @@ present/htmlreport.py, from the same helpers)."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 from typing import Any
 
 from perfguard.judge import rules as judge
 from perfguard.judge.fingerprint import Change, SlowLink, compact_nodes, natural_key
 from perfguard.judge.sweep import BETTER, DRAIN_MARK, Finding, Measurement, Sweep
-from perfguard.judge.verdict import Line, counts, line_name, variant_name
+from perfguard.judge.verdict import (
+    WITHOUT_FIGURE,
+    Line,
+    line_name,
+    measured_counts,
+    variant_name,
+    without_figure,
+)
 from perfguard.states import FAIL, FAILING, NO_REFERENCE, PASS, SKIPPED
 
 
@@ -132,13 +140,25 @@ def verdict_table(lines: list[Line], show_baseline: bool = False) -> str:
     for (name, where), group in groups.items():
         text.append(fit(f"{name}  ({where})", TABLE_WIDTH))
         text += [formatted(row) for row in group]
-    summary = ", ".join(f"{n} {s}" for s, n in counts(lines).items() if n or s in FAILING)
     notes = dict(skip_notes(lines).values())
     said = [textwrap.fill(f"[{n}] {note}", TABLE_WIDTH, subsequent_indent="    ")
             for n, note in sorted(notes.items())]
     blind = blind_note(lines)
-    return "\n".join(text + ([""] + said if said else []) + ["", f"verdict: {summary}"]
+    return "\n".join(text + ([""] + said if said else []) + ["", f"verdict: {summary(lines)}"]
                      + ([blind] if blind else []))
+
+
+def summary(lines: list[Line]) -> str:
+    """The counts under the table (judge.verdict.measured_counts): a test case that passed
+    without a figure (a fixture such as SpackStack, a sanity check) is counted apart and
+    named, so a run that measured nothing never reads "1 pass"."""
+    found = measured_counts(lines)
+    bare = found.pop(WITHOUT_FIGURE)
+    said = ", ".join(f"{n} {s}" for s, n in found.items() if n or s in FAILING)
+    if bare:
+        names = ", ".join(dict.fromkeys(line.check for line in lines if without_figure(line)))
+        said += f"; {bare} {WITHOUT_FIGURE} ({names})"
+    return said
 
 def name_of(line: Line) -> str:
     """``Check %p=v … metric @size=…``: how a line is named in the table and --explain."""
@@ -312,3 +332,19 @@ def _matrix(sweep: Sweep, hca: str, metric: str, nodes: list[str]) -> list[str]:
     rows += [a.ljust(width) + "".join(cells.get((a, b), "-").rjust(width) for b in nodes)
              for a in nodes]
     return rows
+
+
+def planned_variants(system: str, cases: list, stages: Path) -> str:
+    """`perfguard checks`: each variant of a dry run (store.report test cases) and where it
+    would run, "runs" or "skipped: why", sorted by name; then the counts."""
+    rows = sorted((variant_name(c.check, c.params), f"{c.partition}/{c.environ}",
+                   "runs" if c.result != "skip" else
+                   f"skipped: {c.fail_reason or 'no reason given'}") for c in cases)
+    width = max([len(name) for name, _, _ in rows] + [10])
+    where = max([len(w) for _, w, _ in rows] + [5])
+    skipped = sum(1 for *_, state in rows if state != "runs")
+    lines = [f"{name.ljust(width)}  {place.ljust(where)}  {state}"
+             for name, place, state in rows]
+    return "\n".join(lines + ["", f"system {system}: {len(rows) - skipped} variant(s) would "
+                                   f"run, {skipped} skipped (a dry run, nothing submitted: "
+                                   f"the job scripts are under {stages})"])

@@ -11,7 +11,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -38,6 +39,22 @@ class RunRequest:
     #: Directories of a site's own checks, searched beside the shipped library (the site
     #: directory's ``checks/`` always is: `check_directories`).
     checks: tuple[str, ...] = ()
+    #: Where reframe's own output goes (None: this process's stdout and stderr).
+    output: Path | None = None
+    #: A file whose appearance stops reframe as a stall does (what finished is stored):
+    #: `perfguard nightly --cancel-recurring --now` writes the nightly's.
+    stop_file: Path | None = None
+
+    @property
+    def listing(self) -> bool:
+        """ReFrame is asked to list (``-- --list``), not to run: nothing is run or stored."""
+        return any(a.split("=")[0] in LISTING_OPTIONS for a in self.extra)
+
+
+#: ReFrame's options that list checks instead of running them (they exclude ``-r``).
+LISTING_OPTIONS = frozenset({"-l", "--list", "-L", "--list-detailed", "--list-tags",
+                             "--describe", "--show-config", "--detect-host-topology",
+                             "--list-stored-sessions", "--list-stored-testcases"})
 
 
 @dataclass
@@ -69,6 +86,9 @@ def reframe_launcher() -> list[str]:
 #: Slurm's queue for this long is stopped (what finished is stored): docs/operations.md.
 STALL_MINUTES_ENV = "PERFGUARD_STALL_MINUTES"
 DEFAULT_STALL_MINUTES = 30.0
+
+#: Seconds between looks for a run's stop file (RunRequest.stop_file).
+STOP_POLL_S = 3.0
 
 #: Runs' ReFrame stage and output directories are kept this long (the report's evidence).
 KEEP_RUN_DIRS_DAYS = float(os.environ.get("PERFGUARD_KEEP_RUN_DIRS_DAYS", "30"))
@@ -135,8 +155,15 @@ def reframe_command(request: RunRequest, report: Path, directory: Path,
     for setvar in request.setvars:
         command += ["-S", setvar]
     command += list(request.extra)
-    command.append("--dry-run" if request.dry_run else "-r")
+    if not request.listing:
+        command.append("--dry-run" if request.dry_run else "-r")
     return command
+
+
+def colour_wanted(stream_is_terminal: bool, environ: dict[str, str]) -> bool:
+    """ReFrame's colours only for a person at a terminal: never into a file, a pipe, a
+    log or mail, nor where ``NO_COLOR`` is set (no-color.org)."""
+    return stream_is_terminal and not environ.get("NO_COLOR")
 
 
 def run_environment(ctx: Context, references: Path | None) -> dict[str, str]:
@@ -152,6 +179,8 @@ def run_environment(ctx: Context, references: Path | None) -> dict[str, str]:
     env.pop(REFERENCES_ENV, None)
     if references is not None:
         env[REFERENCES_ENV] = str(references)
+    if not colour_wanted(sys.stdout.isatty(), env):
+        env["RFM_COLORIZE"] = "n"
     return env
 
 
@@ -170,13 +199,22 @@ def run_reframe(ctx: Context, request: RunRequest,
     prune_run_directories(ctx.state)
     written = None if request.dry_run or references is None else references(directory)
     env = run_environment(ctx, written)
-    # SIGINT ignored in reframe: a Ctrl-C reaches it as one SIGTERM from us (below), never
-    # twice (the terminal's to the process group and ours), which could cut its report
-    process = subprocess.Popen(command, env=env, cwd=workdir,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    watchdog = StallWatchdog(directory, env, stall_minutes())
-    interruption = Interruption(process)
-    returncode = _wait_passing_on_termination(process, watchdog, interruption)
+    if request.output is not None:
+        env["RFM_COLORIZE"] = "n"
+        request.output.parent.mkdir(parents=True, exist_ok=True)
+    with open(request.output, "w") if request.output else _inherited() as out:
+        # SIGINT ignored in reframe: a Ctrl-C reaches it as one SIGTERM from us (below),
+        # never twice (the terminal's to the process group and ours), which could cut its
+        # report
+        process = subprocess.Popen(
+            command, env=env, cwd=workdir, stdout=out,
+            stderr=subprocess.STDOUT if out else None,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        watchdog = StallWatchdog(directory, env, stall_minutes(), request.stop_file)
+        interruption = Interruption(process)
+        returncode = _wait_passing_on_termination(process, watchdog, interruption)
+    if request.listing:
+        return RunOutcome(returncode, report)
     if not report.exists() and returncode == 0 and not request.dry_run:
         raise UsageError(f"no check selected on system {request.system}"
                          + "".join(f" -n {n}" for n in request.names)
@@ -187,6 +225,12 @@ def run_reframe(ctx: Context, request: RunRequest,
                              f"({report}); see {ctx.state / 'log' / 'reframe.log'}"
                              + (f"; {watchdog.stopped}" if watchdog.stopped else ""))
     return RunOutcome(returncode, report, watchdog.stopped or interruption.said())
+
+
+@contextmanager
+def _inherited() -> Iterator[None]:
+    """reframe writes where perfguard writes."""
+    yield None
 
 
 def stall_minutes() -> float:
@@ -212,12 +256,37 @@ class StallWatchdog:
     of those that finished, and perfguard stores it.
     """
 
-    def __init__(self, directory: Path, env: dict[str, str], minutes: float) -> None:
+    def __init__(self, directory: Path, env: dict[str, str], minutes: float,
+                 stop_file: Path | None = None) -> None:
         self.directory, self.env, self.limit_s = directory, env, minutes * 60
-        self.poll_s = min(30.0, max(1.0, self.limit_s / 4))
-        self.last_progress = time.monotonic()
+        self.stall_poll_s = min(30.0, max(1.0, self.limit_s / 4))
+        #: A stop request is looked for more often than a stall (a file's existence).
+        self.poll_s = min(self.stall_poll_s, STOP_POLL_S) if stop_file else self.stall_poll_s
+        self.stop_file = stop_file
+        self.last_progress = self.last_check = time.monotonic()
         self.newest = 0.0
         self.stopped: str | None = None
+
+    def should_stop(self) -> bool:
+        """A stop was asked for (the stop file is there) and reframe runs its tests, or
+        reframe stalled."""
+        if self.stop_file is not None and self.stop_file.exists() and self._testing():
+            asked = self.stop_file.read_text().strip() or "a stop request"
+            self.stopped = (f"stopped on request ({asked}): perfguard stopped reframe and "
+                            f"stored the tests that finished")
+            print(f"perfguard: {self.stopped}", file=sys.stderr, flush=True)
+            return True
+        if self.stop_file is not None:  # polled more often than a stall is looked for
+            if time.monotonic() - self.last_check < self.stall_poll_s:
+                return False
+            self.last_check = time.monotonic()
+        return self.stalled()
+
+    def _testing(self) -> bool:
+        """Whether reframe staged a test (stage/SYSTEM/PARTITION/ENVIRON/TEST): it then
+        handles SIGTERM (cancels its jobs, writes the report). While it still loads the
+        checks, SIGTERM would kill it with no report: a stop request waits."""
+        return any(True for _ in (self.directory / "stage").glob("*/*/*/*"))
 
     def _newest_write(self) -> float:
         newest = 0.0
@@ -244,7 +313,9 @@ class StallWatchdog:
     def stalled(self) -> bool:
         """Whether reframe has made no progress for the limit (checked every poll)."""
         newest = self._newest_write()
-        if newest > self.newest or self._jobs_queued():
+        # Until reframe has staged a test it is loading the checks (minutes on a loaded
+        # host, writing nothing), and SIGTERM would kill it with no report: no stall yet.
+        if newest > self.newest or not self._testing() or self._jobs_queued():
             self.newest = max(newest, self.newest)
             self.last_progress = time.monotonic()
             return False
@@ -300,7 +371,7 @@ def _wait_passing_on_termination(process: subprocess.Popen,
             try:
                 return process.wait(timeout=watchdog.poll_s)
             except subprocess.TimeoutExpired:
-                if watchdog.stalled():
+                if watchdog.should_stop():
                     process.send_signal(signal.SIGTERM)
                     break
         try:

@@ -9,6 +9,7 @@ on the node's PATH (spack, osu_latency) for where the benchmarks come from.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -32,8 +33,15 @@ class Detected:
     ompi_components: set[str] | None = None
     #: Programs found on the node's PATH, of those that decide the binary provider.
     programs: set[str] = field(default_factory=set)
-    #: MemTotal of /proc/meminfo (what Himeno's sizes are checked against).
+    #: The memory a job gets on the node: Slurm's RealMemory in a Slurm job (what Himeno's
+    #: sizes are checked against: a job beyond it is killed), else MemTotal.
     memory_mib: int | None = None
+    #: The node's own MemTotal (/proc/meminfo), written as a comment beside Slurm's figure.
+    node_memory_mib: int | None = None
+    #: What Slurm says of the node (``scontrol show node``) when detect runs in a job.
+    slurm: dict[str, str] = field(default_factory=dict)
+    #: Comments about the node written above the YAML (its own totals beside Slurm's).
+    facts: list[str] = field(default_factory=list)
 
     @property
     def rdma(self) -> bool:
@@ -225,11 +233,58 @@ def parse_meminfo(text: str) -> int | None:
     return int(match.group(1)) // 1024 if match else None
 
 
+def parse_scontrol_node(text: str) -> dict[str, str]:
+    """``scontrol show node -o NAME`` → its ``Key=value`` fields (RealMemory, CPUTot,
+    CPUEfctv, CPUSpecList …); a value with spaces (OS=) keeps its first word."""
+    return dict(re.findall(r"(?:^|\s)(\w+)=(\S*)", text))
+
+
+def slurm_node() -> dict[str, str]:
+    """What Slurm says of the node this job runs on (empty outside a Slurm job)."""
+    name = os.environ.get("SLURMD_NODENAME")
+    text = _run(["scontrol", "show", "node", "-o", name]) if name else None
+    return parse_scontrol_node(text) if text else {}
+
+
+def slurm_gives(found: Detected, node: dict[str, str]) -> None:
+    """Memory and CPUs as Slurm gives them to a job, where detect runs in one: RealMemory
+    for ``memory_mib`` (a job that needs more is killed, whatever the node has), the
+    node's CPUs less those Slurm keeps for itself (CPUSpecList); the node's own totals
+    become a comment."""
+    cores = sorted(c for cpus in found.numa.values() for c in cpus)
+    own = (f"MemTotal {found.node_memory_mib} MiB, " if found.node_memory_mib else "") + \
+        f"{len(cores)} core(s) (CPUs {compact_cpus(cores) or 'unknown'})"
+    if not node:
+        found.facts.append(f"node: {own}; not in a Slurm job: memory_mib is MemTotal "
+                           f"(run through srun to take Slurm's RealMemory)")
+        return
+    memory = node.get("RealMemory", "")
+    if memory.isdigit() and int(memory) > 1:  # Slurm's default RealMemory is 1
+        found.memory_mib = int(memory)
+    else:
+        found.notes.append(f"Slurm declares no RealMemory for node {node.get('NodeName')}: "
+                           f"memory_mib is the node's MemTotal")
+    withheld = set(parse_cpu_list(node["CPUSpecList"], "CPUSpecList")) \
+        if node.get("CPUSpecList") not in (None, "", "(null)") else set()
+    found.numa = {n: [c for c in cpus if c not in withheld]
+                  for n, cpus in found.numa.items() if set(cpus) - withheld}
+    given = node.get("CPUEfctv") or node.get("CPUTot") or "?"
+    found.facts.append(f"node {node.get('NodeName')}: {own}; Slurm gives a job "
+                       f"RealMemory {memory or '?'} MiB and {given} CPU(s)"
+                       + (f" (CPUSpecList {node['CPUSpecList']} kept by Slurm)"
+                          if withheld else ""))
+    left = sum(map(len, found.numa.values()))
+    if given.isdigit() and left > int(given):
+        found.notes.append(f"Slurm gives a job {given} CPU(s) on {node.get('NodeName')}, "
+                           f"numa lists {left} cores: trim node.numa to the cores jobs get")
+
+
 def detect() -> Detected:
     found = Detected()
     _software(found)
     try:
-        found.memory_mib = parse_meminfo(Path("/proc/meminfo").read_text())
+        found.node_memory_mib = parse_meminfo(Path("/proc/meminfo").read_text())
+        found.memory_mib = found.node_memory_mib
     except OSError:
         found.notes.append("/proc/meminfo not readable: node memory unknown")
     lscpu = _run(["lscpu", "-p"])
@@ -237,6 +292,7 @@ def detect() -> Detected:
         found.notes.append("lscpu not available: NUMA domains unknown")
     else:
         found.numa = parse_lscpu(lscpu)
+    slurm_gives(found, slurm_node())
     devinfo = _run(["ibv_devinfo", "-v"])
     if not devinfo or "hca_id" not in devinfo:
         found.notes.append("no RDMA device (ibv_devinfo lists none): no HCAs")
@@ -282,7 +338,8 @@ def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str | No
         **({"nodes": nodes} if nodes else {}),
         "mpi": mpi or found.mpi_flavour(), "binary_provider": found.binary_provider(),
         "node": node}]}
-    header = "".join(f"# note: {n}\n" for n in found.notes)
+    header = "".join(f"# {fact}\n" for fact in found.facts) + \
+        "".join(f"# note: {n}\n" for n in found.notes)
     return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
 
 

@@ -44,7 +44,22 @@ def describe() -> str:
     for name, source in paths.layered_files().items():
         origin = "site" if site is not None and source.is_relative_to(site) else "shipped"
         lines.append(f"{name:32} {origin:8} {source}")
-    return "\n".join(lines)
+    return "\n".join(lines + ["", site_checks(site)])
+
+
+def site_checks(site: Path | None) -> str:
+    """Whether the site's own checks directory is there (searched beside the shipped
+    library by every run: run/reframe.py check_directories), and what it holds."""
+    if site is None:
+        return "site checks: none (no site directory)"
+    folder = site / "checks"
+    if not folder.is_dir():
+        return (f"site checks: {folder} not found (a site's own ReFrame checks go there: "
+                f"docs/writing-checks.md)")
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py")
+                   if "__pycache__" not in p.parts)
+    return (f"site checks: {folder} found, searched by every run: "
+            f"{', '.join(files) if files else 'no .py file in it'}")
 
 
 def partitions(ctx: Context) -> dict[str, int]:
@@ -107,7 +122,7 @@ def init(ctx: Context, site: Path, system: str, detect: bool, only: list[str] | 
                                  f"(exit {result.returncode}): {result.stderr.strip()[-400:]}")
         detected.append(yaml.safe_load(result.stdout))
         comments += [line.replace("# note:", f"# note ({partition}):", 1)
-                     for line in result.stdout.splitlines() if line.startswith("# note:")]
+                     for line in result.stdout.splitlines() if line.startswith("#")]
     if detected:  # one system, one entry per partition, each one's notes kept
         merged = {**detected[0], "partitions": [p for d in detected for p in d["partitions"]]}
         target = site / "systems" / f"{system}.yaml"

@@ -108,6 +108,8 @@ class TestCase:
     fingerprints: dict[str, dict[str, Any]]
     #: metric → "higher" or "lower": which way is better, as the check declares it.
     better: dict[str, str] = field(default_factory=dict)
+    #: A ReFrame fixture (SpackStack): set-up for the checks, no check itself.
+    fixture: bool = False
 
     @property
     def samples(self) -> list[Sample]:
@@ -200,9 +202,12 @@ def parse(raw: Any, path: Path) -> Report:
     for run_no, run in enumerate(_typed(raw["runs"], list, f"{path}: runs")):
         cases = _typed(_typed(run, dict, f"{path}: runs[{run_no}]").get("testcases", []),
                        list, f"{path}: runs[{run_no}].testcases")
+        parsed = []
         for case_no, case in enumerate(cases):
             where = f"{path}: runs[{run_no}].testcases[{case_no}]"
-            testcases.append(_testcase(_typed(case, dict, where), where))
+            parsed.append(_testcase(_typed(case, dict, where), where))
+        _skips_through_dependencies(cases, parsed)
+        testcases += parsed
     _as_reframe_describes(raw, path)
     return Report(
         path=path, session_uuid=uuid, data_version=version,
@@ -314,6 +319,7 @@ def _checked_testcase(case: dict, where: str) -> TestCase:
         series=series,
         fingerprints=_fingerprints(case, where),
         better=_directions(case, where),
+        fixture=case.get("fixture") is True,
     )
 
 
@@ -437,6 +443,32 @@ def _skip_reason(case: dict) -> str | None:
     if case.get("result") != "skip":
         return None
     return _optional_text(case.get("perfguard_skip_reason")) or None
+
+
+def _skips_through_dependencies(cases: list[dict], parsed: list[TestCase]) -> None:
+    """A test case ReFrame skipped because a dependency was skipped or failed (Himeno's
+    larger runs depend on the 1-node 1-rank run) carries no reason of its own: it gets
+    the dependency's, named ("its dependency X was skipped: …")."""
+    by_name = {(t.unique_name, t.partition, t.environ): t for t in parsed}
+    for case, test in zip(cases, parsed):
+        if test.result != "skip" or test.fail_reason:
+            continue
+        for dependency in case.get("dependencies_actual") or []:
+            if not isinstance(dependency, (list, tuple)) or len(dependency) != 3:
+                continue
+            name, partition, environ = map(str, dependency)
+            found = by_name.get((name, partition.split(":")[-1], environ))
+            if found is not None and found.result in ("skip", "fail"):
+                test.fail_reason = _dependency_reason(found)
+                break
+
+
+def _dependency_reason(dependency: TestCase) -> str:
+    name = dependency.check + "".join(f" %{k}={v}" for k, v in sorted(dependency.params.items()))
+    if dependency.result == "fail":
+        return f"its dependency {name} failed"
+    return f"its dependency {name} was skipped: " + (dependency.fail_reason or "no reason "
+                                                      "given")
 
 
 def reports_in_results_db(db_file: Path, out_dir: Path) -> list[Path]:

@@ -47,11 +47,19 @@ def nightly_lock(state: Path, system: str) -> Iterator[None]:
             lock.truncate(0)
 
 
+def stop_file(state: Path) -> Path:
+    """Written by `perfguard nightly --cancel-recurring --now`: the nightly running in
+    this state directory stops its checks, stores and reports what finished."""
+    return state / "nightly.stop"
+
+
 def nightly(ctx: Context, tags: tuple[str, ...], system: str,
             labels: tuple[str, ...] = ()) -> RunVerdict:
     with nightly_lock(ctx.state, system):
+        stop_file(ctx.state).unlink(missing_ok=True)  # asked of an earlier night
         outcome = run_pipeline(ctx, RunRequest(system=system, tags=tags, trigger="nightly",
-                                               labels=labels))
+                                               labels=labels,
+                                               stop_file=stop_file(ctx.state)))
     outcome.text = f"perfguard nightly on {system}: run {outcome.completed.run_id}\n" \
                    f"{outcome.text}"
     return with_report(ctx, outcome)

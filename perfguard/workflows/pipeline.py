@@ -79,11 +79,12 @@ class RunVerdict:
 
 def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Completed:
     """Run reframe, then store the report (spooled with the reason when it cannot be)."""
-    check.require_runnable(ctx, request.system, against_slurm=not request.dry_run)
-    if ingest and not request.dry_run:
+    submits = not (request.dry_run or request.listing)
+    check.require_runnable(ctx, request.system, against_slurm=submits)
+    if ingest and submits:
         require_current_schema(ctx)
     outcome = run_reframe(ctx, request, partial(write_references, ctx, request.system))
-    if request.dry_run or not ingest:
+    if not submits or not ingest:
         return Completed(outcome.returncode, outcome.report, None, "not ingested",
                          outcome.stalled)
     RunMeta(request.trigger, request.labels, library_revision()).save_beside(outcome.report)

@@ -3,6 +3,7 @@ missing) a recurring batch job in a partition the nightly does not measure."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -140,6 +141,11 @@ def submit_recurring(ctx: Context, schedule: str, arguments: list[str],
     is the driver's, every night: the next night's submission names it again.
     """
     state, env = ctx.state, ctx.slurm_env()
+    cancelled = cancelled_jobs(state)
+    if os.environ.get("SLURM_JOB_ID") in cancelled:
+        return (f"the recurring nightly was cancelled while job {os.environ['SLURM_JOB_ID']} "
+                f"ran: no next night submitted")
+    cancelled_marker(state).unlink(missing_ok=True)  # scheduled again by hand
     begin = at or next_occurrence(schedule, datetime.now()).strftime("%Y-%m-%dT%H:%M:%S")
     perfguard = shlex.quote(str(Path(sys.executable).parent / "perfguard"))
     exported = ctx.scheduled_environment()
@@ -163,6 +169,54 @@ def submit_recurring(ctx: Context, schedule: str, arguments: list[str],
     return f"nightly job {result.stdout.strip()} will start at {begin}"
 
 
-def cancel_recurring(ctx: Context) -> None:
-    subprocess.run(["scancel", f"--name={JOB_NAME}"], capture_output=True,
-                   env=ctx.slurm_env())
+def cancelled_marker(state: Path) -> Path:
+    """The running driver jobs whose next night is not to be submitted, one id a line:
+    `--cancel-recurring` lets a night in progress finish, and this stops its sequel."""
+    return state / "nightly-recurring.cancelled"
+
+
+def cancelled_jobs(state: Path) -> set[str]:
+    try:
+        return set(cancelled_marker(state).read_text().split())
+    except OSError:
+        return set()
+
+
+def recurring_jobs(ctx: Context) -> dict[str, str]:
+    """The recurring nightly's driver jobs of this user in Slurm's queue: id → state."""
+    listed = slurm.run(ctx, "squeue", "-h", "--me", f"--name={JOB_NAME}", "-o", "%i %T")
+    if listed.returncode != 0:
+        raise PerfguardError(f"squeue failed: {listed.stderr.strip()} (is slurmctld "
+                             f"reachable from here?)")
+    return dict(line.split()[:2] for line in listed.stdout.splitlines() if line.strip())
+
+
+def cancel_recurring(ctx: Context, stop_running: bool = False) -> str:
+    """Stop the next nights: the pending driver job is cancelled, a running one submits
+    no next. The night in progress finishes (its results stored, its report written)
+    unless ``stop_running``: then it is asked to stop its checks (nightly.stop_file), and
+    still stores and reports what finished. Never scancel on a running driver: Slurm
+    kills it KillWait seconds later, before its report is written."""
+    from perfguard.workflows.nightly import stop_file
+
+    jobs = recurring_jobs(ctx)
+    pending = sorted(j for j, state in jobs.items() if state == "PENDING")
+    running = sorted(j for j, state in jobs.items() if state != "PENDING")
+    if pending:
+        slurm.run(ctx, "scancel", *pending)
+    if running:
+        marker = cancelled_marker(ctx.state)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("".join(f"{j}\n" for j in sorted(cancelled_jobs(ctx.state)
+                                                            | set(running))))
+    said = [f"cancelled the pending nightly job {', '.join(pending)}" if pending else
+            "no nightly job was pending"]
+    if running and stop_running:
+        stop_file(ctx.state).write_text(f"perfguard nightly --cancel-recurring --now, "
+                                        f"{datetime.now():%Y-%m-%d %H:%M:%S}")
+        said.append(f"the running nightly (job {', '.join(running)}) stops its checks, "
+                    f"stores and reports what finished, and submits no next night")
+    elif running:
+        said.append(f"the running nightly (job {', '.join(running)}) finishes and submits "
+                    f"no next night (--now stops it too)")
+    return "; ".join(said)

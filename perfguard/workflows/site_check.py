@@ -75,7 +75,12 @@ def find_system(ctx: Context, name: str, systems: list[System] | None = None) ->
 def selected_partitions(system: System, name: str) -> list[Partition]:
     """The partitions ``name`` (``sys`` or ``sys:part``) selects."""
     only = name.partition(":")[2]
-    return [p for p in system.partitions if not only or p.name == only]
+    chosen = [p for p in system.partitions if not only or p.name == only]
+    if not chosen:
+        raise UsageError(f"--system {name}: system {system.name} has no partition {only!r} "
+                         f"(it has {', '.join(p.name for p in system.partitions)}; "
+                         f"{system.path})")
+    return chosen
 
 
 def slurm_problems(ctx: Context, system: System, partitions: list[Partition]) -> list[str]:
@@ -118,9 +123,23 @@ def check(ctx: Context, system: str | None) -> SiteFiles:
     return files
 
 
+def require_partition(ctx: Context, system: str) -> None:
+    """``sys:part`` names a partition of the system (ReFrame's own error otherwise, exit
+    1, no list): checked before a dry run too, which asks no Slurm. A system no topology
+    file describes is left to ReFrame's configuration."""
+    if ":" not in system:
+        return
+    try:
+        found = find_system(ctx, system)
+    except (UsageError, PerfguardError):
+        return
+    selected_partitions(found, system)
+
+
 def require_runnable(ctx: Context, system: str, against_slurm: bool = True) -> None:
     """Before a run: the site files load and ``system`` fits the site's Slurm (a dry run
     submits nothing: no Slurm asked); else one UsageError listing every problem."""
+    require_partition(ctx, system)
     problems = check(ctx, system if against_slurm else None).problems
     if problems:
         raise UsageError("the site directory is not right:\n  " + "\n  ".join(problems)

@@ -207,8 +207,9 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
                                   "s.id = r.system_id WHERE s.name = 'sitea'").fetchone()[0]
         assert stored >= 3  # the first run and two nights
     finally:
-        as_user(home, "perfguard", "nightly", "--cancel-recurring",
+        as_user(home, "perfguard", "nightly", "--cancel-recurring", "--now",
                 env={**user_env, "PATH": f"{home / 'perfguard-venv' / 'bin'}:/usr/bin:/bin"})
+        wait_for_no_nightly(record["slurm_conf"])  # a night in progress stops, reported
     # jobs ran under the user's name: drivers in service, checks in compute
     jobs = subprocess.run(["sacct", "-n", "-P", "-X", "-a", "-o", "User,JobName,Partition",
                            "-S", "now-1hour"], capture_output=True, text=True,
@@ -229,6 +230,20 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
                             f"{home}*"],
                            capture_output=True, text=True)
     assert stray.stdout.split() == [], stray.stdout
+
+
+def wait_for_no_nightly(slurm_conf: str, timeout: float = 300) -> None:
+    """Until the user's nightly driver job left Slurm's queue (a night stopped by
+    `--cancel-recurring --now` stores and reports what finished first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        queued = subprocess.run(["squeue", "-h", "-u", USER, "--name", "perfguard-nightly"],
+                                capture_output=True, text=True,
+                                env={**os.environ, "SLURM_CONF": slurm_conf}).stdout
+        if not queued.strip():
+            return
+        time.sleep(2)
+    raise AssertionError(f"the nightly driver job was still queued after {timeout}s")
 
 
 def scheduled_runs(conn: psycopg.Connection) -> int:
@@ -265,8 +280,13 @@ def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_pa
     written = (site / "systems" / "mine.yaml").read_text()
     assert "# note (compute): no RDMA device" in written
     assert "# note (compute): neither spack nor osu_latency on PATH" in written
+    # what Slurm gives a job (RealMemory 2048), the node's own MemTotal as a comment
+    assert re.search(r"^# node node\d: MemTotal \d+ MiB, \d+ core\(s\) \(CPUs [\d,-]+\); "
+                     r"Slurm gives a job RealMemory 2048 MiB and \d+ CPU\(s\)$", written,
+                     re.M), written
     system = load_system(site / "systems" / "mine.yaml")
     [part] = system.partitions
+    assert part.node.memory_mib == 2048
     assert part.name == "compute" and part.access == ("--partition=compute",)
     assert part.mpi_flavour == "openmpi-tcp" and part.provider == {"kind": "system"}
     assert part.nodes == 4 and part.node.cores == os.cpu_count()
@@ -279,6 +299,12 @@ def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_pa
         wrong.stderr
     shown = perfguard("--site", str(site), "site", "show")
     assert re.search(r"systems/mine\.yaml\s+site\s", shown.stdout), shown.stdout
+    assert f"site checks: {site / 'checks'} not found" in shown.stdout, shown.stdout
+    (site / "checks").mkdir()
+    (site / "checks" / "stream.py").write_text("")
+    shown = perfguard("--site", str(site), "site", "show")
+    assert f"site checks: {site / 'checks'} found, searched by every run: stream.py" in \
+        shown.stdout, shown.stdout
     bare = perfguard("site", "init", str(tmp_path / "other"), env={"PATH": "/nonexistent"},
                      state=user_state)
     assert bare.returncode == 0 and "no Slurm here" in bare.stdout, bare.stderr

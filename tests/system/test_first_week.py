@@ -190,6 +190,76 @@ def test_first_setup_mistakes_say_what_to_fix(layout, migrated_dsn: str) -> None
         assert result.returncode == 1 and "internal error" not in result.stderr
 
 
+def test_a_passfile_libpq_ignores_or_a_wrong_password_in_it_says_so(
+        layout, migrated_dsn: str, tmp_path: Path) -> None:
+    """A passfile of mode 0644 is ignored by libpq ("group or world access"): the error says
+    so and how to fix it, not that the file lacks the line; a wrong password names the
+    passfile and line it came from."""
+    secret = layout.state / "secrets" / "pgpass"
+    loose = tmp_path / "pgpass-loose"
+    loose.write_text(secret.read_text())
+    loose.chmod(0o644)
+    base = migrated_dsn.split("?")[0]
+    ignored = perfguard("db", "upgrade", "--dsn", f"{base}?passfile={loose}")
+    assert ignored.returncode == 1, ignored.stderr
+    assert f"the passfile {loose} has permissions 0644: libpq ignores it; chmod 600 {loose}" \
+        in ignored.stderr, ignored.stderr
+    assert "has no line" not in ignored.stderr
+    wrong = tmp_path / "pgpass-wrong"
+    wrong.write_text("# the DBA's\n127.0.0.1:*:*:perfguard:not-the-password\n")
+    wrong.chmod(0o600)
+    refused = perfguard("db", "upgrade", "--dsn", f"{base}?passfile={wrong}")
+    assert refused.returncode == 1, refused.stderr
+    assert "password authentication failed" in refused.stderr
+    assert f"the password came from the passfile {wrong}, line 2" in refused.stderr, \
+        refused.stderr
+    assert "not-the-password" not in refused.stderr
+
+
+def test_an_unknown_partition_is_refused_before_reframe_listing_the_partitions(
+        migrated_dsn: str) -> None:
+    """`--system local:nosuch` reached ReFrame (its error, exit 1): now exit 2 before
+    ReFrame starts, naming the system's partitions, for a dry run and a run alike."""
+    for dry in (["--dry-run"], []):
+        result = perfguard("run", "--system", "local:nosuchpartition", "-n", "MpiHelloCheck",
+                           "--dsn", migrated_dsn, *dry, state=TEST_STATE)
+        assert result.returncode == 2, result.stdout[-2000:] + result.stderr
+        assert "--system local:nosuchpartition: system local has no partition " \
+               "'nosuchpartition' (it has compute" in result.stderr, result.stderr
+        assert "reframe" not in (result.stdout + result.stderr).lower().replace(
+            "perfguard", ""), result.stdout[-2000:]
+
+
+def test_no_colour_codes_off_a_terminal_nor_under_no_color(layout) -> None:
+    """ReFrame colours its output; written into a pipe (a log, mail, CI) or with NO_COLOR
+    set at a terminal, there are no escape codes."""
+    import pty
+    import subprocess
+    import sys
+
+    piped = perfguard("run", "--dry-run", "-n", "MpiHelloCheck", state=TEST_STATE)
+    assert piped.returncode == 0, piped.stderr
+    assert "MpiHelloCheck" in piped.stdout and "\x1b[" not in piped.stdout + piped.stderr
+    primary, secondary = pty.openpty()
+    at_terminal = subprocess.run(
+        [sys.executable, "-m", "perfguard.cli", "--state-dir", str(TEST_STATE), "run",
+         "--dry-run", "-n", "MpiHelloCheck"], stdout=secondary, stderr=secondary,
+        env={**os.environ, "NO_COLOR": "1"}, timeout=600)
+    os.close(secondary)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(primary)
+    assert at_terminal.returncode == 0 and b"MpiHelloCheck" in shown, shown[-2000:]
+    assert b"\x1b[" not in shown, shown[-2000:]
+
+
 def test_a_reader_that_stops_reading_is_no_error() -> None:
     """`perfguard site show | head -1`: the pipe closes early; exit 141, nothing said."""
     import subprocess
@@ -212,3 +282,36 @@ def test_a_himeno_size_the_nodes_cannot_hold_is_skipped_saying_so(layout) -> Non
     shown = re.sub(r"\x1b\[[0-9;]*m", "", dry.stdout)  # ReFrame's colours
     assert re.search(r"DRY\s*\] HimenoCheck %size=L %nodes=1 %ranks_step=1 ", shown)
     assert not re.search(r"SKIP.*%size=L %nodes=1 %ranks_step=1 ", shown)
+    # every skipped variant says why: those that depend on a skipped one name it
+    from perfguard.store.report import load
+
+    report = load(Path(re.search(r"^report: (\S+)$", dry.stdout, re.M).group(1)))
+    skipped = {" ".join(f"%{k}={v}" for k, v in sorted(c.params.items())): c.fail_reason
+               for c in report.testcases if c.result == "skip"}
+    assert skipped and all(skipped.values()), skipped
+    assert skipped["%nodes=2 %ranks_step=1 %size=XL"] == (
+        "its dependency HimenoCheck %nodes=1 %ranks_step=1 %size=XL was skipped: size XL "
+        "needs 14407 MiB per node on 1 node(s), the partition's nodes have 2048 MiB "
+        "(node.memory_mib)")
+
+
+def test_checks_lists_what_a_system_would_run_and_why_the_rest_is_skipped(layout) -> None:
+    """`perfguard checks` (a dry run, nothing submitted): one line per variant, "runs" or
+    "skipped: why"; ReFrame's own `--list` through `perfguard run -- --list`."""
+    listed = perfguard("checks", "-t", "himeno", state=TEST_STATE)
+    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
+    lines = listed.stdout.splitlines()
+    assert re.search(r"^HimenoCheck %nodes=1 %ranks_step=1 %size=L\s+compute/gnu-openmpi\s+"
+                     r"runs$", listed.stdout, re.M), listed.stdout
+    assert re.search(r"^HimenoCheck %nodes=1 %ranks_step=1 %size=XL\s+compute/gnu-openmpi\s+"
+                     r"skipped: size XL needs 14407 MiB per node", listed.stdout, re.M)
+    assert re.search(r"^HimenoCheck %nodes=4 %ranks_step=all %size=XL .* skipped: its "
+                     r"dependency HimenoCheck %nodes=1 %ranks_step=1 %size=XL was skipped",
+                     listed.stdout, re.M)
+    assert not [line for line in lines if line.endswith("skipped: no reason given")]
+    assert "SpackStack" not in listed.stdout  # a fixture, no check
+    assert re.search(r"^system local: \d+ variant\(s\) would run, \d+ skipped \(a dry run, "
+                     r"nothing submitted", listed.stdout, re.M), listed.stdout[-500:]
+    reframe_list = perfguard("run", "-n", "MpiHelloCheck", "--", "--list", state=TEST_STATE)
+    assert reframe_list.returncode == 0, reframe_list.stdout[-2000:] + reframe_list.stderr
+    assert "- MpiHelloCheck" in reframe_list.stdout, reframe_list.stdout[-2000:]

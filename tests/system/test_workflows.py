@@ -57,6 +57,96 @@ def test_recurring_nightly_fires_night_after_night_with_its_driver_off_the_measu
         perfguard("nightly", "--cancel-recurring", state=TEST_STATE)
 
 
+#: A site directory whose own checks make a night that lasts minutes (tag slow-night).
+SLOW_NIGHT_SITE = Path(__file__).parents[1] / "data" / "slow_night_site"
+
+
+def recurring_night_in_progress(label: str, layout, *site: str) -> str:
+    """Submit the recurring nightly (replayed collectives, or with ``site`` (--site DIR)
+    the site's slow night; labelled) to start now; its driver job's id once the nightly
+    holds its lock (its checks are under way)."""
+    lock = TEST_STATE / "nightly.lock"
+    if lock.exists():
+        lock.write_text("")
+    tag = "slow-night" if site else "collectives"
+    submitted = perfguard(*site, "nightly", "--submit-recurring", "--schedule", "* * * * *",
+                          "--at", "now", "-t", tag, "--label", label,
+                          state=TEST_STATE, env={"PERFGUARD_REPLAY": str(REPLAY)})
+    assert submitted.returncode == 0, submitted.stderr
+    job = re.search(r"nightly job (\d+)", submitted.stdout).group(1)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if lock.exists() and lock.read_text().strip():
+            return job
+        time.sleep(1)
+    raise AssertionError(f"the nightly of job {job} did not start within 300 s")
+
+
+def job_end(layout, job: str, timeout: float = 600) -> str:
+    """The job's end state in Slurm's accounting, once it ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = slurm(layout, "sacct", "-n", "-X", "-P", "-j", job, "-o", "State").strip()
+        if state and state not in ("PENDING", "RUNNING", "REQUEUED", "COMPLETING"):
+            return state
+        time.sleep(2)
+    raise AssertionError(f"job {job} did not end within {timeout}s")
+
+
+def queued_nightlies(layout) -> str:
+    return slurm(layout, "squeue", "-h", "--name", "perfguard-nightly", "-o", "%i %T").strip()
+
+
+def test_cancel_recurring_lets_the_night_in_progress_finish_and_submits_no_next(
+        dsn: str, layout) -> None:
+    """`--cancel-recurring` during a night: that night runs to its end (stored, its HTML
+    report written), and no next night is submitted. It cancelled the running job before
+    (its report never written)."""
+    label = f"cancelled-{uuid.uuid4().hex[:8]}"
+    job = recurring_night_in_progress(label, layout)
+    try:
+        cancelled = perfguard("nightly", "--cancel-recurring", state=TEST_STATE)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert f"the running nightly (job {job}) finishes and submits no next night" in \
+            cancelled.stdout, cancelled.stdout
+        assert job_end(layout, job) != "CANCELLED"
+        [(run_id, _)] = wait_for_runs(dsn, label, 1, 60)
+        assert (TEST_STATE / "reports" / f"run-{run_id}.html").is_file()
+        log = (TEST_STATE / "log" / f"nightly-{job}.log").read_text()
+        assert f"HTML report: {TEST_STATE / 'reports' / f'run-{run_id}.html'}" in log, log
+        assert "no next night submitted" in log, log[-2000:]
+        assert queued_nightlies(layout) == ""
+    finally:
+        perfguard("nightly", "--cancel-recurring", state=TEST_STATE)
+
+
+def test_cancel_recurring_now_stops_the_night_in_progress_which_still_reports(
+        dsn: str, layout) -> None:
+    """`--cancel-recurring --now`: the night in progress stops its checks, stores what
+    finished and writes its report; no next night."""
+    label = f"stopped-{uuid.uuid4().hex[:8]}"
+    job = recurring_night_in_progress(label, layout, "--site", str(SLOW_NIGHT_SITE))
+    try:
+        stopped = perfguard("nightly", "--cancel-recurring", "--now", state=TEST_STATE)
+        assert stopped.returncode == 0, stopped.stderr
+        assert f"the running nightly (job {job}) stops its checks" in stopped.stdout
+        assert job_end(layout, job, 400) != "CANCELLED"  # far less than SlowNightCheck's 600 s
+        [(run_id, _)] = wait_for_runs(dsn, label, 1, 60)
+        with psycopg.connect(dsn) as conn:
+            cases = dict(conn.execute("SELECT check_name, result FROM testcase "
+                                      "WHERE run_id = %s", (run_id,)).fetchall())
+        assert cases.get("SlowNightCheck") != "pass", cases  # stopped, not run to its end
+        assert (TEST_STATE / "reports" / f"run-{run_id}.html").is_file()
+        log = (TEST_STATE / "log" / f"nightly-{job}.log").read_text()
+        assert "stopped on request (perfguard nightly --cancel-recurring --now" in log, log
+        assert "no next night submitted" in log, log[-2000:]
+        assert queued_nightlies(layout) == ""
+        alone = perfguard("nightly", "--now", state=TEST_STATE)
+        assert alone.returncode == 2 and "--now goes with --cancel-recurring" in alone.stderr
+    finally:
+        perfguard("nightly", "--cancel-recurring", state=TEST_STATE)
+
+
 def wait_for_runs(dsn: str, label: str, count: int, timeout: float) -> list[tuple]:
     deadline = time.monotonic() + timeout
     rows: list[tuple] = []

@@ -143,3 +143,26 @@ def test_detect_as_it_ran_on_the_h200_is_a_topology_perfguard_loads() -> None:
     assert {**parsed, **models[0]} == {"index": 0, "affinity": {}, "numa": 0,
                                        "cpus": list(range(16)), "model": "NVIDIA H200",
                                        "bus_id": "00000000:00:06.0"}
+
+
+def test_memory_and_cpus_are_what_slurm_gives_a_job_with_the_nodes_own_as_a_comment() -> None:
+    """In a Slurm job, memory_mib is the node's RealMemory (the embedded nodes declare 2048
+    MiB on a 24 GiB host: Himeno XL, 14,407 MiB a node, would be killed), the CPUs Slurm
+    keeps (CPUSpecList) leave node.numa, and the node's own totals are a comment."""
+    from perfguard.site.detect import parse_scontrol_node, slurm_gives
+
+    node = parse_scontrol_node((TOPO / "scontrol_show_node_embedded.txt").read_text())
+    assert (node["NodeName"], node["RealMemory"], node["CPUEfctv"]) == ("node1", "2048", "2")
+    found = Detected(numa={0: [0], 1: [1]}, memory_mib=24105, node_memory_mib=24105)
+    slurm_gives(found, node)
+    written = as_topology_yaml(found, "mine", "compute")
+    assert yaml.safe_load(written)["partitions"][0]["node"]["memory_mib"] == 2048
+    assert "# node node1: MemTotal 24105 MiB, 2 core(s) (CPUs 0-1); Slurm gives a job " \
+           "RealMemory 2048 MiB and 2 CPU(s)\n" in written
+    kept = Detected(numa={0: [0, 1, 2, 3]}, memory_mib=515000, node_memory_mib=515000)
+    slurm_gives(kept, {"NodeName": "cn7", "RealMemory": "500000", "CPUTot": "4",
+                       "CPUEfctv": "3", "CPUSpecList": "3"})
+    assert kept.numa == {0: [0, 1, 2]} and kept.memory_mib == 500000
+    outside = Detected(numa={0: [0, 1]}, memory_mib=24105, node_memory_mib=24105)
+    slurm_gives(outside, {})
+    assert outside.memory_mib == 24105 and "not in a Slurm job" in outside.facts[0]

@@ -50,21 +50,86 @@ def connect(dsn: str) -> psycopg.Connection:
 
 
 def _connect_hint(dsn: str, reason: str) -> str:
-    """What to fix for the failures a first setup meets: no password found, no database."""
-    if "no password supplied" in reason:
+    """What to fix for the failures a first setup meets: no password found (no passfile,
+    one libpq ignores for its mode, one without the line), a wrong password (where it came
+    from), no database."""
+    if "no password supplied" in reason or "password authentication failed" in reason:
         try:
-            passfile = psycopg.conninfo.conninfo_to_dict(dsn).get("passfile") \
-                or os.environ.get("PGPASSFILE") or str(Path.home() / ".pgpass")
+            params = psycopg.conninfo.conninfo_to_dict(dsn)
         except psycopg.ProgrammingError:
             return ""
-        if not os.access(passfile, os.R_OK):
-            return (f" (the passfile {passfile} does not exist or cannot be read: create it, "
-                    f"mode 0600, with a line HOST:PORT:DB:USER:PASSWORD)")
-        return (f" (the passfile {passfile} has no line for this host, port, database and "
-                f"user: HOST:PORT:DB:USER:PASSWORD)")
+        passfile = str(params.get("passfile") or os.environ.get("PGPASSFILE")
+                       or Path.home() / ".pgpass")
+        if "no password supplied" in reason:
+            return _passfile_hint(passfile)
+        return _password_source(params, passfile)
     if "does not exist" in reason and "database" in reason:
         return " (check the database name in the DSN; the DBA creates it: docs/adopting.md)"
     return ""
+
+
+def _passfile_hint(passfile: str) -> str:
+    if not os.access(passfile, os.R_OK):
+        return (f" (the passfile {passfile} does not exist or cannot be read: create it, "
+                f"mode 0600, with a line HOST:PORT:DB:USER:PASSWORD)")
+    mode = os.stat(passfile).st_mode & 0o777
+    if mode & 0o077:  # libpq: "password file has group or world access", then ignored
+        return (f" (the passfile {passfile} has permissions {mode:04o}: libpq ignores it; "
+                f"chmod 600 {passfile})")
+    return (f" (the passfile {passfile} has no line for this host, port, database and "
+            f"user: HOST:PORT:DB:USER:PASSWORD)")
+
+
+def _password_source(params: dict, passfile: str) -> str:
+    """Where the refused password came from: the DSN, $PGPASSWORD, or the passfile's line
+    for this host, port, database and user (libpq's order)."""
+    if params.get("password"):
+        return " (the password is the DSN's)"
+    if os.environ.get("PGPASSWORD"):
+        return " (the password came from $PGPASSWORD)"
+    line = passfile_line(passfile, params)
+    if line is None:
+        return ""
+    return (f" (the password came from the passfile {passfile}, line {line}: correct it "
+            f"there)")
+
+
+def passfile_line(passfile: str, params: dict) -> int | None:
+    """The number of the passfile's first line that libpq would take for these connection
+    parameters (``*`` matches anything; ``\\:`` and ``\\\\`` are escapes), or None."""
+    wanted = [str(params.get("host") or os.environ.get("PGHOST") or "localhost"),
+              str(params.get("port") or os.environ.get("PGPORT") or "5432"),
+              str(params.get("dbname") or os.environ.get("PGDATABASE") or ""),
+              str(params.get("user") or os.environ.get("PGUSER") or "")]
+    wanted[2] = wanted[2] or wanted[3]
+    if wanted[0].startswith("/"):
+        wanted[0] = "localhost"  # a socket directory matches "localhost" in a passfile
+    try:
+        text = Path(passfile).read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        fields = _passfile_fields(line)
+        if len(fields) >= 5 and all(f in ("*", w) for f, w in zip(fields[:4], wanted)):
+            return number
+    return None
+
+
+def _passfile_fields(line: str) -> list[str]:
+    fields, current, escaped = [], "", False
+    for char in line:
+        if escaped:
+            current, escaped = current + char, False
+        elif char == "\\":
+            escaped = True
+        elif char == ":" and len(fields) < 4:
+            fields.append(current)
+            current = ""
+        else:
+            current += char
+    return fields + [current]
 
 
 def redact(dsn: str) -> str:

@@ -1,0 +1,48 @@
+"""What a new admin reads: the verdict's counts, where a refused password came from, and
+when ReFrame may colour its output (issue 51, item 5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfguard.judge import verdict as vd
+from perfguard.present.htmlreport import Report
+from perfguard.present.text import summary
+from perfguard.run.reframe import colour_wanted
+from perfguard.store.db import passfile_line
+
+
+def line(check: str, metric: str, status: str) -> vd.Line:
+    return vd.Line(check, {}, "compute", "gnu", metric, None if metric == "-" else 1.0, "",
+                   {}, None, None, None, status)
+
+
+def test_a_run_that_measured_nothing_counts_no_pass() -> None:
+    """The SpackStack fixture passed and everything else skipped: "1 skipped", and the
+    fixture apart, named; neither the CLI nor the HTML report says "1 pass"."""
+    lines = [line("SpackStack", "-", "pass"), line("UcxPerftestCheck", "-", "skipped")]
+    said = summary(lines)
+    assert said == ("0 fail, 0 regression, 0 test-failed, 1 skipped; 1 passed without a "
+                    "figure (SpackStack)"), said
+    counted = Report.counts.fget(type("R", (), {"lines": lines})())
+    assert counted == {"skipped": 1, vd.WITHOUT_FIGURE: 1}
+    measured = summary([line("OsuPt2PtCheck", "latency", "pass"), lines[0]])
+    assert measured.startswith("1 pass, 0 fail") and "1 passed without a figure" in measured
+
+
+def test_the_passfile_line_a_password_came_from(tmp_path: Path) -> None:
+    """libpq's rules: the first line whose host, port, database and user match (``*`` any,
+    ``\\:`` an escaped colon); comments and blank lines skipped."""
+    passfile = tmp_path / "pgpass"
+    passfile.write_text("# site\n\ndbhost:5432:other:alice:x\n"
+                        "dbhost:*:perfguard:alice:pa\\:ss\n*:*:*:*:fallback\n")
+    wanted = {"host": "dbhost", "port": "5432", "dbname": "perfguard", "user": "alice"}
+    assert passfile_line(str(passfile), wanted) == 4
+    assert passfile_line(str(passfile), {**wanted, "host": "elsewhere"}) == 5
+    assert passfile_line(str(tmp_path / "none"), wanted) is None
+
+
+def test_colour_only_for_a_person_at_a_terminal() -> None:
+    assert colour_wanted(True, {}) is True
+    assert colour_wanted(False, {}) is False  # a pipe, a log, a job's output, mail
+    assert colour_wanted(True, {"NO_COLOR": "1"}) is False
