@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -377,15 +378,19 @@ def test_a_node_lost_mid_run_is_named_in_the_verdict(layout: ClusterLayout,
     assert "Final" not in line
 
 
-def test_a_terminated_run_stores_what_it_measured(layout: ClusterLayout,
-                                                  migrated_dsn: str) -> None:
+def run_interrupted(layout: ClusterLayout, dsn: str,
+                    interrupt: Callable[[subprocess.Popen], None],
+                    limit_s: int = 300) -> tuple[int, str]:
+    """`perfguard run` of MpiHello, then a UCX tag_bw long enough to be interrupted: once
+    MpiHello is done and the UCX job holds its nodes, ``interrupt(process)``; the exit code
+    and everything the run printed."""
     run = subprocess.Popen(
-        perfguard_command("run", "--dsn", migrated_dsn, "-n", "MpiHelloCheck",
+        perfguard_command("run", "--dsn", dsn, "-n", "MpiHelloCheck",
                           "-n", "^UcxPerftestCheck.*test=tag_bw",
                           "-S", "UcxPerftestCheck.iterations=100000000", state=TEST_STATE),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     seen = []
-    watchdog = threading.Timer(240, os.killpg, (run.pid, signal.SIGKILL))  # never hang
+    watchdog = threading.Timer(limit_s, os.killpg, (run.pid, signal.SIGKILL))  # never hang
     watchdog.start()
     try:
         for line in run.stdout:
@@ -396,16 +401,23 @@ def test_a_terminated_run_stores_what_it_measured(layout: ClusterLayout,
             assert run.poll() is None, "".join(seen)
             time.sleep(1)
         time.sleep(5)  # ReFrame prints OK before its cleanup stage ends
-        run.send_signal(signal.SIGTERM)
-        seen.append(run.communicate(timeout=120)[0])
+        interrupt(run)
+        seen.append(run.communicate(timeout=180)[0])
     finally:
         watchdog.cancel()
         run.kill()
         cancel_jobs(layout, "UcxPerftestCheck")
-    assert run.returncode == 4, "".join(seen)  # INTERRUPTED: never a failure, never a page
+    return run.returncode, "".join(seen)
+
+
+def test_a_terminated_run_stores_what_it_measured(layout: ClusterLayout,
+                                                  migrated_dsn: str) -> None:
+    returncode, out = run_interrupted(layout, migrated_dsn,
+                                      lambda run: run.send_signal(signal.SIGTERM), 240)
+    assert returncode == 4, out  # INTERRUPTED: never a failure, never a page
     with psycopg.connect(migrated_dsn) as conn:
         stored = dict(conn.execute(
             "SELECT tc.check_name, tc.result FROM testcase tc WHERE tc.check_name IN "
             "('MpiHelloCheck', 'UcxPerftestCheck')").fetchall())
-    assert stored.get("MpiHelloCheck") == "pass", "".join(seen)
-    assert stored.get("UcxPerftestCheck") == "abort", "".join(seen)
+    assert stored.get("MpiHelloCheck") == "pass", out
+    assert stored.get("UcxPerftestCheck") == "abort", out

@@ -7,9 +7,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import threading
-import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -17,8 +14,8 @@ from pathlib import Path
 import psycopg
 
 from perfguard.present import dashboards
-from tests.conftest import TEST_STATE, perfguard, perfguard_command, verdict_rows
-from tests.system.test_hardening import ANSI, cancel_jobs, job_nodes
+from tests.conftest import perfguard, verdict_rows
+from tests.system.test_hardening import run_interrupted
 from tests.system.test_history_verdicts import BW_LINE, ingest, store_nights
 
 
@@ -108,31 +105,9 @@ def test_an_interrupted_run_is_interrupted_never_failed(layout, migrated_dsn: st
     passes, the one still running is `aborted` (neither passed nor failed), the run is
     INTERRUPTED with exit 4 and nothing pages (before: the aborted case was test-failed
     and the run FAIL, exit 1)."""
-    run = subprocess.Popen(
-        perfguard_command("run", "--dsn", migrated_dsn, "-n", "MpiHelloCheck",
-                          "-n", "^UcxPerftestCheck.*test=tag_bw",
-                          "-S", "UcxPerftestCheck.iterations=100000000", state=TEST_STATE),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    seen = []
-    watchdog = threading.Timer(300, os.killpg, (run.pid, signal.SIGKILL))  # never hang
-    watchdog.start()
-    try:
-        for line in run.stdout:
-            seen.append(line)
-            if re.search(r"OK\W*\] \(\d+/\d+\) MpiHelloCheck", ANSI.sub("", line)):
-                break
-        while not job_nodes(layout, "UcxPerftestCheck"):
-            assert run.poll() is None, "".join(seen)
-            time.sleep(1)
-        time.sleep(5)  # ReFrame prints OK before its cleanup stage ends
-        os.killpg(run.pid, signal.SIGINT)  # as the terminal sends Ctrl-C: to the group
-        seen.append(run.communicate(timeout=180)[0])
-    finally:
-        watchdog.cancel()
-        run.kill()
-        cancel_jobs(layout, "UcxPerftestCheck")
-    out = "".join(seen)
-    assert run.returncode == 4, out
+    returncode, out = run_interrupted(
+        layout, migrated_dsn, lambda run: os.killpg(run.pid, signal.SIGINT))  # as Ctrl-C
+    assert returncode == 4, out
     assert "interrupted by SIGINT" in out and re.search(r"^run \d+: INTERRUPTED \(1 test "
                                                         r"case\(s\) aborted", out, re.M), out
     with psycopg.connect(migrated_dsn) as conn:
