@@ -35,8 +35,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, sanity_function, variable
 
-from perfguard.contract import SPACK_ENVS_DIR, environment_dir, render, state_dir
-from perfguard.contract.stacks import user_cache
+from perfguard.contract import SPACK_ENVS_DIR, environment_dir, render, state_dir, user_cache
 
 SPACK_ENVS = SPACK_ENVS_DIR
 REPLAY = Path(__file__).with_name("replay.py")
