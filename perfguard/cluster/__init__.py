@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfguard.cluster.layout import ClusterLayout
-from perfguard.cluster.procs import port_in_use, require_binaries, require_root, terminate
+from perfguard.cluster.procs import (
+    port_in_use,
+    require_binaries,
+    require_root,
+    run,
+    terminate,
+)
 from perfguard.cluster.services import SERVICES, dead_nodes, node_states
 from perfguard.errors import PerfguardError
 
@@ -27,22 +33,34 @@ def current_layout(state: Path) -> ClusterLayout:
     return layout
 
 
-def up(state: Path, nodes: int, port_base: int, leaves: int = 0) -> ClusterLayout:
+def up(state: Path, nodes: int, port_base: int, leaves: int = 0,
+       slurm_prefix: Path | str | None = None) -> ClusterLayout:
     """Start whatever is not running: everything at first, exactly the dead daemons
-    (one node's slurmd, a stopped PostgreSQL) later; a second call is a no-op."""
+    (one node's slurmd, a stopped PostgreSQL) later; a second call is a no-op.
+
+    ``slurm_prefix``: a Slurm built from source (its bin/ and sbin/) instead of the
+    distribution's on the PATH; None: a running cluster's own (healing a node needs no
+    option repeated), else the distribution's."""
     if not 0 <= leaves <= nodes:
         raise PerfguardError(f"--leaves {leaves}: a leaf switch needs a node (0 to {nodes})")
+    recorded = ClusterLayout.load(state)
+    if slurm_prefix is None and recorded is not None and any(
+            s.running(recorded) for s in SERVICES):
+        slurm_prefix = recorded.slurm_prefix
+    prefix = str(Path(slurm_prefix).resolve()) if slurm_prefix else ""
     require_root()
-    require_binaries()
+    wanted = ClusterLayout(state, nodes=nodes, port_base=port_base, leaves=leaves,
+                           slurm_prefix=prefix)
+    require_binaries(wanted.slurm_dirs())
     _require_visible_from_nodes(state)
-    layout = ClusterLayout.load(state) or ClusterLayout(state, nodes=nodes, port_base=port_base)
-    if any(s.running(layout) for s in SERVICES) and (
-            layout.nodes, layout.port_base, layout.leaves) != (nodes, port_base, leaves):
+    layout = recorded or wanted
+    if any(s.running(layout) for s in SERVICES) and _shape(layout) != _shape(wanted):
         raise PerfguardError(
             f"a cluster with {layout.nodes} nodes on port base {layout.port_base} "
-            f"({layout.leaves or 'no'} leaf switches) is running under {state}; run "
-            f"`perfguard cluster down` before changing its shape")
-    layout = ClusterLayout(state, nodes=nodes, port_base=port_base, leaves=leaves)
+            f"({layout.leaves or 'no'} leaf switches, "
+            f"{layout.slurm_prefix or 'the Slurm on the PATH'}) is running under {state}; "
+            f"run `perfguard cluster down` before changing its shape or its Slurm")
+    layout = wanted
     _check_ports(layout)
     layout.save()
     for service in SERVICES:
@@ -51,6 +69,11 @@ def up(state: Path, nodes: int, port_base: int, leaves: int = 0) -> ClusterLayou
         elif service.reconcile is not None:
             service.reconcile(layout)
     return layout
+
+
+def _shape(layout: ClusterLayout) -> tuple:
+    """What a running cluster cannot change without a restart."""
+    return layout.nodes, layout.port_base, layout.leaves, layout.slurm_prefix
 
 
 def _require_visible_from_nodes(state: Path) -> None:
@@ -112,6 +135,12 @@ def purge(state: Path) -> list[Path]:
     return removed
 
 
+def slurm_version(layout: ClusterLayout) -> str:
+    """The cluster's Slurm as its clients name it ("slurm 25.11.7")."""
+    shown = run(["sinfo", "--version"], env=layout.client_env(), check=False)
+    return shown.stdout.strip() or "Slurm of unknown version"
+
+
 def _nodes_detail(layout: ClusterLayout) -> str:
     dead = dead_nodes(layout)
     states = node_states(layout)
@@ -130,6 +159,9 @@ def status(state: Path) -> list[ComponentStatus]:
         detail = ""
         if service.name == "slurmd":
             detail = _nodes_detail(layout)
+        elif service.name == "slurmctld":
+            detail = slurm_version(layout) + (f" from {layout.slurm_prefix}"
+                                               if layout.slurm_prefix else "")
         elif service.name == "postgresql":
             detail = layout.dsn
         result.append(ComponentStatus(service.name, running, service.pids(layout), detail))

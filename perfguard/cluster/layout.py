@@ -65,6 +65,9 @@ class ClusterLayout:
     #: Leaf switches in Slurm's tree topology (topology.conf), the nodes dealt out in
     #: order; 0: no topology (Slurm's flat default).
     leaves: int = 0
+    #: Where a Slurm built from source is installed (its bin/ and sbin/ come first on
+    #: every daemon's and client's PATH); "": the distribution's Slurm on the PATH.
+    slurm_prefix: str = ""
 
     # --- ports -------------------------------------------------------------
     @property
@@ -262,10 +265,30 @@ class ClusterLayout:
         return (f"postgresql://{role}@127.0.0.1:{self.postgres_port}/{database}"
                 f"?passfile={passfile}")
 
+    def slurm_dirs(self) -> list[Path]:
+        """The directories the cluster's Slurm programs are taken from before the PATH:
+        the prefix's bin/ (sbatch, srun, sacct, scrontab) and sbin/ (the daemons)."""
+        if not self.slurm_prefix:
+            return []
+        prefix = Path(self.slurm_prefix)
+        return [prefix / "bin", prefix / "sbin"]
+
+    def slurm_environ(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default: ours) with this cluster's slurm.conf and Slurm programs:
+        the one place every daemon, client, ReFrame job and scheduled nightly finds
+        them, so a Slurm built from source (``slurm_prefix``) is used everywhere."""
+        env = dict(os.environ if base is None else base)
+        env["SLURM_CONF"] = str(self.slurm_conf)
+        dirs = [str(d) for d in self.slurm_dirs()]
+        if dirs:
+            rest = [p for p in env.get("PATH", os.defpath).split(os.pathsep)
+                    if p and p not in dirs]
+            env["PATH"] = os.pathsep.join(dirs + rest)
+        return env
+
     def client_env(self) -> dict[str, str]:
         """Environment for Slurm clients (sinfo, sbatch, sacct) and for perfguard itself."""
-        env = dict(os.environ)
-        env["SLURM_CONF"] = str(self.slurm_conf)
+        env = self.slurm_environ()
         env["PERFGUARD_DSN"] = self.dsn
         return env
 
@@ -308,7 +331,8 @@ class ClusterLayout:
                        port_base=int(data["port_base"]),
                        host_cpus=tuple(int(c) for c in data["host_cpus"]),
                        sockets=int(data.get("sockets", 2)),
-                       leaves=int(data.get("leaves", 0)))
+                       leaves=int(data.get("leaves", 0)),
+                       slurm_prefix=str(data.get("slurm_prefix") or ""))
         except (ValueError, KeyError, TypeError) as exc:
             raise PerfguardError(f"{record}: unreadable cluster record ({exc}); "
                                  f"remove it after stopping any daemons by hand") from exc
