@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import shlex
 from pathlib import Path
 
-from perfguard.cli.options import port_base_option
+from perfguard.cli.options import port_base_option, slurm_prefix_option
 
 
 def _add_cluster(sub: argparse._SubParsersAction) -> None:
@@ -24,11 +23,7 @@ def _add_cluster(sub: argparse._SubParsersAction) -> None:
     start.add_argument("--leaves", type=int, default=0,
                        help="leaf switches in Slurm's tree topology (topology.conf), the "
                             "nodes dealt out in order (default 0: none)")
-    start.add_argument("--slurm-prefix", metavar="DIR", type=Path,
-                       default=os.environ.get("PERFGUARD_SLURM_PREFIX") or None,
-                       help="run a Slurm built from source and installed under DIR (its "
-                            "bin/ and sbin/) instead of the distribution's on the PATH "
-                            "(default: $PERFGUARD_SLURM_PREFIX, else the PATH's)")
+    slurm_prefix_option(start)
     port_base_option(start)
     start.set_defaults(func=cmd_cluster_up)
     stop = actions.add_parser("down", help="stop every process the cluster started")
