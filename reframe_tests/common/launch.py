@@ -69,6 +69,20 @@ def pinned(cpu_bind: str) -> bool:
     return cpu_bind.startswith(("map_cpu", "mask_cpu"))
 
 
+#: A pinned job's steps own their whole nodes: Slurm 23.11 and later give srun the job's
+#: SLURM_CPUS_PER_TASK (and SLURM_TRES_PER_TASK), which imply --exact and override
+#: --whole, so a step got one core and refused a map naming another (25.11, embedded
+#: cluster: "CPU binding outside of job step allocation, allocated CPUs are: 0x1").
+#: 22.05's srun did not read them; unsetting them there changes nothing.
+WHOLE_NODE_STEPS = "unset SLURM_CPUS_PER_TASK SLURM_TRES_PER_TASK"
+
+
+def whole_node_steps(cpu_bind: str) -> list[str]:
+    """The job-script line that lets a pinned job's steps own their nodes (none where
+    the check does not pin)."""
+    return [WHOLE_NODE_STEPS] if pinned(cpu_bind) else []
+
+
 def record_allocation_command() -> str:
     """The job writes its allocation as Slurm gave it: ReFrame's nodelist comes from a
     poll and has been seen to name one node of a two-node job."""
@@ -185,7 +199,13 @@ def down_nodes(nodes: list[str]) -> list[str]:
 def job_steps(jobid: str) -> list[tuple[str, str, str, str]]:
     """(step id, name, state, exit code) of every step of a job, from Slurm accounting."""
     listing = osext.run_command(f"sacct -n -P -j {jobid} -o JobID,JobName,State,ExitCode")
-    return [tuple(line.split("|", 3)) for line in listing.stdout.splitlines()
+    return sacct_steps(listing.stdout)
+
+
+def sacct_steps(listing: str) -> list[tuple[str, str, str, str]]:
+    """``sacct -n -P -o JobID,JobName,State,ExitCode`` → its rows (the same from Slurm
+    22.05 to 25.11: tests/data/slurm-25.11)."""
+    return [tuple(line.split("|", 3)) for line in listing.splitlines()
             if line.count("|") == 3]
 
 
