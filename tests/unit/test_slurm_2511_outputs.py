@@ -13,6 +13,7 @@ from reframe_tests.common.launch import (
     first_rank_that_died,
     job_problem,
     sacct_steps,
+    whole_node_steps,
 )
 from tests.facts import DATA
 
@@ -89,3 +90,13 @@ def test_the_rank_that_died_is_named_from_2511_srun() -> None:
     killed = str(SLURM_2511 / "srun_node_killed.err")
     assert first_rank_that_died(killed) == "rank 1 on node2: Killed"
     assert NODE_FAILURE.findall(read("srun_node_killed.err")) == []
+
+
+def test_a_pinned_job_lets_its_steps_own_their_nodes() -> None:
+    """25.11's srun refused a map naming a core outside the one the job's inherited
+    SLURM_CPUS_PER_TASK gave the step; a pinned job unsets it, an unpinned one keeps it."""
+    refused = read("srun_map_cpu_refused.err")
+    assert "CPU binding outside of job step allocation, allocated CPUs are: 0x1." in refused
+    assert whole_node_steps("map_cpu:1") == ["unset SLURM_CPUS_PER_TASK SLURM_TRES_PER_TASK"]
+    assert whole_node_steps("mask_cpu:0x2") == whole_node_steps("map_cpu:0,1")
+    assert whole_node_steps("cores") == []
