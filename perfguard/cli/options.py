@@ -32,8 +32,8 @@ def slurm_prefix_option(parser: argparse.ArgumentParser) -> None:
                         default=os.environ.get("PERFGUARD_SLURM_PREFIX") or None,
                         help="run the embedded cluster on a Slurm built from source and "
                              "installed under DIR (its bin/ and sbin/) instead of the "
-                             "distribution's on the PATH (default: $PERFGUARD_SLURM_PREFIX; "
-                             "a running cluster keeps its own)")
+                             "distribution's on the PATH (default: $PERFGUARD_SLURM_PREFIX, "
+                             "else the Slurm this state directory last ran)")
 
 
 def connect(args: argparse.Namespace):

@@ -39,15 +39,15 @@ def up(state: Path, nodes: int, port_base: int, leaves: int = 0,
     (one node's slurmd, a stopped PostgreSQL) later; a second call is a no-op.
 
     ``slurm_prefix``: a Slurm built from source (its bin/ and sbin/) instead of the
-    distribution's on the PATH; None: a running cluster's own (healing a node needs no
-    option repeated), else the distribution's."""
+    distribution's on the PATH; None: the one this state directory last ran (its
+    slurmctld state and slurmdbd's database are that version's: Debian's 22.05 started
+    on a 25.11 state refused it, and its slurmdbd converted the database back, which
+    25.11 then refused: "Database schema is too old for this version of Slurm to
+    upgrade"), else the distribution's."""
     if not 0 <= leaves <= nodes:
         raise PerfguardError(f"--leaves {leaves}: a leaf switch needs a node (0 to {nodes})")
     recorded = ClusterLayout.load(state)
-    if slurm_prefix is None and recorded is not None and any(
-            s.running(recorded) for s in SERVICES):
-        slurm_prefix = recorded.slurm_prefix
-    prefix = str(Path(slurm_prefix).resolve()) if slurm_prefix else ""
+    prefix = slurm_prefix_to_run(slurm_prefix, recorded)
     require_root()
     wanted = ClusterLayout(state, nodes=nodes, port_base=port_base, leaves=leaves,
                            slurm_prefix=prefix)
@@ -69,6 +69,14 @@ def up(state: Path, nodes: int, port_base: int, leaves: int = 0,
         elif service.reconcile is not None:
             service.reconcile(layout)
     return layout
+
+
+def slurm_prefix_to_run(given: Path | str | None, recorded: ClusterLayout | None) -> str:
+    """The Slurm prefix `up` runs: the one given, else the one the state directory last
+    ran ("": the distribution's)."""
+    if given is None:
+        return recorded.slurm_prefix if recorded is not None else ""
+    return str(Path(given).resolve()) if str(given) else ""
 
 
 def _shape(layout: ClusterLayout) -> tuple:

@@ -47,3 +47,16 @@ def test_cluster_up_takes_the_prefix_from_its_option_or_the_environment(monkeypa
     assert build_parser().parse_args(["cluster", "up"]).slurm_prefix is None
     monkeypatch.setenv("PERFGUARD_SLURM_PREFIX", "/opt/env")
     assert str(build_parser().parse_args(["cluster", "up"]).slurm_prefix) == "/opt/env"
+
+
+def test_a_state_directory_keeps_the_slurm_it_last_ran(tmp_path: Path) -> None:
+    """`cluster up` without --slurm-prefix after a 25.11 cluster went down started
+    Debian's 22.05 on its state: slurmctld refused it, and 22.05's slurmdbd converted
+    the 25.11 accounting database."""
+    from perfguard.cluster import slurm_prefix_to_run
+
+    built = ClusterLayout(tmp_path, slurm_prefix="/opt/slurm-25.11")
+    assert slurm_prefix_to_run(None, built) == "/opt/slurm-25.11"
+    assert slurm_prefix_to_run(None, None) == ""  # a new state: the distribution's
+    assert slurm_prefix_to_run(tmp_path, None) == str(tmp_path)
+    assert slurm_prefix_to_run(tmp_path / "x" / "..", built) == str(tmp_path)
