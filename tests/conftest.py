@@ -33,6 +33,9 @@ TEST_STATE = Path(os.environ.get("PERFGUARD_TEST_STATE", TEST_ROOT / "session"))
 TEST_CONTEXT = Context(TEST_STATE.resolve())
 #: Two checkouts run their suites side by side with different PERFGUARD_TEST_PORT_BASE.
 TEST_PORT_BASE = int(os.environ.get("PERFGUARD_TEST_PORT_BASE", "17800"))
+#: A Slurm built from source to run the suite's cluster on (docs/adopting.md: "Which
+#: Slurm"); unset: the distribution's, as CI runs it.
+TEST_SLURM_PREFIX = os.environ.get("PERFGUARD_SLURM_PREFIX") or None
 
 
 def perfguard_command(*args: str, state: Path | None = None) -> list[str]:
@@ -56,7 +59,8 @@ def perfguard(*args: str, state: Path | None = None, env: dict | None = None,
 
 @pytest.fixture(scope="session")
 def layout() -> ClusterLayout:
-    running = cluster.up(TEST_STATE, nodes=4, port_base=TEST_PORT_BASE)
+    running = cluster.up(TEST_STATE, nodes=4, port_base=TEST_PORT_BASE,
+                         slurm_prefix=TEST_SLURM_PREFIX)
     yield running
     cluster.down(TEST_STATE)
 

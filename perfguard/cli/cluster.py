@@ -7,7 +7,7 @@ import dataclasses
 import shlex
 from pathlib import Path
 
-from perfguard.cli.options import port_base_option
+from perfguard.cli.options import port_base_option, slurm_prefix_option
 
 
 def _add_cluster(sub: argparse._SubParsersAction) -> None:
@@ -23,6 +23,7 @@ def _add_cluster(sub: argparse._SubParsersAction) -> None:
     start.add_argument("--leaves", type=int, default=0,
                        help="leaf switches in Slurm's tree topology (topology.conf), the "
                             "nodes dealt out in order (default 0: none)")
+    slurm_prefix_option(start)
     port_base_option(start)
     start.set_defaults(func=cmd_cluster_up)
     stop = actions.add_parser("down", help="stop every process the cluster started")
@@ -39,11 +40,16 @@ def _add_cluster(sub: argparse._SubParsersAction) -> None:
 def cmd_cluster_up(args: argparse.Namespace) -> int:
     from perfguard import cluster
 
-    layout = cluster.up(args.state_dir, args.nodes, args.port_base, args.leaves)
+    layout = cluster.up(args.state_dir, args.nodes, args.port_base, args.leaves,
+                        args.slurm_prefix)
     print(f"embedded cluster up: {layout.nodes} nodes"
           + (f" on {layout.leaves} leaf switches" if layout.leaves else "")
+          + f", {cluster.slurm_version(layout)}"
+          + (f" from {layout.slurm_prefix}" if layout.slurm_prefix else "")
           + f", state in {layout.state}")
     print(f"  export SLURM_CONF={layout.slurm_conf}")
+    for line in _path_export(layout):
+        print(f"  {line}")
     print(f"  PostgreSQL DSN: {layout.dsn}")
     print(f"  role passwords (perfguard, Grafana's read-only role): {layout.pgpass}, "
           f"shown by `perfguard cluster env`")
@@ -89,12 +95,21 @@ def cmd_cluster_env(args: argparse.Namespace) -> int:
 
     layout = current_layout(args.state_dir)
     print(f"export SLURM_CONF={shlex.quote(str(layout.slurm_conf))}")
+    for line in _path_export(layout):
+        print(line)
     print(f"export PERFGUARD_DSN={shlex.quote(layout.dsn)}")
     print(f"# Grafana's data source: host 127.0.0.1:{layout.postgres_port}, database "
           f"{DB_NAME}, user {GRAFANA_USER}, password:")
     print(f"export PERFGUARD_GRAFANA_PASSWORD="
           f"{shlex.quote(layout.role_passwords()[GRAFANA_USER])}")
     return 0
+
+
+def _path_export(layout) -> list[str]:
+    """The PATH export a shell needs for the cluster's own Slurm (one built from source);
+    nothing for the distribution's."""
+    dirs = ":".join(shlex.quote(str(d)) for d in layout.slurm_dirs())
+    return [f'export PATH={dirs}:"$PATH"'] if dirs else []
 
 
 def add(sub: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from perfguard import paths
-from perfguard.cli.options import DSN, port_base_option
+from perfguard.cli.options import DSN, port_base_option, slurm_prefix_option
 from perfguard.site.context import Context
 
 
@@ -49,6 +49,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     listed.set_defaults(func=cmd_checks)
     demo = sub.add_parser("demo", help="cluster up, db upgrade, run the demo checks, verdict")
     port_base_option(demo)
+    slurm_prefix_option(demo)
     demo.set_defaults(func=cmd_demo)
 
 
@@ -104,7 +105,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from perfguard.run.reframe import RunRequest
     from perfguard.store import db
 
-    layout = cluster.up(args.state_dir, 4, args.port_base)
+    layout = cluster.up(args.state_dir, 4, args.port_base, slurm_prefix=args.slurm_prefix)
     ctx = Context.resolve(args.state_dir, layout.dsn)
     with db.connect(layout.dsn) as conn:
         db.upgrade(conn)

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfguard.cluster.layout import ClusterLayout
-from perfguard.cluster.procs import port_in_use, require_binaries, require_root, terminate
+from perfguard.cluster.procs import (
+    port_in_use,
+    require_binaries,
+    require_root,
+    run,
+    terminate,
+)
 from perfguard.cluster.services import SERVICES, dead_nodes, node_states
 from perfguard.errors import PerfguardError
 
@@ -27,22 +33,34 @@ def current_layout(state: Path) -> ClusterLayout:
     return layout
 
 
-def up(state: Path, nodes: int, port_base: int, leaves: int = 0) -> ClusterLayout:
+def up(state: Path, nodes: int, port_base: int, leaves: int = 0,
+       slurm_prefix: Path | str | None = None) -> ClusterLayout:
     """Start whatever is not running: everything at first, exactly the dead daemons
-    (one node's slurmd, a stopped PostgreSQL) later; a second call is a no-op."""
+    (one node's slurmd, a stopped PostgreSQL) later; a second call is a no-op.
+
+    ``slurm_prefix``: a Slurm built from source (its bin/ and sbin/) instead of the
+    distribution's on the PATH; None: the one this state directory last ran (its
+    slurmctld state and slurmdbd's database are that version's: Debian's 22.05 started
+    on a 25.11 state refused it, and its slurmdbd converted the database back, which
+    25.11 then refused: "Database schema is too old for this version of Slurm to
+    upgrade"), else the distribution's."""
     if not 0 <= leaves <= nodes:
         raise PerfguardError(f"--leaves {leaves}: a leaf switch needs a node (0 to {nodes})")
+    recorded = ClusterLayout.load(state)
+    prefix = slurm_prefix_to_run(slurm_prefix, recorded)
     require_root()
-    require_binaries()
+    wanted = ClusterLayout(state, nodes=nodes, port_base=port_base, leaves=leaves,
+                           slurm_prefix=prefix)
+    require_binaries(wanted.slurm_dirs())
     _require_visible_from_nodes(state)
-    layout = ClusterLayout.load(state) or ClusterLayout(state, nodes=nodes, port_base=port_base)
-    if any(s.running(layout) for s in SERVICES) and (
-            layout.nodes, layout.port_base, layout.leaves) != (nodes, port_base, leaves):
+    layout = recorded or wanted
+    if any(s.running(layout) for s in SERVICES) and _shape(layout) != _shape(wanted):
         raise PerfguardError(
             f"a cluster with {layout.nodes} nodes on port base {layout.port_base} "
-            f"({layout.leaves or 'no'} leaf switches) is running under {state}; run "
-            f"`perfguard cluster down` before changing its shape")
-    layout = ClusterLayout(state, nodes=nodes, port_base=port_base, leaves=leaves)
+            f"({layout.leaves or 'no'} leaf switches, "
+            f"{layout.slurm_prefix or 'the Slurm on the PATH'}) is running under {state}; "
+            f"run `perfguard cluster down` before changing its shape or its Slurm")
+    layout = wanted
     _check_ports(layout)
     layout.save()
     for service in SERVICES:
@@ -51,6 +69,19 @@ def up(state: Path, nodes: int, port_base: int, leaves: int = 0) -> ClusterLayou
         elif service.reconcile is not None:
             service.reconcile(layout)
     return layout
+
+
+def slurm_prefix_to_run(given: Path | str | None, recorded: ClusterLayout | None) -> str:
+    """The Slurm prefix `up` runs: the one given, else the one the state directory last
+    ran ("": the distribution's)."""
+    if given is None:
+        return recorded.slurm_prefix if recorded is not None else ""
+    return str(Path(given).resolve()) if str(given) else ""
+
+
+def _shape(layout: ClusterLayout) -> tuple:
+    """What a running cluster cannot change without a restart."""
+    return layout.nodes, layout.port_base, layout.leaves, layout.slurm_prefix
 
 
 def _require_visible_from_nodes(state: Path) -> None:
@@ -112,6 +143,12 @@ def purge(state: Path) -> list[Path]:
     return removed
 
 
+def slurm_version(layout: ClusterLayout) -> str:
+    """The cluster's Slurm as its clients name it ("slurm 25.11.7")."""
+    shown = run(["sinfo", "--version"], env=layout.client_env(), check=False)
+    return shown.stdout.strip() or "Slurm of unknown version"
+
+
 def _nodes_detail(layout: ClusterLayout) -> str:
     dead = dead_nodes(layout)
     states = node_states(layout)
@@ -130,6 +167,9 @@ def status(state: Path) -> list[ComponentStatus]:
         detail = ""
         if service.name == "slurmd":
             detail = _nodes_detail(layout)
+        elif service.name == "slurmctld":
+            detail = slurm_version(layout) + (f" from {layout.slurm_prefix}"
+                                               if layout.slurm_prefix else "")
         elif service.name == "postgresql":
             detail = layout.dsn
         result.append(ComponentStatus(service.name, running, service.pids(layout), detail))

@@ -23,6 +23,8 @@ REQUIRED_BINARIES = {
     "slurmd": "slurmd",
     "sinfo": "slurm-client",
     "sacct": "slurm-client",
+    "sbatch": "slurm-client",
+    "srun": "slurm-client",
     "sacctmgr": "slurm-client",
     "scontrol": "slurm-client",
     "mariadb": "mariadb-client",
@@ -31,6 +33,9 @@ REQUIRED_BINARIES = {
     "unshare": "util-linux",
     "runuser": "util-linux",
 }
+#: The Slurm programs of those: taken from a Slurm built from source when the cluster is
+#: given its prefix (never a mix of its daemons and the distribution's clients).
+SLURM_PACKAGES = frozenset({"slurmdbd", "slurmctld", "slurmd", "slurm-client"})
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 SETUP_COMMAND = "./install.sh"
 
@@ -44,8 +49,20 @@ def require_root() -> None:
         )
 
 
-def require_binaries() -> None:
-    missing = sorted({pkg for exe, pkg in REQUIRED_BINARIES.items() if not shutil.which(exe)})
+def require_binaries(slurm_dirs: Sequence[Path] = ()) -> None:
+    """Every program the cluster runs is there: Slurm's in ``slurm_dirs`` when given (a
+    Slurm built from source: its bin/ and sbin/), the rest on the PATH."""
+    own = [exe for exe, pkg in REQUIRED_BINARIES.items() if pkg in SLURM_PACKAGES]
+    if slurm_dirs:
+        path = os.pathsep.join(map(str, slurm_dirs))
+        absent = [exe for exe in own if not shutil.which(exe, path=path)]
+        if absent:
+            raise PerfguardError(
+                f"--slurm-prefix {Path(slurm_dirs[0]).parent}: no {', '.join(absent)} in its "
+                f"bin/ or sbin/; install the Slurm built there (`make install` after "
+                f"`configure --prefix` that directory) or name another prefix")
+    missing = sorted({pkg for exe, pkg in REQUIRED_BINARIES.items()
+                      if not (slurm_dirs and exe in own) and not shutil.which(exe)})
     if not (POSTGRES_BIN / "postgres").exists():
         missing.append("postgresql")
     if missing:

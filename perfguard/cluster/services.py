@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
+import re
 import secrets
 import shutil
 import subprocess
@@ -167,6 +168,29 @@ def start_slurmctld(layout: ClusterLayout) -> None:
     wait_until(lambda: run(["scontrol", "ping"], env=layout.client_env(),
                            check=False).stdout.count("UP") > 0,
                60, "slurmctld to answer `scontrol ping`", layout.log_file("slurmctld"))
+    _require_multiple_slurmd(layout)
+
+
+def multiple_slurmd(config: str) -> bool:
+    """Whether ``scontrol show config`` says Slurm was built with --enable-multiple-slurmd
+    (Debian's 22.05 is; SchedMD's source is not unless configured so). 22.05 prints
+    "Yes", 25.11 "yes"."""
+    return re.search(r"^MULTIPLE_SLURMD\s*=\s*yes\s*$", config, re.M | re.I) is not None
+
+
+def _require_multiple_slurmd(layout: ClusterLayout) -> None:
+    """The virtual nodes share one munged: a Slurm built without multiple-slurmd
+    support refuses the second decode of a job launch's credential when it is forwarded
+    to the next node (25.11: "_verify_signature: failed decode", srun: "Header lengths
+    are longer than data received"), so every multi-node step fails on some node."""
+    shown = run(["scontrol", "show", "config"], env=layout.client_env(), check=False).stdout
+    if multiple_slurmd(shown):
+        return
+    where = layout.slurm_prefix or "on the PATH"
+    raise PerfguardError(
+        f"the Slurm {where} was built without multiple-slurmd support, which the "
+        f"embedded cluster's virtual nodes need (one munged for all of them); configure "
+        f"it with --enable-multiple-slurmd and rebuild (docs/adopting.md, \"Which Slurm\")")
 
 
 def start_nodes(layout: ClusterLayout) -> None:
@@ -181,6 +205,9 @@ def start_nodes(layout: ClusterLayout) -> None:
         tmp = layout.node_tmp(node.name)
         tmp.mkdir(parents=True, exist_ok=True)
         tmp.chmod(0o1777)
+        # SlurmdSpoolDir=…/%n: 25.11's slurmd no longer creates it ("Domain socket
+        # directory …: No such file or directory", and no slurmstepd socket there)
+        (layout.state / "slurm" / "d" / node.name).mkdir(parents=True, exist_ok=True)
         script = "; ".join([
             f"hostname {node.name}",
             f"mount --bind {tmp} /tmp",

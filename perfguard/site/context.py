@@ -55,10 +55,11 @@ class Context:
 
     def slurm_env(self) -> dict[str, str] | None:
         """The environment Slurm commands run in: the embedded cluster's ``slurm.conf``
+        (and its Slurm's programs first on the PATH, when it runs one built from source)
         where this state runs one; None: ours as it is (the site's Slurm)."""
         if self.embedded is None:
             return None
-        return {**os.environ, "SLURM_CONF": str(self.embedded.slurm_conf)}
+        return self.embedded.slurm_environ()
 
     def scheduled_environment(self) -> dict[str, str]:
         """What a scheduled nightly needs to find this context again, every night alike

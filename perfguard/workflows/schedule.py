@@ -61,12 +61,13 @@ def _without_our_block(text: str) -> str:
 
 def install_scrontab(ctx: Context, entry: str | None) -> str:
     """Replace perfguard's block in the user's scrontab (None removes it)."""
-    if shutil.which("scrontab") is None:
+    env = ctx.slurm_env()
+    # the cluster's own Slurm's (one built from source) where it runs one, else the PATH's
+    if shutil.which("scrontab", path=(env or os.environ).get("PATH")) is None:
         raise PerfguardError(
             "scrontab is not installed (Debian's slurm-client 22.05 does not ship it): "
             "print the entry with --print-scrontab for a host that has it, or schedule "
             "from Slurm with `perfguard nightly --submit-recurring`")
-    env = ctx.slurm_env()
     others = _without_our_block(_current_scrontab(env or {}))
     content = "\n".join(part for part in (others, (entry or "").strip()) if part) + "\n"
     target = ctx.state / "scrontab"

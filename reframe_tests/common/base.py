@@ -92,7 +92,8 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
                                        self.num_tasks_per_node, self.num_cpus_per_task,
                                        self.nodes_available)
         self.skip_saying_if(problem is not None, problem or "")
-        self.prerun_cmds = [launch.record_allocation_command(), *self.first_in_the_job(),
+        self.prerun_cmds = [launch.record_allocation_command(),
+                            *launch.whole_node_steps(self.cpu_bind), *self.first_in_the_job(),
                             fingerprints.add_step(Path(self.stagedir)), *self.prerun_cmds,
                             *self.last_before_the_benchmark()]
         self.apply_launch_options()
@@ -160,7 +161,8 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
         if self.pinned_step:
             # Since Slurm 22.05 `srun --cpus-per-task` implies --exact: a map naming cores
             # outside the step's is refused. A pinned job takes whole nodes and its steps
-            # all of their cores.
+            # all of their cores (and the job's SLURM_CPUS_PER_TASK is unset for 23.11+:
+            # launch.WHOLE_NODE_STEPS).
             self.job.launcher.use_cpus_per_task = False
         if self.node_cores and not self.self_launched:
             program = Path(str(self.executable).split()[0]).name

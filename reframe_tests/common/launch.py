@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import reframe.utility.osext as osext
@@ -69,6 +70,20 @@ def pinned(cpu_bind: str) -> bool:
     return cpu_bind.startswith(("map_cpu", "mask_cpu"))
 
 
+#: A pinned job's steps own their whole nodes: Slurm 23.11 and later give srun the job's
+#: SLURM_CPUS_PER_TASK (and SLURM_TRES_PER_TASK), which imply --exact and override
+#: --whole, so a step got one core and refused a map naming another (25.11, embedded
+#: cluster: "CPU binding outside of job step allocation, allocated CPUs are: 0x1").
+#: 22.05's srun did not read them; unsetting them there changes nothing.
+WHOLE_NODE_STEPS = "unset SLURM_CPUS_PER_TASK SLURM_TRES_PER_TASK"
+
+
+def whole_node_steps(cpu_bind: str) -> list[str]:
+    """The job-script line that lets a pinned job's steps own their nodes (none where
+    the check does not pin)."""
+    return [WHOLE_NODE_STEPS] if pinned(cpu_bind) else []
+
+
 def record_allocation_command() -> str:
     """The job writes its allocation as Slurm gave it: ReFrame's nodelist comes from a
     poll and has been seen to name one node of a two-node job."""
@@ -109,18 +124,42 @@ def node_core_maps(nodes: list[str], node_cores: list[list[int]]) -> dict[str, l
 def job_end_problem(job, stagedir: str, steps_must_succeed: bool) -> str | None:
     """A complete table followed by a crash is not a pass: the job, and each of its
     benchmark steps, must end COMPLETED with exit code 0. A node lost mid-run is named
-    as Slurm saw it ("node node1 failed (NODE_FAIL)")."""
+    as Slurm saw it ("node node1 failed (NODE_FAIL)"; on 25.11 "node node2 failed (not
+    responding; rank 0 on node2: Killed)")."""
     state = job.state or ""
-    lost = lost_nodes(os.path.join(stagedir, job.stderr))
+    stderr = os.path.join(stagedir, job.stderr)
+    lost = lost_nodes(stderr)
     if "NODE_FAIL" in state or lost:
         nodes = lost or down_nodes(job.nodelist or [])
         return (f"node {','.join(nodes) or '(unknown)'} failed "
                 f"({state if 'NODE_FAIL' in state else 'srun: Node failure'})")
+    died = first_rank_that_died(stderr)
+    failed = (state.split() or [""])[0] in UNSUCCESSFUL or (job.exitcode or 0) != 0
+    if failed and died and died.endswith(": Killed") and (
+            gone := nodes_stopping(job.nodelist or [])):
+        return f"node {','.join(gone)} failed (not responding; {died})"
     steps = job_steps(job.jobid) \
         if job.scheduler.registered_name in ("slurm", "squeue") and job.jobid else []
     problem = job_problem(job.jobid, state, job.exitcode, steps, steps_must_succeed)
-    died = first_rank_that_died(os.path.join(stagedir, job.stderr))
     return f"{problem}: {died}" if problem and died else problem
+
+
+#: How long a job whose rank was killed waits for Slurm to find one of its nodes gone
+#: (the embedded cluster's SlurmdTimeout is 30 s; slurmctld pings every third of it).
+NODE_LOSS_WAIT_S = 45
+
+
+def nodes_stopping(nodes: list[str], wait_s: float = NODE_LOSS_WAIT_S) -> list[str]:
+    """Those of ``nodes`` Slurm finds down or not responding within ``wait_s``. A node
+    lost mid-step ends the job NODE_FAIL on 22.05; on 25.11 srun first reports the rank
+    killed ("srun: error: node2: task 0: Killed"), --kill-on-bad-exit ends the job FAILED,
+    and only then does slurmctld mark the node down* (tests/data/slurm-25.11)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        gone = down_nodes(nodes)
+        if gone or time.monotonic() >= deadline:
+            return gone
+        time.sleep(3)
 
 
 def first_rank_that_died(stderr: str) -> str | None:
@@ -185,7 +224,13 @@ def down_nodes(nodes: list[str]) -> list[str]:
 def job_steps(jobid: str) -> list[tuple[str, str, str, str]]:
     """(step id, name, state, exit code) of every step of a job, from Slurm accounting."""
     listing = osext.run_command(f"sacct -n -P -j {jobid} -o JobID,JobName,State,ExitCode")
-    return [tuple(line.split("|", 3)) for line in listing.stdout.splitlines()
+    return sacct_steps(listing.stdout)
+
+
+def sacct_steps(listing: str) -> list[tuple[str, str, str, str]]:
+    """``sacct -n -P -o JobID,JobName,State,ExitCode`` → its rows (the same from Slurm
+    22.05 to 25.11: tests/data/slurm-25.11)."""
+    return [tuple(line.split("|", 3)) for line in listing.splitlines()
             if line.count("|") == 3]
 
 

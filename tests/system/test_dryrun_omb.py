@@ -18,6 +18,8 @@ FINGERPRINT = ("srun -J perfguard-helper -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_N
                "--cpu-bind=none bash fingerprint.sh > fingerprints.txt 2>/dev/null || true")
 #: The job's record of its allocation, the first command of every job.
 ALLOCATION = 'echo "$SLURM_JOB_NODELIST" > allocation.txt'
+#: A pinned job's steps own their nodes on Slurm 23.11+ too (launch.WHOLE_NODE_STEPS).
+WHOLE = "unset SLURM_CPUS_PER_TASK SLURM_TRES_PER_TASK"
 #: The step that proves each rank's GPU (device-buffer variants), with the job's layout.
 RANK_GPU = ("srun -J perfguard-helper --cpu-bind=none --gpu-bind=map_gpu:{} bash rank_gpu.sh "
             "> rank_gpus.txt 2>/dev/null || true")
@@ -60,7 +62,7 @@ def test_seed000_gpudirect_through_pix_hca(seed_view: str) -> None:
         # Open MPI 4's openib refuses InfiniBand ports without it (seed 000).
         "export OMPI_MCA_btl_openib_allow_ib=1",
         "export OMPI_MCA_btl_openib_want_cuda_gdr=1",
-        ALLOCATION,
+        ALLOCATION, WHOLE,
         FINGERPRINT,
         RANK_GPU.format(0),
         "srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:0 --cpu-bind=verbose,map_cpu:0 "
@@ -92,7 +94,7 @@ def test_ndr_hca_on_second_socket_pins_cores_gpu_and_ucx_device() -> None:
         "export CUDA_VISIBLE_DEVICES=3",
         "export UCX_NET_DEVICES=mlx5_3:1",
         "export UCX_IB_GPU_DIRECT_RDMA=yes",
-        ALLOCATION,
+        ALLOCATION, WHOLE,
         FINGERPRINT,
         RANK_GPU.format(3),
         "srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
@@ -153,9 +155,9 @@ def test_ndr_sharp_on_and_off_ask_ucc_and_trace_what_ran() -> None:
               "#SBATCH --exclusive", "#SBATCH --partition=gpu", "#SBATCH --exclusive"]
     assert on == [*header, *UCC_ON, "export OMPI_UCC_CL_BASIC_TLS=ucp,sharp",
                   "export UCC_TL_SHARP_DEVICES=mlx5_2:1", "export SHARP_COLL_LOG_LEVEL=3",
-                  "export UCC_COLL_TRACE=info", ALLOCATION, FINGERPRINT, command]
+                  "export UCC_COLL_TRACE=info", ALLOCATION, WHOLE, FINGERPRINT, command]
     assert off == [*header, *UCC_ON, "export OMPI_UCC_CL_BASIC_TLS=ucp",
-                   "export UCC_COLL_TRACE=info", ALLOCATION, FINGERPRINT, command]
+                   "export UCC_COLL_TRACE=info", ALLOCATION, WHOLE, FINGERPRINT, command]
 
 
 def test_sharp_variants_on_every_hca_of_a_sharp_partition() -> None:
@@ -186,7 +188,7 @@ def test_ndr_nccl_tests_one_rank_per_gpu_on_the_topologys_hcas() -> None:
         "export NCCL_DEBUG=INFO",
         "export NCCL_DEBUG_SUBSYS=INIT,NET",
         "export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1",
-        "export NCCL_COLLNET_ENABLE=0", ALLOCATION, FINGERPRINT,
+        "export NCCL_COLLNET_ENABLE=0", ALLOCATION, WHOLE, FINGERPRINT,
         "srun -J perfguard-helper --cpu-bind=none --gpu-bind=map_gpu:0,1,2,3 bash rank_gpu.sh "
         "> rank_gpus.txt 2>/dev/null || true",
         "srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:0,1,2,3 "
