@@ -144,7 +144,8 @@ def verdict_table(lines: list[Line], show_baseline: bool = False) -> str:
     said = [textwrap.fill(f"[{n}] {note}", TABLE_WIDTH, subsequent_indent="    ")
             for n, note in sorted(notes.items())]
     blind = blind_note(lines)
-    return "\n".join(text + ([""] + said if said else []) + ["", f"verdict: {summary(lines)}"]
+    counted = textwrap.fill(f"verdict: {summary(lines)}", TABLE_WIDTH, subsequent_indent="    ")
+    return "\n".join(text + ([""] + said if said else []) + ["", counted]
                      + ([blind] if blind else []))
 
 

@@ -4,6 +4,7 @@ and one report per run, in the command's context (perfguard.site.context)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -215,6 +216,8 @@ def run_reframe(ctx: Context, request: RunRequest,
         returncode = _wait_passing_on_termination(process, watchdog, interruption)
     if request.listing:
         return RunOutcome(returncode, report)
+    if watchdog.stall and report.exists():
+        failed_by_stall(report, watchdog.stopped)
     if not report.exists() and returncode == 0 and not request.dry_run:
         raise UsageError(f"no check selected on system {request.system}"
                          + "".join(f" -n {n}" for n in request.names)
@@ -266,6 +269,8 @@ class StallWatchdog:
         self.last_progress = self.last_check = time.monotonic()
         self.newest = 0.0
         self.stopped: str | None = None
+        #: Stopped because reframe made no progress (not on request).
+        self.stall = False
 
     def should_stop(self) -> bool:
         """A stop was asked for (the stop file is there) and reframe runs its tests, or
@@ -327,7 +332,20 @@ class StallWatchdog:
                         f"perfguard stopped it and stored the tests that finished; the "
                         f"limit is ${STALL_MINUTES_ENV} ({self.limit_s / 60:g} min)")
         print(f"perfguard: {self.stopped}", file=sys.stderr, flush=True)
+        self.stall = True
         return True
+
+
+def failed_by_stall(report: Path, why: str) -> None:
+    """A test that hung until the watchdog stopped reframe failed: ReFrame reports it
+    ``abort`` (as for a Ctrl-C, which pages nobody), so it is rewritten ``fail`` with the
+    stall as its reason, and the run fails."""
+    raw = json.loads(report.read_text())
+    for run in raw.get("runs", []):
+        for case in run.get("testcases", []):
+            if case.get("result") == "abort":
+                case.update(result="fail", fail_phase="run", fail_reason=why)
+    report.write_text(json.dumps(raw))
 
 
 class Interruption:
