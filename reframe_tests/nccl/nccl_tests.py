@@ -105,6 +105,11 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
                 lambda: self.result.at("busbw", self.max_size), "GB/s"),
             "mean_busbw": make_performance_function(lambda: self.result.mean_busbw, "GB/s")}
 
+    def last_before_the_benchmark(self) -> list[str]:
+        """No rank-GPU helper step: it applies OMB's device rule, and NCCL's own init lines
+        prove each rank's GPU (sanity)."""
+        return []
+
     def explain_job_problem(self, problem: str) -> str:
         """A job that failed says NCCL's own cause where NCCL gave one (a fabric forced
         with ``NCCL_NET=IB`` and no HCA up: 'Failed to initialize any NET plugin')."""

@@ -173,7 +173,7 @@ def test_sharp_variants_on_every_hca_of_a_sharp_partition() -> None:
 def test_ndr_nccl_tests_one_rank_per_gpu_on_the_topologys_hcas() -> None:
     """Seed 003's NCCL bus bandwidth: 4 nodes × 4 GPUs, each local rank on its GPU and a
     core of that GPU's socket, NCCL restricted to the four NDR ports (exact names) and
-    asked for the INFO lines that prove NET/IB with GDRDMA; the rank-GPU proof first."""
+    asked for the INFO lines that prove NET/IB with GDRDMA and each rank's GPU."""
     scripts = dry_run_scripts("ndr4x4", "NcclTestsCheck%test=all_reduce_perf")
     off = body(scripts["NcclTestsCheck %test=all_reduce_perf %collnet=off"])
     on = body(scripts["NcclTestsCheck %test=all_reduce_perf %collnet=on"])
@@ -188,9 +188,8 @@ def test_ndr_nccl_tests_one_rank_per_gpu_on_the_topologys_hcas() -> None:
         "export NCCL_DEBUG=INFO",
         "export NCCL_DEBUG_SUBSYS=INIT,NET",
         "export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1",
+        # no rank_gpu.sh step: NCCL's own ncclCommInitRank lines prove each rank's GPU
         "export NCCL_COLLNET_ENABLE=0", ALLOCATION, WHOLE, FINGERPRINT,
-        "srun -J perfguard-helper --cpu-bind=none --gpu-bind=map_gpu:0,1,2,3 bash rank_gpu.sh "
-        "> rank_gpus.txt 2>/dev/null || true",
         "srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:0,1,2,3 "
         "--cpu-bind=verbose,map_cpu:0,1,48,49 "
         "/opt/perfguard/gcc-openmpi-ucx-cuda/bin/all_reduce_perf -b 8 -e 1073741824 -f 2 -g 1"]
