@@ -67,15 +67,11 @@ class RunOutcome:
 
 
 def reframe_launcher() -> list[str]:
-    """The reframe next to our interpreter (the venv); else ReFrame's entry point through
-    our interpreter (the package installed, ReFrame importable but its script elsewhere);
-    else the one on PATH."""
-    beside = Path(sys.executable).parent / "reframe"
-    if beside.exists():
-        return [str(beside)]
+    """ReFrame's command line through our interpreter (``perfguard.run.reframe_cli``: the
+    same ``reframe``, loading checks without the cost of its ignored deprecation
+    warnings); else the ``reframe`` on PATH (ReFrame not importable here)."""
     if importlib.util.find_spec("reframe") is not None:
-        return [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; "
-                                      "sys.argv[0] = 'reframe'; sys.exit(main())"]
+        return [sys.executable, "-m", "perfguard.run.reframe_cli"]
     found = shutil.which("reframe")
     if not found:
         raise PerfguardError("reframe is not installed: `pip install reframe-hpc` "

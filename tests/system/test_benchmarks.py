@@ -68,3 +68,10 @@ def test_soak_runs_on_its_own_cluster() -> None:
     out = run_benchmark("soak.py")
     assert "runs attempted 1;" in out and "lost 0" in out, out
     assert "fault: PostgreSQL killed; healed in" in out, out
+
+
+def test_check_loading_runs() -> None:
+    out = run_benchmark("check_loading.py")
+    assert "| reframe (stock) |" in out and "| perfguard's launcher |" in out, out
+    found = {line.rsplit("|", 2)[-2] for line in out.splitlines() if "Found" in line}
+    assert len(found) == 1, out  # both launchers load the same variants
