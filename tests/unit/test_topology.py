@@ -107,7 +107,7 @@ def test_a_system_says_what_its_night_costs(tmp_path: Path) -> None:
     assert find_system([tmp_path / "seedfdr.yaml"], "other") is None
     embedded = ClusterLayout(tmp_path / "state").topology()
     assert embedded["check_variables"] == SHARED_HOST_CHECK_VARIABLES
-    assert SHARED_HOST_CHECK_VARIABLES["UcxPerftestCheck.iterations"] == "2000"
+    assert SHARED_HOST_CHECK_VARIABLES["UcxPerftestCheck.iterations"] == "200"
 
 
 def test_a_check_variable_not_named_check_dot_variable_is_an_error(tmp_path: Path) -> None:
