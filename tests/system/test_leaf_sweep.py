@@ -1,6 +1,6 @@
 """The sweep that follows the switches: leaves from Slurm's topology and from
 ibnetdiscover, rounds within every leaf then across the spine, a leaf blamed instead of
-its nodes or links, and on an embedded cluster of three leaves, a slowed leaf found
+its nodes or links, and on an embedded cluster of two leaves, a slowed leaf found
 (benchmarks/leaf_sweep.py at its smoke size)."""
 
 from __future__ import annotations
@@ -53,20 +53,20 @@ def test_the_embedded_leaves_deal_the_nodes_out_in_order(tmp_path: Path) -> None
 
 # --- on an embedded cluster of leaf switches: benchmarks/leaf_sweep.py --smoke -----------
 def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf() -> None:
-    """Six virtual nodes on three leaves in Slurm's tree topology (the benchmark's smoke
+    """Six virtual nodes on two leaves in Slurm's tree topology (the benchmark's smoke
     size; its own size is twelve on four). Slurm's topology drives the rounds: within every
     leaf at once, then across the spine. Clean, nobody is blamed and the job gets the time
-    limit asked with -S; with leaf2's two nodes throttled to a fifth of a core, leaf2 is
-    blamed (once, not as two nodes), after a retest, and no node is drained."""
+    limit asked with -S; with leaf2's three nodes throttled to a fifth of a core, leaf2 is
+    blamed (once, not as three nodes), after a retest, and no node is drained."""
     done = subprocess.run([sys.executable, str(BENCHMARK), "--smoke"], capture_output=True,
                           text=True, timeout=1800,
                           env={**os.environ, "PERFGUARD_TEST_PORT_BASE": str(TEST_PORT_BASE)})
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
-    # every pair within a leaf (3 leaves of 2: 3), one pair per leaf pair (3)
-    assert re.search(r"^\| clean \| 0 \| \d+ \| \d+ \| 0:20:0 \| 3 \| 3 \(every leaf pair\) \|$",
+    # every pair within a leaf (2 leaves of 3: 6), one pair per leaf pair (1)
+    assert re.search(r"^\| clean \| 0 \| \d+ \| \d+ \| 0:20:0 \| 6 \| 1 \(every leaf pair\) \|$",
                      out, re.M), out
-    assert "clean: " in out and "6 nodes, 3 leaf switches (slurm)" in out, out
+    assert "clean: " in out and "6 nodes, 2 leaf switches (slurm)" in out, out
     assert "clean: blamed: nobody" in out, out
     if "leaf2 throttled: not run" in out:
         pytest.skip(out.split("leaf2 throttled: not run", 1)[1].splitlines()[0])
@@ -74,7 +74,7 @@ def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf() -> None:
     blamed = [line for line in out.splitlines() if line.startswith("  leaf2 throttled: blamed")]
     assert len(blamed) == 1, out
     assert blamed[0].startswith("  leaf2 throttled: blamed leaf leaf2 [lo]: every pair behind "
-                                "it fails (node[3-4]), in loopback too: the nodes themselves")
+                                "it fails (node[4-6]), in loopback too: the nodes themselves")
     assert "measured 2×, failed every time" in blamed[0]
     assert not [line for line in out.splitlines()  # a switch is not a node to drain
                 if line.startswith("  leaf2 throttled:") and "drained" in line], out
