@@ -65,11 +65,20 @@ def layout() -> ClusterLayout:
     cluster.down(TEST_STATE)
 
 
-def create_database(layout: ClusterLayout) -> tuple[str, str]:
-    """A new, empty database owned by perfguard's role: (name, DSN)."""
+def create_database(layout: ClusterLayout, template: str | None = None) -> tuple[str, str]:
+    """A new database owned by perfguard's role: (name, DSN); empty, or a copy of
+    ``template`` (a database no one is connected to)."""
     name = f"pgtest_{uuid.uuid4().hex[:12]}"
+    copy = f" TEMPLATE {template}" if template else ""
     with psycopg.connect(layout.dsn_for("postgres"), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name} OWNER perfguard")
+        for attempt in range(40):  # an autovacuum worker may be in the template a moment
+            try:
+                conn.execute(f"CREATE DATABASE {name}{copy} OWNER perfguard")
+                break
+            except psycopg.errors.ObjectInUse:
+                if attempt == 39:
+                    raise
+                time.sleep(0.5)
     return name, layout.dsn_for(name)
 
 
@@ -91,11 +100,12 @@ def drop_databases(layout: ClusterLayout, names: list[str]) -> None:
 
 @pytest.fixture()
 def new_database(layout: ClusterLayout):
-    """Factory of new, empty databases on the test cluster's PostgreSQL, dropped afterwards."""
+    """Factory of new databases on the test cluster's PostgreSQL (empty, or a copy of a
+    template), dropped afterwards."""
     created = []
 
-    def create() -> str:
-        name, dsn = create_database(layout)
+    def create(template: str | None = None) -> str:
+        name, dsn = create_database(layout, template)
         created.append(name)
         return dsn
 
@@ -108,11 +118,26 @@ def fresh_dsn(new_database) -> str:
     return new_database()
 
 
-@pytest.fixture()
-def migrated_dsn(fresh_dsn: str) -> str:
-    with db.connect(fresh_dsn) as conn:
+@pytest.fixture(scope="session")
+def migrated_template(layout: ClusterLayout) -> str:
+    """A database every migration ran on, once a session: each test's migrated database
+    is a copy of it (CREATE DATABASE … TEMPLATE), its own as before, without running
+    every migration again. Nobody may connect to it (a copy needs it unused)."""
+    name, dsn = create_database(layout)
+    with db.connect(dsn) as conn:
         db.upgrade(conn)
-    return fresh_dsn
+    with psycopg.connect(layout.dsn_for("postgres"), autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+    yield name
+    with psycopg.connect(layout.dsn_for("postgres"), autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+    drop_databases(layout, [name])
+
+
+@pytest.fixture()
+def migrated_dsn(new_database, migrated_template: str) -> str:
+    """A database of this test's own at the newest schema."""
+    return new_database(migrated_template)
 
 
 def run_checks(request: RunRequest) -> RunOutcome:

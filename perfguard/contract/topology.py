@@ -189,6 +189,15 @@ class System:
     hostnames: tuple[str, ...]
     partitions: tuple[Partition, ...]
     path: Path
+    #: ``CHECK.VARIABLE`` → value, the file's ``check_variables``: what a night costs on
+    #: this system (iterations, warm-up, time limits), passed to every run as ReFrame's
+    #: ``-S`` before the command's own ``-S`` (which wins).
+    check_variables: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def setvars(self) -> tuple[str, ...]:
+        """``check_variables`` as ReFrame's ``-S`` values (a list joined by commas)."""
+        return tuple(f"{name}={value}" for name, value in self.check_variables)
 
     def partition(self, name: str) -> Partition:
         for part in self.partitions:
@@ -305,9 +314,28 @@ def load_system(path: Path) -> System:
         return System(name=str(_require(data, "system", where)),
                       descr=str(data.get("descr", "")),
                       hostnames=tuple(data.get("hostnames") or [".*"]),
-                      partitions=partitions, path=Path(path))
+                      partitions=partitions, path=Path(path),
+                      check_variables=tuple(
+                          (str(name), _setvar_value(value))
+                          for name, value in (data.get("check_variables") or {}).items()))
     except (TypeError, ValueError, AttributeError) as exc:
         raise PerfguardError(f"{where}: malformed topology ({exc})") from exc
+
+
+def _setvar_value(value: Any) -> str:
+    """A YAML value as ReFrame's ``-S`` reads it: a list comma-joined, a bool lowercase."""
+    if isinstance(value, list):
+        return ",".join(_setvar_value(v) for v in value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def find_system(files: list[Path], name: str) -> System | None:
+    """The system called ``name`` (``SYSTEM:PARTITION`` too) among these topology files
+    (``paths.topology_files``); None where none is."""
+    wanted = name.split(":", 1)[0]
+    return next((s for s in load_systems(files) if s.name == wanted), None)
 
 
 def load_systems(files: list[Path]) -> list[System]:

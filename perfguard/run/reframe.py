@@ -14,12 +14,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from perfguard import paths
 from perfguard.contract.references import REFERENCES_ENV
+from perfguard.contract.topology import find_system
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.site.context import Context
 
@@ -157,6 +158,15 @@ def reframe_command(request: RunRequest, report: Path, directory: Path,
     return command
 
 
+def with_system_variables(ctx: Context, request: RunRequest) -> RunRequest:
+    """The request with its system's ``check_variables`` (the topology file's: what a
+    night costs there) before its own ``-S``, so that a command's ``-S`` still wins."""
+    system = find_system(paths.topology_files(ctx.state), request.system)
+    if system is None or not system.check_variables:
+        return request
+    return replace(request, setvars=(*system.setvars, *request.setvars))
+
+
 def colour_wanted(stream_is_terminal: bool, environ: dict[str, str]) -> bool:
     """ReFrame's colours only for a person at a terminal: never into a file, a pipe, a
     log or mail, nor where ``NO_COLOR`` is set (no-color.org)."""
@@ -189,6 +199,7 @@ def run_reframe(ctx: Context, request: RunRequest,
     report = report_path(ctx.state, request.system)
     report.parent.mkdir(parents=True, exist_ok=True)
     directory = run_directory(ctx.state, report)
+    request = with_system_variables(ctx, request)
     command = reframe_command(request, report, directory, check_directories(request, ctx.site))
     workdir = ctx.state / "work"
     for needed in (workdir, ctx.state / "log", ctx.state / "tmp"):

@@ -62,13 +62,38 @@ def site_checks(site: Path | None) -> str:
             f"{', '.join(files) if files else 'no .py file in it'}")
 
 
+def slurm_nodes(ctx: Context) -> slurm.SlurmNodes | None:
+    """What the Slurm this host can see has (None without Slurm)."""
+    try:
+        return slurm.nodes(ctx)
+    except PerfguardError:
+        return None
+
+
 def partitions(ctx: Context) -> dict[str, int]:
     """The Slurm partitions this host can see → their node counts (empty without Slurm)."""
-    try:
-        found = slurm.nodes(ctx)
-    except PerfguardError:
-        return {}
-    return {name: len(found.partitions[name]) for name in found.named()}
+    found = slurm_nodes(ctx)
+    return {name: len(found.partitions[name]) for name in found.named()} if found else {}
+
+
+#: Written above a system whose partitions' nodes share one host.
+SHARED_HOST_NOTE = ("# note: the nodes of {parts} are slurmd of one host (one NodeAddr): "
+                    "they share its CPUs, so ranks are spread and yield, and "
+                    "check_variables sizes a night for that (docs/adopting.md)")
+
+
+def shared_host(document: dict, parts: list[str]) -> dict:
+    """A detected system whose partitions ``parts`` are virtual nodes of one host: ranks
+    on different nodes must not share a CPU, busy-polling ranks must yield, and a night
+    at the checks' fabric-sized iterations would not end (issue 51: one UCX check alone
+    ran 10 min); so the embedded cluster's own settings, the same facts."""
+    from perfguard.cluster.layout import SHARED_HOST_CHECK_VARIABLES
+
+    for part in document["partitions"]:
+        if part["name"] in parts:
+            part["nodes_share_host"] = True
+            part["env_vars"] = {"OMPI_MCA_mpi_yield_when_idle": "1"}
+    return {**document, "check_variables": dict(SHARED_HOST_CHECK_VARIABLES)}
 
 
 #: Nodes the multi-node checks span where a partition has more: collectives over a whole
@@ -97,7 +122,8 @@ def init(ctx: Context, site: Path, system: str, detect: bool, only: list[str] | 
         (site / folder).mkdir(parents=True, exist_ok=True)
     (site / "README.md").write_text(README.format(site=site))
     notes = [f"wrote {site / 'README.md'}"]
-    found = partitions(ctx)
+    nodes = slurm_nodes(ctx)
+    found = {name: len(nodes.partitions[name]) for name in nodes.named()} if nodes else {}
     if not found:
         return notes + ["no Slurm here (sinfo not found or failing): on a cluster, run "
                         "`perfguard topology detect --system NAME --partition PART -o "
@@ -125,6 +151,10 @@ def init(ctx: Context, site: Path, system: str, detect: bool, only: list[str] | 
                      for line in result.stdout.splitlines() if line.startswith("#")]
     if detected:  # one system, one entry per partition, each one's notes kept
         merged = {**detected[0], "partitions": [p for d in detected for p in d["partitions"]]}
+        shared = [name for name in found if nodes and nodes.shares_host(name)]
+        if shared:
+            merged = shared_host(merged, shared)
+            comments.append(SHARED_HOST_NOTE.format(parts=", ".join(shared)))
         target = site / "systems" / f"{system}.yaml"
         target.write_text("".join(f"{line}\n" for line in comments)
                           + yaml.safe_dump(merged, sort_keys=False, allow_unicode=True))

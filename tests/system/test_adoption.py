@@ -22,6 +22,7 @@ import sysconfig
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -167,12 +168,12 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
         ("dbhost:5432", f"127.0.0.1:{port}"), ("hpcuser", USER),
         ("PERFGUARD_GRANT_PASSWORD=...", "PERFGUARD_GRANT_PASSWORD=site-secret"),
         (":PASSWORD", ":site-secret"),
-        ("-t nightly", "-t demo -S UcxPerftestCheck.iterations=2000"),
-        ("--schedule '30 2 * * *'", "--schedule '* * * * *' --at now -t sanity")]
+        ("--schedule '30 2 * * *'", "--schedule '* * * * *' --at now")]
     user_env = {"SLURM_CONF": record["slurm_conf"],  # the site's /etc/slurm
                 "PERFGUARD_STATE_DIR": str(home / "state"),
                 "PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1"}  # no network: deps linked below
     exports: list[str] = []
+    first_command = time.monotonic()
     for who, command in doc_commands(ADOPTING):
         for doc, ours in site_names:
             command = command.replace(doc, ours)
@@ -197,15 +198,17 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
             assert re.search(r"systems/sitea\.yaml\s+site\s", done.stdout), done.stdout
             assert f"dashboards: {purelib / 'perfguard' / 'shipped' / 'dashboards'}" in \
                 done.stdout
-    try:
-        with psycopg.connect(owner_dsn) as conn:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline and scheduled_runs(conn) < 2:
-                time.sleep(3)
-            assert scheduled_runs(conn) >= 2, "the nightly did not fire twice by itself"
+    try:  # events, not the clock: the nights' rows, generous limits for a loaded host
+        with psycopg.connect(owner_dsn, autocommit=True) as conn:
+            wait_for(lambda: scheduled_runs(conn) >= 1, 900, "the nightly was not stored")
+            print(f"adoption: first command to a stored nightly "
+                  f"{time.monotonic() - first_command:.0f} s")
             stored = conn.execute("SELECT count(*) FROM run r JOIN system s ON "
                                   "s.id = r.system_id WHERE s.name = 'sitea'").fetchone()[0]
-        assert stored >= 3  # the first run and two nights
+        assert stored >= 2  # the first run and the night
+        # the night submitted the next one itself (test_workflows.py watches nights recur)
+        wait_for(lambda: next_night(record["slurm_conf"]), 300,
+                 "the night submitted no next night")
     finally:
         as_user(home, "perfguard", "nightly", "--cancel-recurring", "--now",
                 env={**user_env, "PATH": f"{home / 'perfguard-venv' / 'bin'}:/usr/bin:/bin"})
@@ -223,13 +226,21 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
                          text=True)
     assert ddl.returncode != 0 and "must be owner" in ddl.stderr, ddl.stderr
     with psycopg.connect(f"postgresql://grafana:site-secret@127.0.0.1:{port}/perfguard") as g:
-        assert g.execute("SELECT count(*) FROM run_outcome").fetchone()[0] >= 3
+        assert g.execute("SELECT count(*) FROM run_outcome").fetchone()[0] >= 2
     # nothing of the user's outside its own home (state and site live there)
     stray = subprocess.run(["find", "/var/tmp", "/tmp", "/dev/shm", str(CHECKOUT),
                             "-xdev", "-user", USER, "-newer", str(started), "-not", "-path",
                             f"{home}*"],
                            capture_output=True, text=True)
     assert stray.stdout.split() == [], stray.stdout
+
+
+def wait_for(event: Callable[[], bool], timeout: float, failure: str) -> None:
+    """Until ``event()`` holds (polled), or fail with ``failure`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not event():
+        assert time.monotonic() < deadline, f"{failure} within {timeout:.0f} s"
+        time.sleep(2)
 
 
 def wait_for_no_nightly(slurm_conf: str, timeout: float = 300) -> None:
@@ -244,6 +255,16 @@ def wait_for_no_nightly(slurm_conf: str, timeout: float = 300) -> None:
             return
         time.sleep(2)
     raise AssertionError(f"the nightly driver job was still queued after {timeout}s")
+
+
+def next_night(slurm_conf: str) -> bool:
+    """A second nightly driver job of the user's in Slurm (pending, running or done): the
+    recurring job, as the night that ran resubmitted it."""
+    jobs = subprocess.run(["sacct", "-n", "-X", "-P", "-u", USER, "--name",
+                           "perfguard-nightly", "-S", "now-1hour", "-o", "JobID"],
+                          capture_output=True, text=True,
+                          env={**os.environ, "SLURM_CONF": slurm_conf}).stdout
+    return len(jobs.split()) >= 2
 
 
 def scheduled_runs(conn: psycopg.Connection) -> int:
@@ -289,6 +310,11 @@ def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_pa
     assert part.node.memory_mib == 2048
     assert part.name == "compute" and part.access == ("--partition=compute",)
     assert part.mpi_flavour == "openmpi-tcp" and part.provider == {"kind": "system"}
+    # the embedded nodes are slurmd of one host (one NodeAddr): what a night costs there
+    from perfguard.cluster.layout import SHARED_HOST_CHECK_VARIABLES
+    assert part.nodes_share_host and ("OMPI_MCA_mpi_yield_when_idle", "1") in part.env_vars
+    assert dict(system.check_variables) == SHARED_HOST_CHECK_VARIABLES
+    assert "# note: the nodes of compute are slurmd of one host (one NodeAddr)" in written
     assert part.nodes == 4 and part.node.cores == os.cpu_count()
     checked = perfguard("--site", str(site), "site", "check", "--system", "mine",
                         state=TEST_STATE)

@@ -23,7 +23,7 @@ import pytest
 
 from perfguard import cluster
 from perfguard.cluster.layout import GRAFANA_USER, ClusterLayout
-from perfguard.cluster.procs import read_pid
+from perfguard.cluster.procs import pid_alive, read_pid
 from perfguard.store.spool import meta_path, rejected, spooled
 from tests.conftest import TEST_STATE, counts, perfguard, perfguard_command, verdict_rows
 
@@ -307,7 +307,8 @@ def test_cluster_up_restarts_exactly_the_dead_nodes(layout: ClusterLayout) -> No
                     "slurmd-node4")}
     for node in ("node2", "node3"):
         os.kill(read_pid(layout.pid_file(f"slurmd-{node}")), signal.SIGKILL)
-    time.sleep(0.5)
+    wait_for(lambda: not any(pid_alive(pids_before[f"slurmd-{n}"]) for n in ("node2", "node3")),
+             30, "the killed slurmd still ran")
     (layout.run_dir / "slurmd-node3.uts").write_text(
         os.readlink(f"/proc/{pids_before['slurmd-node1']}/ns/uts"))
     status = perfguard("cluster", "status", state=TEST_STATE)
@@ -316,7 +317,8 @@ def test_cluster_up_restarts_exactly_the_dead_nodes(layout: ClusterLayout) -> No
     healed = perfguard("cluster", "up", "--nodes", "4", "--port-base", str(layout.port_base),
                        state=TEST_STATE)
     assert healed.returncode == 0, healed.stderr
-    time.sleep(2)
+    wait_for(lambda: all(cluster.services.node_states(layout).get(n) in ("idle", "mixed")
+                         for n in ("node2", "node3")), 120, "node2 and node3 not back")
     after = {name: read_pid(layout.pid_file(name)) for name in pids_before}
     assert {k for k, v in after.items() if v != pids_before[k]} == {"slurmd-node2",
                                                                      "slurmd-node3"}
@@ -324,6 +326,25 @@ def test_cluster_up_restarts_exactly_the_dead_nodes(layout: ClusterLayout) -> No
     states = cluster.services.node_states(layout)
     assert states["node2"] in ("idle", "mixed") and states["node3"] in ("idle", "mixed")
     assert perfguard("cluster", "status", state=TEST_STATE).returncode == 0
+
+
+def wait_for(event: Callable[[], bool], timeout: float, failure: str) -> None:
+    """Until ``event()`` holds (polled): an event, never a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while not event():
+        assert time.monotonic() < deadline, f"{failure} within {timeout:.0f} s"
+        time.sleep(0.2)
+
+
+def node_programs(layout: ClusterLayout, node: str) -> set[str]:
+    """The programs running in a virtual node's namespace (``/proc/PID/comm``)."""
+    names = set()
+    for pid in cluster.services.node_pids(layout, node):
+        try:
+            names.add(Path(f"/proc/{pid}/comm").read_text().strip())
+        except OSError:
+            pass
+    return names
 
 
 # --- a node lost mid-run -----------------------------------------------------------------------
@@ -361,7 +382,8 @@ def test_a_node_lost_mid_run_is_named_in_the_verdict(layout: ClusterLayout,
             assert time.monotonic() < deadline and run.poll() is None, "job never ran"
             time.sleep(1)
         victim = nodes[-1]  # not the batch host: its srun lives to report the loss
-        time.sleep(3)
+        wait_for(lambda: "ucx_perftest" in node_programs(layout, victim), 120,
+                 f"ucx_perftest never ran on {victim}")
         for pid in cluster.services.node_pids(layout, victim):
             os.kill(pid, signal.SIGKILL)
         out, err = run.communicate(timeout=300)
@@ -388,6 +410,8 @@ def run_interrupted(layout: ClusterLayout, dsn: str,
     """`perfguard run` of MpiHello, then a UCX tag_bw long enough to be interrupted: once
     MpiHello is done and the UCX job holds its nodes, ``interrupt(process)``; the exit code
     and everything the run printed."""
+    runs = TEST_STATE / "shared" / "runs"
+    earlier = set(runs.iterdir()) if runs.is_dir() else set()
     run = subprocess.Popen(
         perfguard_command("run", "--dsn", dsn, "-n", "MpiHelloCheck",
                           "-n", "^UcxPerftestCheck.*test=tag_bw",
@@ -404,7 +428,10 @@ def run_interrupted(layout: ClusterLayout, dsn: str,
         while not job_nodes(layout, "UcxPerftestCheck"):
             assert run.poll() is None, "".join(seen)
             time.sleep(1)
-        time.sleep(5)  # ReFrame prints OK before its cleanup stage ends
+        # ReFrame prints OK before its cleanup stage, which keeps the job's output
+        wait_for(lambda: any(d not in earlier and any(d.glob("output/*/*/*/MpiHelloCheck*/"
+                                                            "rfm_job.out"))
+                             for d in runs.iterdir()), 120, "MpiHelloCheck's output not kept")
         interrupt(run)
         seen.append(run.communicate(timeout=180)[0])
     finally:

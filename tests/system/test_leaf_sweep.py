@@ -1,27 +1,27 @@
 """The sweep that follows the switches: leaves from Slurm's topology and from
 ibnetdiscover, rounds within every leaf then across the spine, a leaf blamed instead of
-its nodes or links, and on an embedded cluster of four leaves, a slowed leaf found."""
+its nodes or links, and on an embedded cluster of two leaves, a slowed leaf found
+(benchmarks/leaf_sweep.py at its smoke size)."""
 
 from __future__ import annotations
 
-import json
+import os
 import re
-from itertools import combinations
+import subprocess
+import sys
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from perfguard import cluster
-from perfguard.cluster import configs, faults
+from perfguard.cluster import configs
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.contract import switches
 from perfguard.errors import PerfguardError
-from perfguard.store import db
-from tests.conftest import TEST_PORT_BASE, TEST_ROOT, perfguard
+from tests.conftest import TEST_PORT_BASE
 
-LEAF_STATE = TEST_ROOT / "leaves"
 LEAF_PORT_BASE = TEST_PORT_BASE - 2000
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "leaf_sweep.py"
 
 
 def test_dry_run_of_a_leaf_sweep_names_its_nodes_and_rounds() -> None:
@@ -51,53 +51,30 @@ def test_the_embedded_leaves_deal_the_nodes_out_in_order(tmp_path: Path) -> None
         cluster.up(tmp_path, nodes=10, port_base=LEAF_PORT_BASE, leaves=11)
 
 
-# --- on an embedded cluster of four leaf switches ----------------------------------------
-@pytest.fixture(scope="module")
-def leaf_cluster(request):
-    """Twelve virtual nodes on four leaves in Slurm's tree topology (topology.conf); its
-    state (job outputs, logs) is kept where a test failed."""
-    running = cluster.up(LEAF_STATE, nodes=12, port_base=LEAF_PORT_BASE, leaves=4)
-    with psycopg.connect(running.dsn) as conn:
-        db.upgrade(conn)
-    failed = request.session.testsfailed
-    yield running
-    cluster.down(LEAF_STATE)
-    if request.session.testsfailed == failed:
-        cluster.purge(LEAF_STATE)
-
-
-def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf(leaf_cluster) -> None:
-    """Slurm's own topology drives the rounds: three within every leaf at once, three
-    across the spine. Clean, nobody is blamed; with leaf2's three nodes throttled to a
-    fifth of a core, leaf2 is blamed (once, not as three nodes), after a retest."""
-    clean = perfguard("sweep", "-S", "FabricSweepCheck.time_limit=20m", state=LEAF_STATE)
-    assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "12 nodes, 4 leaf switches (slurm)" in clean.stdout
-    assert "blamed: nobody" in clean.stdout
-    run_id = int(re.search(r"run (\d+), 12 nodes", clean.stdout)[1])
-    with psycopg.connect(leaf_cluster.dsn) as conn:
-        pairs = {(s, c) for s, c in conn.execute(
-            "SELECT server, client FROM sweep_pair WHERE run_id = %s AND metric = "
-            "'bandwidth' AND server <> client", (run_id,)).fetchall()}
-        [report] = conn.execute("SELECT report_path FROM run WHERE id = %s", (run_id,)) \
-            .fetchone()
-    [case] = [c for c in json.loads(Path(report).read_text())["runs"][0]["testcases"]
-              if c["name"].startswith("FabricSweepCheck")]
-    assert "#SBATCH --time=0:20:0" in (Path(case["outputdir"]) / "rfm_job.sh").read_text()
-    leaves = switches.leaf_of(leaf_cluster.leaf_nodes())
-    assert len(pairs) == 4 * 3 + 6  # every pair within a leaf, one per leaf pair
-    crossing = {tuple(sorted((leaves[s], leaves[c]))) for s, c in pairs if leaves[s] != leaves[c]}
-    assert sorted(crossing) == list(combinations(sorted(set(leaves.values())), 2))
-    slowed = leaf_cluster.leaf_nodes()["leaf2"]
-    try:
-        with faults.throttled(leaf_cluster, slowed, 0.2):
-            slow = perfguard("sweep", "--drain", state=LEAF_STATE)
-    except PerfguardError as error:
-        pytest.skip(str(error))
-    assert slow.returncode == 1, slow.stdout + slow.stderr
-    blamed = [line for line in slow.stdout.splitlines() if line.startswith("blamed")]
-    assert len(blamed) == 1, blamed
-    assert blamed[0].startswith("blamed leaf leaf2 [lo]: every pair behind it fails "
-                                "(node[4-6]), in loopback too: the nodes themselves")
+# --- on an embedded cluster of leaf switches: benchmarks/leaf_sweep.py --smoke -----------
+def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf() -> None:
+    """Six virtual nodes on two leaves in Slurm's tree topology (the benchmark's smoke
+    size; its own size is twelve on four). Slurm's topology drives the rounds: within every
+    leaf at once, then across the spine. Clean, nobody is blamed and the job gets the time
+    limit asked with -S; with leaf2's three nodes throttled to a fifth of a core, leaf2 is
+    blamed (once, not as three nodes), after a retest, and no node is drained."""
+    done = subprocess.run([sys.executable, str(BENCHMARK), "--smoke"], capture_output=True,
+                          text=True, timeout=1800,
+                          env={**os.environ, "PERFGUARD_TEST_PORT_BASE": str(TEST_PORT_BASE)})
+    out = done.stdout
+    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    # every pair within a leaf (2 leaves of 3: 6), one pair per leaf pair (1)
+    assert re.search(r"^\| clean \| 0 \| \d+ \| \d+ \| 0:20:0 \| 6 \| 1 \(every leaf pair\) \|$",
+                     out, re.M), out
+    assert "clean: " in out and "6 nodes, 2 leaf switches (slurm)" in out, out
+    assert "clean: blamed: nobody" in out, out
+    if "leaf2 throttled: not run" in out:
+        pytest.skip(out.split("leaf2 throttled: not run", 1)[1].splitlines()[0])
+    assert re.search(r"^\| leaf2 throttled \| 1 \|", out, re.M), out
+    blamed = [line for line in out.splitlines() if line.startswith("  leaf2 throttled: blamed")]
+    assert len(blamed) == 1, out
+    assert blamed[0].startswith("  leaf2 throttled: blamed leaf leaf2 [lo]: every pair behind "
+                                "it fails (node[4-6]), in loopback too: the nodes themselves")
     assert "measured 2×, failed every time" in blamed[0]
-    assert "drained" not in slow.stdout  # a switch is not a node to drain
+    assert not [line for line in out.splitlines()  # a switch is not a node to drain
+                if line.startswith("  leaf2 throttled:") and "drained" in line], out

@@ -166,3 +166,16 @@ def test_memory_and_cpus_are_what_slurm_gives_a_job_with_the_nodes_own_as_a_comm
     outside = Detected(numa={0: [0, 1]}, memory_mib=24105, node_memory_mib=24105)
     slurm_gives(outside, {})
     assert outside.memory_mib == 24105 and "not in a Slurm job" in outside.facts[0]
+
+
+def test_nodes_of_one_address_are_slurmd_of_one_host() -> None:
+    """`site init` learns from Slurm's NodeAddr that a partition's nodes share one host
+    (the embedded cluster's virtual nodes: one 127.0.0.1), never from one node alone."""
+    from perfguard.site.slurm import SlurmNodes
+
+    found = SlurmNodes({"compute": {"node1", "node2"}, "service": {"service1"},
+                        "batch": {"a1", "a2"}}, {},
+                       {"node1": "127.0.0.1", "node2": "127.0.0.1", "service1": "127.0.0.1",
+                        "a1": "10.0.0.1", "a2": "10.0.0.2"})
+    assert found.shares_host("compute")
+    assert not found.shares_host("service") and not found.shares_host("batch")

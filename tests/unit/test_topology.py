@@ -79,3 +79,40 @@ def test_gpudirect_is_expected_where_every_gpu_shares_a_switch_with_an_hca() -> 
     behind_the_host_bridge = replace(seed.gpus[0], affinity={"mlx4_0": "PHB", "mlx4_1": "PHB"})
     assert not replace(seed, gpus=(behind_the_host_bridge,)).every_gpu_shares_a_switch_with_an_hca()
     assert not replace(seed, gpus=()).every_gpu_shares_a_switch_with_an_hca()
+
+
+def test_a_system_says_what_its_night_costs(tmp_path: Path) -> None:
+    """`check_variables` of a systems file become ReFrame's ``-S`` for every run on the
+    system, before the command's own (which win), a list comma-joined; the embedded
+    cluster's file and `site init` on virtual nodes carry the same table."""
+    from perfguard.cluster.layout import SHARED_HOST_CHECK_VARIABLES, ClusterLayout
+    from perfguard.contract.topology import find_system
+    from perfguard.run.reframe import RunRequest, reframe_command
+
+    text = (SYSTEMS / "seedfdr.yaml").read_text().replace(
+        "system: seedfdr\n", "system: seedfdr\ncheck_variables:\n"
+        "  UcxPerftestCheck.iterations: 200\n  UcxPerftestCheck.message_sizes: [8, 65536]\n"
+        "  GpcnetCheck.load_test_on_shared_cores: true\n", 1)
+    (tmp_path / "seedfdr.yaml").write_text(text)
+    system = find_system([tmp_path / "seedfdr.yaml"], "seedfdr:gpu")
+    assert system.setvars == ("UcxPerftestCheck.iterations=200",
+                              "UcxPerftestCheck.message_sizes=8,65536",
+                              "GpcnetCheck.load_test_on_shared_cores=true")
+    request = RunRequest(system="seedfdr", setvars=(*system.setvars,
+                                                   "UcxPerftestCheck.iterations=5"))
+    command = reframe_command(request, tmp_path / "r.json", tmp_path)
+    given = [command[i + 1] for i, word in enumerate(command) if word == "-S"]
+    assert given[0] == "UcxPerftestCheck.iterations=200"
+    assert given[-1] == "UcxPerftestCheck.iterations=5"  # ReFrame: the last one wins
+    assert find_system([tmp_path / "seedfdr.yaml"], "other") is None
+    embedded = ClusterLayout(tmp_path / "state").topology()
+    assert embedded["check_variables"] == SHARED_HOST_CHECK_VARIABLES
+    assert SHARED_HOST_CHECK_VARIABLES["UcxPerftestCheck.iterations"] == "200"
+
+
+def test_a_check_variable_not_named_check_dot_variable_is_an_error(tmp_path: Path) -> None:
+    text = (SYSTEMS / "seedfdr.yaml").read_text().replace(
+        "system: seedfdr\n", "system: seedfdr\ncheck_variables:\n  iterations 200: 1\n", 1)
+    (tmp_path / "bad.yaml").write_text(text)
+    with pytest.raises(PerfguardError, match="check_variables: .iterations 200. does not match"):
+        load_system(tmp_path / "bad.yaml")
