@@ -54,6 +54,19 @@ def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
     assert left == []
 
 
+def test_real_nights_replays_the_recorded_nights(layout) -> None:
+    """The recorded real nights (benchmarks/data/real-nights) through the real ingest and
+    judge into a database of the test cluster's PostgreSQL, dropped afterwards."""
+    out = run_benchmark("real_nights.py", "--dsn", layout.dsn_for("postgres"))
+    assert "| 13 | 3 | " in out and "| false pages |" in out, out
+    assert "| real nights | HCA at half bandwidth (1 trial(s)) |" in out, out
+    assert "| real nights | driver +0.3 µs small latency (1 trial(s)) |" in out, out
+    with psycopg.connect(layout.dsn_for("postgres")) as conn:
+        left = conn.execute("SELECT datname FROM pg_database "
+                            "WHERE datname LIKE 'perfguard_bench_%'").fetchall()
+    assert left == []
+
+
 def test_report_size_runs_on_its_own_cluster() -> None:
     out = run_benchmark("report_size.py")
     assert "| 200 | 400 |" in out and "judge and record per night" in out, out
