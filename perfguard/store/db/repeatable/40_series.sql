@@ -5,7 +5,7 @@
 
 -- Every key figure (a ReFrame perf variable) of a last attempt, with the threshold valid
 -- when its run started (matching_threshold) and pass / fail / no-reference. Where the
--- database has none, the check's own reference that ReFrame compared it to (sample.ref_*:
+-- database has none, the check's own reference that ReFrame compared it to (ref_*:
 -- threshold_id NULL, limits from ReFrame's fractions, the direction its bounds say).
 CREATE OR REPLACE VIEW key_verdict AS
 SELECT r.id AS run_id, r.started_at, r.trigger, r.labels, sy.name AS system,
@@ -24,7 +24,8 @@ JOIN system sy ON sy.id = r.system_id
 JOIN judged_testcase tc ON tc.run_id = r.id
 JOIN partition p ON p.id = tc.partition_id
 JOIN environ e ON e.id = tc.environ_id
-JOIN sample s ON s.testcase_id = tc.id AND s.started_at = r.started_at AND s.point_id = 0
+JOIN key_figure s ON s.run_id = r.id AND s.started_at = r.started_at
+                 AND s.check_name = tc.check_name AND s.testcase_id = tc.id
 JOIN metric m ON m.id = s.metric_id
 LEFT JOIN LATERAL matching_threshold(sy.name, tc.check_name, m.name, NULL, p.name, e.name,
                                      tc.params, r.started_at) th ON true
@@ -45,7 +46,8 @@ JOIN system sy ON sy.id = r.system_id
 JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
 JOIN partition p ON p.id = tc.partition_id
 JOIN environ e ON e.id = tc.environ_id
-JOIN sample s ON s.testcase_id = tc.id AND s.started_at = r.started_at
+JOIN sample s ON s.run_id = r.id AND s.started_at = r.started_at
+             AND s.check_name = tc.check_name AND s.testcase_id = tc.id
 JOIN metric m ON m.id = s.metric_id
 JOIN point pt ON pt.id = s.point_id;
 
@@ -60,7 +62,8 @@ SELECT r.id AS run_id, r.started_at, sy.name AS system, tc.params->>'hca' AS hca
 FROM run r
 JOIN system sy ON sy.id = r.system_id
 JOIN judged_testcase tc ON tc.run_id = r.id AND tc.check_name = 'FabricSweepCheck'
-JOIN sample s ON s.testcase_id = tc.id AND s.started_at = r.started_at
+JOIN sample s ON s.run_id = r.id AND s.started_at = r.started_at
+             AND s.check_name = tc.check_name AND s.testcase_id = tc.id
 JOIN metric m ON m.id = s.metric_id
 JOIN point pt ON pt.id = s.point_id
 WHERE pt.coords ? 'server';
@@ -86,14 +89,21 @@ RETURNS void LANGUAGE sql AS $$
     WHERE system = p_system AND night >= p_from AND night <= p_to;
     INSERT INTO key_figure_night (system, check_name, params, partition, environ, metric, unit,
                                   night, median, min, max, count)
-    SELECT v.system, v.check_name, v.params, v.partition, v.environ, v.metric, v.unit,
-           (v.started_at AT TIME ZONE 'UTC')::date,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY v.value), min(v.value), max(v.value),
+    SELECT sy.name, tc.check_name, tc.params, p.name, e.name, m.name, m.unit,
+           (r.started_at AT TIME ZONE 'UTC')::date,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY k.value), min(k.value), max(k.value),
            count(*)
-    FROM series_value v
-    WHERE v.system = p_system AND v.point_id = 0
-      AND v.started_at >= p_from::timestamp AT TIME ZONE 'UTC'
-      AND v.started_at < (p_to + 1)::timestamp AT TIME ZONE 'UTC'
+    FROM run r
+    JOIN system sy ON sy.id = r.system_id
+    JOIN judged_testcase tc ON tc.run_id = r.id AND tc.state = 'pass'
+    JOIN partition p ON p.id = tc.partition_id
+    JOIN environ e ON e.id = tc.environ_id
+    JOIN key_figure k ON k.run_id = r.id AND k.started_at = r.started_at
+                     AND k.check_name = tc.check_name AND k.testcase_id = tc.id
+    JOIN metric m ON m.id = k.metric_id
+    WHERE sy.name = p_system
+      AND r.started_at >= p_from::timestamp AT TIME ZONE 'UTC'
+      AND r.started_at < (p_to + 1)::timestamp AT TIME ZONE 'UTC'
     GROUP BY 1, 2, 3, 4, 5, 6, 7, 8;
 $$;
 
