@@ -217,7 +217,7 @@ def _copy_testcases(conn: psycopg.Connection, system: int, run_id: int, report: 
             "COPY sample_block (run_id, started_at, check_name, metric_id, point_ids, "
             "testcase_ids, point_values, ref_values, ref_lowers, ref_uppers) "
             "FROM STDIN (FORMAT BINARY)") as copy:
-        copy.write(_binary_copy(run_id, report.started, blocks))
+        copy.write(binary_copy(run_id, report.started, blocks))
     return sum(block.values.size for block in blocks)
 
 
@@ -289,7 +289,7 @@ _POSTGRES_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
 _INT4, _INT8, _FLOAT8 = 23, 20, 701
 
 
-def _binary_copy(run_id: int, started: datetime, blocks: list[Block]) -> bytes:
+def binary_copy(run_id: int, started: datetime, blocks: list[Block]) -> bytes:
     """The blocks as one binary COPY stream (PostgreSQL's documented format): the arrays
     are numpy buffers with each element's length interleaved, built in C."""
     at = started - _POSTGRES_EPOCH
