@@ -25,9 +25,10 @@ BEFORE = "0444924"
 
 
 def code_before(folder: Path) -> Path:
-    """The perfguard package of ``BEFORE``, from git (``git archive``), under ``folder``."""
-    archive = subprocess.run(["git", "-C", str(REPOSITORY), "archive", BEFORE, "perfguard"],
-                             capture_output=True)
+    """The perfguard package of ``BEFORE`` and the shipped site files it reads, from git
+    (``git archive``), under ``folder``."""
+    archive = subprocess.run(["git", "-C", str(REPOSITORY), "archive", BEFORE, "perfguard",
+                              "site_config", "dashboards"], capture_output=True)
     if archive.returncode:
         pytest.skip(f"no git history with {BEFORE}: {archive.stderr.decode().strip()}")
     with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
