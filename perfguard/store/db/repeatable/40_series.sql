@@ -9,7 +9,8 @@
 -- threshold_id NULL, limits from ReFrame's fractions, the direction its bounds say).
 CREATE OR REPLACE VIEW key_verdict AS
 SELECT r.id AS run_id, r.started_at, r.trigger, r.labels, sy.name AS system,
-       p.name AS partition, e.name AS environ, tc.id AS testcase_id, tc.check_name,
+       p.name AS partition, e.name AS environ, tc.id AS testcase_id,
+       s.check_name,  -- the block's: a filter on it reads only that check's blocks
        tc.params, tc.result, tc.fail_reason, tc.nodelist, m.name AS metric, m.unit, s.value,
        th.id AS threshold_id, coalesce(th.reference, own.reference) AS reference, th.lower,
        th.upper, th.bounds, coalesce(th.direction, own.direction) AS direction,
@@ -37,7 +38,7 @@ LEFT JOIN LATERAL (SELECT 0::bigint AS id, s.ref_value AS reference,
 -- Every judged value (last attempts that passed) as a point of its series: system, check,
 -- variant, partition, environ, metric and point.
 CREATE OR REPLACE VIEW series_value AS
-SELECT r.id AS run_id, r.started_at, sy.name AS system, tc.check_name, tc.params,
+SELECT r.id AS run_id, r.started_at, sy.name AS system, s.check_name, tc.params,
        p.name AS partition, e.name AS environ, m.name AS metric, m.unit, s.point_id,
        pt.coords AS point, s.value, tc.nodelist
 FROM run r
