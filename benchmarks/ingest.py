@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/ingest.py --smoke     # two runs, no growth (the suite's)
     .venv/bin/python benchmarks/ingest.py --dsn ...   # any PostgreSQL (needs CREATEDB;
                                                            # a passfile= in the DSN is kept)
+    .venv/bin/python benchmarks/ingest.py --against REV --worktree DIR  # REV's code (a git
+        # worktree at DIR) and this code back to back on the same PostgreSQL, and the ratios
     (as root, like the README's commands; prefix sudo otherwise)
 
 On a new database of the embedded PostgreSQL (or ``--dsn``), dropped afterwards:
@@ -30,7 +32,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +42,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import psycopg
 from psycopg.conninfo import make_conninfo
 
@@ -49,7 +54,7 @@ from perfguard.judge import run_findings  # noqa: E402
 from perfguard.judge import verdict as vd  # noqa: E402
 from perfguard.present import dashboards  # noqa: E402
 from perfguard.store import db  # noqa: E402
-from perfguard.store.ingest import RunMeta, ingest_report  # noqa: E402
+from perfguard.store.ingest import Block, RunMeta, binary_copy, ingest_report  # noqa: E402
 
 CHECKS, VARIANTS = 20, 100
 SIZES = [2 ** i for i in range(23)]
@@ -115,55 +120,57 @@ def ingest(conn: psycopg.Connection, report: dict) -> tuple[int, float, int]:
 
 
 def copy_runs(conn: psycopg.Connection, template: int, starts: list[datetime]) -> None:
-    """Copies of run ``template`` starting at ``starts`` (one statement per table), each
-    value with 1 % noise; nights rolled up, as ingest does."""
+    """Copies of run ``template`` starting at ``starts``: its runs and test cases in SQL, its
+    blocks (0027: every value once) read once and written back per copy by ingest's own
+    binary COPY, each value with 1 % noise; nights rolled up, as ingest does."""
     with conn.transaction():
         conn.execute("SELECT ensure_sample_month(s) FROM unnest(%s::timestamptz[]) s",
                      (starts,))
+    blocks = [Block(check, metric, np.asarray(points, np.int32), cases, values,
+                           None if refs[0] is None else tuple(map(list, refs)))
+              for check, metric, points, cases, values, *refs in db.packed_arrays(
+                  conn.cursor(binary=True), numpy_ids=True).execute(
+                  "SELECT check_name, metric_id, point_ids, testcase_ids, point_values, "
+                  "ref_values, ref_lowers, ref_uppers FROM sample_block WHERE run_id = %s",
+                  (template,)).fetchall()]
+    low, high = conn.execute("SELECT min(id), max(id) FROM testcase WHERE run_id = %s",
+                             (template,)).fetchone()
+    span = high - low + 1
+    base = conn.execute("SELECT setval('testcase_id_seq', nextval('testcase_id_seq') + %s)",
+                        (span * len(starts),)).fetchone()[0] - span * len(starts) + 1
+    rng = np.random.default_rng()
     with conn.transaction():
-        conn.execute(
-            """CREATE TEMP TABLE copies AS
-               WITH new AS (
-                   INSERT INTO run (session_uuid, system_id, started_at, reframe_version,
-                                    cmdline, trigger)
-                   SELECT gen_random_uuid(), t.system_id, s, t.reframe_version, t.cmdline,
-                          'nightly'
-                   FROM run t, unnest(%s::timestamptz[]) s WHERE t.id = %s
-                   RETURNING id, started_at)
-               SELECT new.id AS run_id, new.started_at, tc.id AS old_id,
-                      nextval('testcase_id_seq') AS new_id
-               FROM new CROSS JOIN testcase tc WHERE tc.run_id = %s""",
-            (starts, template, template))
+        runs = [conn.execute(
+            """INSERT INTO run (session_uuid, system_id, started_at, reframe_version, cmdline,
+                                trigger)
+               SELECT gen_random_uuid(), system_id, %s, reframe_version, cmdline, 'nightly'
+               FROM run WHERE id = %s RETURNING id""", (start, template)).fetchone()[0]
+            for start in starts]
         conn.execute(
             """INSERT INTO testcase (id, run_id, check_name, unique_name, hashcode, params,
                    partition_id, environ_id, run_index, result, slurm_jobid, nodelist,
                    job_exitcode)
-               SELECT c.new_id, c.run_id, t.check_name, t.unique_name, t.hashcode, t.params,
-                      t.partition_id, t.environ_id, t.run_index, t.result, t.slurm_jobid,
-                      t.nodelist, t.job_exitcode
-               FROM copies c JOIN testcase t ON t.id = c.old_id ORDER BY c.new_id""")
-        conn.execute(
-            """INSERT INTO sample (testcase_id, metric_id, point_id, value, started_at)
-               SELECT c.new_id, s.metric_id, s.point_id, s.value * (0.9827 + random() * 0.0346),
-                      c.started_at
-               FROM copies c JOIN sample s ON s.testcase_id = c.old_id
-               WHERE s.started_at = (SELECT started_at FROM run WHERE id = %s)
-               ORDER BY c.new_id""", (template,))
-        conn.execute(  # the copies' sweeps, as ingest keeps them (0015)
-            """INSERT INTO curve (testcase_id, metric_id, started_at, point_ids, point_values)
-               SELECT s.testcase_id, s.metric_id, s.started_at,
-                      array_agg(s.point_id ORDER BY s.point_id),
-                      array_agg(s.value ORDER BY s.point_id)
-               FROM copies c JOIN sample s ON s.testcase_id = c.new_id
-                                         AND s.started_at = c.started_at
-               WHERE s.point_id <> 0 AND s.started_at = ANY(%s)
-               GROUP BY 1, 2, 3 ORDER BY 1""", (starts,))  # the copies' starts: their months'
-        # BRIN ranges, not every month (the join alone slowed growth from 360 k to 120 k/s)
-        conn.execute("SELECT store_sample_blocks(array_agg(DISTINCT run_id)) FROM copies")
+               SELECT t.id - %(low)s + %(base)s + %(span)s * (c.k - 1), c.run_id, t.check_name,
+                      t.unique_name, t.hashcode, t.params, t.partition_id, t.environ_id,
+                      t.run_index, t.result, t.slurm_jobid, t.nodelist, t.job_exitcode
+               FROM unnest(%(runs)s::bigint[]) WITH ORDINALITY c(run_id, k)
+               CROSS JOIN testcase t WHERE t.run_id = %(template)s
+               ORDER BY 1""",
+            {"low": low, "base": base, "span": span, "runs": runs, "template": template})
+        for k, (run_id, start) in enumerate(zip(runs, starts)):
+            shift = base + span * k - low
+            copies = [block._replace(
+                testcase_ids=block.testcase_ids + shift,
+                values=block.values * rng.uniform(0.9827, 1.0173, block.values.shape))
+                for block in blocks]
+            with conn.cursor().copy(
+                    "COPY sample_block (run_id, started_at, check_name, metric_id, point_ids, "
+                    "testcase_ids, point_values, ref_values, ref_lowers, ref_uppers) "
+                    "FROM STDIN (FORMAT BINARY)") as copy:
+                copy.write(binary_copy(run_id, start, copies))
         conn.execute("SELECT refresh_key_figure_nights(sy.name, %s::date, %s::date) FROM run r "
                      "JOIN system sy ON sy.id = r.system_id WHERE r.id = %s",
                      (min(starts), max(starts), template))
-        conn.execute("DROP TABLE copies")  # the block may be a savepoint: no commit drops it
 
 
 def grow(conn: psycopg.Connection, template: int, per_run: int, target: int,
@@ -184,15 +191,15 @@ def grow(conn: psycopg.Connection, template: int, per_run: int, target: int,
         print(f"  {stored:,} samples ({added / (time.perf_counter() - began):,.0f}/s by SQL "
               f"copy)", end="\r", flush=True)
     print()
-    conn.execute("SELECT summarize_new_samples()")
     conn.commit()
     with psycopg.connect(conn.info.dsn, autocommit=True) as maintenance:
-        maintenance.execute("VACUUM (ANALYZE) sample, curve, testcase, run")  # as autovacuum would
+        maintenance.execute("VACUUM (ANALYZE) sample_block, testcase, run")  # as autovacuum would
     return oldest
 
 
 def count_samples(conn: psycopg.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM sample").fetchone()[0]
+    return conn.execute("SELECT coalesce(sum(cardinality(testcase_ids) * cardinality(point_ids)), "
+                        "0) FROM sample_block").fetchone()[0]
 
 
 def timed(action, repeat: int) -> list[float]:
@@ -244,11 +251,11 @@ def time_dashboards(conn: psycopg.Connection, newest_run: int) -> float:
 
 
 def bytes_on_disk(conn: psycopg.Connection) -> tuple[int, int]:
-    """(bytes of the sample partitions and of the curves and blocks kept beside them
-    (0015, 0019), with their indexes; bytes of everything else)."""
-    samples = sum(conn.execute(
+    """(bytes of the blocks, every value's one copy (0027), with their indexes; bytes of
+    everything else)."""
+    samples = conn.execute(
         "SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_partition_tree(%s) "
-        "WHERE isleaf", (table,)).fetchone()[0] for table in ("sample", "curve", "sample_block"))
+        "WHERE isleaf", ("sample_block",)).fetchone()[0]
     everything = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
     return int(samples), int(everything - samples)
 
@@ -295,7 +302,9 @@ def large_run(conn: psycopg.Connection, variants: int) -> None:
 def prune_oldest_month(conn: psycopg.Connection) -> None:
     month, ends = conn.execute("SELECT name, ends FROM sample_month WHERE pruned_at IS NULL "
                                "ORDER BY starts LIMIT 1").fetchone()
-    rows = conn.execute(f"SELECT count(*) FROM {month}").fetchone()[0]
+    rows = conn.execute("SELECT coalesce(sum(cardinality(testcase_ids) * "
+                        "cardinality(point_ids)), 0) FROM sample_block WHERE started_at < %s",
+                        (ends,)).fetchone()[0]
     conn.commit()
     start = time.perf_counter()
     dropped = [m for (m,) in conn.execute("SELECT prune_sample_months(%s)", (ends,))]
@@ -314,7 +323,14 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="two runs, no growth, a small large run: that the script runs "
                              "(the test suite's size)")
+    parser.add_argument("--against", metavar="REV",
+                        help="first run this benchmark of git revision REV (a git worktree at "
+                             "--worktree), then this code's, on the same PostgreSQL; print "
+                             "both and the ratios")
+    parser.add_argument("--worktree", type=Path, help="where REV's worktree is (made if absent)")
     args = parser.parse_args()
+    if args.against:
+        return compare(args)
     targets = [0] if args.smoke else [int(float(c)) for c in args.checkpoints.split(",")]
     if args.dsn:
         admin = args.dsn
@@ -343,6 +359,59 @@ def main() -> int:
                     print("(no CHECKPOINT: the role lacks pg_checkpoint; PostgreSQL recycles "
                           "the dropped database's WAL at its next one)")
     return 0
+
+
+#: What ``compare`` reads of each run's output: (name, pattern of its one number).
+FIGURES = [
+    ("ingest, samples/s", r"^\| [\d,]+ \| ([\d,]+) \|"),
+    ("verdict, 4,000 key-figure lines (ms)", r"^\| [\d,]+ \| [\d,]+ \| ([\d,]+) ms"),
+    ("verdict, 4,000 lines with curves (ms)", r"^\| [\d,]+ \| [\d,]+ \| [\d,]+ ms \| ([\d,]+) ms"),
+    ("slowest dashboard query (ms)", r"^\| .* \| ([\d.]+) ms \| [\d.]+ \|$"),
+    ("GiB per 10^9 samples", r"^\| .* \| ([\d.]+) \|$"),
+    ("verdict, 100,000 lines (ms)", r"^verdict of one run \(100,000 lines.*?median ([\d,]+) ms"),
+    ("prune of a month (ms)", r"^prune of the oldest month .*: ([\d,]+) ms"),
+]
+
+
+def compare(args: argparse.Namespace) -> int:
+    """REV's benchmark, then this one's, each in its own process on the same PostgreSQL
+    (the one given or the embedded one), one after the other; both outputs, then each
+    figure side by side with new / old."""
+    here = Path(__file__).resolve().parents[1]
+    tree = args.worktree or Path(tempfile.mkdtemp(prefix="perfguard-prev-")) / "tree"
+    if not tree.exists():
+        subprocess.run(["git", "-C", str(here), "worktree", "add", "--detach", str(tree),
+                        args.against], check=True)
+    common = [*(["--dsn", args.dsn] if args.dsn else []), "--checkpoints", args.checkpoints,
+              *(["--smoke"] if args.smoke else [])]
+    outputs = []
+    for label, script in ((args.against, tree / "benchmarks" / "ingest.py"),
+                          ("this code", Path(__file__).resolve())):
+        print(f"=== {label}: {script}", flush=True)
+        began = time.perf_counter()
+        done = subprocess.run([sys.executable, str(script), *common], capture_output=True,
+                              text=True)
+        print(done.stdout + done.stderr, flush=True)
+        if done.returncode:
+            sys.exit(f"the benchmark of {label} failed (exit {done.returncode})")
+        print(f"=== {label}: {time.perf_counter() - began:.0f} s")
+        outputs.append(done.stdout)
+    print(f"\n| figure | {args.against} | this code | this / {args.against} |\n|---|---|---|---|")
+    for name, pattern in FIGURES:
+        old, new = (_figure(output, pattern) for output in outputs)
+        ratio = f"{new / old:.2f}" if old and new is not None else "-"
+        print(f"| {name} | {_shown(old)} | {_shown(new)} | {ratio} |")
+    return 0
+
+
+def _figure(output: str, pattern: str) -> float | None:
+    """The last number ``pattern`` finds in ``output`` (the last checkpoint's)."""
+    found = re.findall(pattern, output, re.MULTILINE)
+    return float(found[-1].replace(",", "")) if found else None
+
+
+def _shown(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
 
 
 def run(dsn: str, targets: list[int], smoke: bool) -> None:

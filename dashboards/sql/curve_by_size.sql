@@ -12,9 +12,12 @@ SELECT (pt.coords->>'size')::bigint AS size,
 FROM latest l
 JOIN testcase tc ON tc.run_id = l.run_id AND tc.check_name = '$check'
   AND tc.params::text = '$variant'
-JOIN curve cv ON cv.testcase_id = tc.id AND cv.started_at = l.started_at
-JOIN metric m ON m.id = cv.metric_id AND m.name = '$metric'
-CROSS JOIN unnest(cv.point_ids, cv.point_values) AS s(point_id, value)
+JOIN sample_block b ON b.run_id = l.run_id AND b.started_at = l.started_at
+  AND b.check_name = '$check' AND tc.id = ANY(b.testcase_ids)
+JOIN metric m ON m.id = b.metric_id AND m.name = '$metric'
+CROSS JOIN LATERAL unnest(b.point_ids, b.point_values[array_position(b.testcase_ids, tc.id)
+                                                     :array_position(b.testcase_ids, tc.id)])
+  AS s(point_id, value)
 JOIN point pt ON pt.id = s.point_id AND pt.coords ? 'size'
 LEFT JOIN threshold_limit th ON th.system = '$system' AND th.check_name = '$check'
   AND th.metric = '$metric' AND th.point = pt.coords AND th.valid_to IS NULL

@@ -10,10 +10,13 @@ SELECT tc.params->>'size' AS size, (pt.coords->>'nodes')::int AS nodes,
        max(k.value) FILTER (WHERE k.metric = 'efficiency') AS efficiency
 FROM testcase tc
 JOIN run r ON r.id = tc.run_id
-JOIN curve cv ON cv.testcase_id = tc.id AND cv.started_at = r.started_at
-JOIN metric m ON m.id = cv.metric_id AND m.name = 'mflops'
-CROSS JOIN unnest(cv.point_ids, cv.point_values) AS s(point_id, value)
+JOIN sample_block b ON b.run_id = r.id AND b.started_at = r.started_at
+  AND b.check_name = 'HimenoCheck' AND tc.id = ANY(b.testcase_ids)
+JOIN metric m ON m.id = b.metric_id AND m.name = 'mflops'
+CROSS JOIN LATERAL unnest(b.point_ids, b.point_values[array_position(b.testcase_ids, tc.id)
+                                                     :array_position(b.testcase_ids, tc.id)])
+  AS s(point_id, value)
 JOIN point pt ON pt.id = s.point_id AND pt.coords ? 'nodes'
-LEFT JOIN key_verdict k ON k.testcase_id = tc.id
+LEFT JOIN key_verdict k ON k.run_id = tc.run_id AND k.testcase_id = tc.id
 WHERE tc.run_id = (SELECT id FROM latest) AND tc.check_name = 'HimenoCheck'
 GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3

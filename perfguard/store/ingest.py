@@ -11,8 +11,10 @@ it later. A report that can never be stored (malformed, truncated) is parked in
 from __future__ import annotations
 
 import json
+import struct
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -22,7 +24,7 @@ from psycopg.types.json import Jsonb
 
 from perfguard.errors import PerfguardError
 from perfguard.store import db
-from perfguard.store.report import Report, ReportError, Series, TestCase, load, no_cyclic_gc
+from perfguard.store.report import Report, ReportError, TestCase, load, no_cyclic_gc
 from perfguard.store.spool import archive, archive_dir, in_spool, meta_path, reject, spool
 
 
@@ -110,9 +112,6 @@ def ingest_report(conn: psycopg.Connection, path: Path, meta: RunMeta,
             conn.execute("UPDATE run SET missed_thresholds = (SELECT count(*) FROM key_verdict "
                          "WHERE run_id = %(id)s AND status = 'fail') WHERE id = %(id)s",
                          {"id": run_id})
-            # New sample pages sit in unsummarized BRIN ranges, which every curve lookup
-            # would scan until autovacuum gets to them: summarize them now.
-            conn.execute("SELECT summarize_new_samples()")  # as the owner (SECURITY DEFINER)
     except psycopg.Error as exc:
         raise PerfguardError(f"{path}: database rejected the report: {exc}".strip()) from exc
     except (OverflowError, ValueError) as exc:  # a number PostgreSQL cannot hold
@@ -195,7 +194,8 @@ def _canonical(coords: dict) -> str:
 
 
 def _copy_testcases(conn: psycopg.Connection, system: int, run_id: int, report: Report) -> int:
-    """COPY test cases with ids drawn up front, then COPY their samples."""
+    """COPY test cases with ids drawn up front, then their values in blocks (one binary
+    COPY); returns how many values."""
     if not report.testcases:
         return 0
     partitions = {name: _id(conn, "partition", {"system_id": system, "name": name})
@@ -212,116 +212,125 @@ def _copy_testcases(conn: psycopg.Connection, system: int, run_id: int, report: 
             " job_exitcode, time_total) FROM STDIN") as copy:
         for tc_id, tc in zip(ids, report.testcases):
             copy.write_row(_testcase_row(tc_id, run_id, tc, partitions, environs))
-    count = 0
-    point_ids: dict[tuple, list[int]] = {}  # by series signature
-    with conn.cursor().copy(
-            "COPY sample (testcase_id, metric_id, point_id, value, ref_value, ref_lower,"
-            " ref_upper, started_at) FROM STDIN") as copy:
-        for chunk, rows in _sample_lines(ids, report.testcases, metrics, points, point_ids,
-                                         report.started.isoformat()):
-            copy.write(chunk)
-            count += rows
-    sweeps = _sweeps(ids, report.testcases, metrics, points, point_ids)
-    with conn.cursor().copy(
-            "COPY curve (testcase_id, metric_id, started_at, point_ids, point_values) "
-            "FROM STDIN") as copy:
-        copy.write(_curve_lines(sweeps, report.started.isoformat()))
+    blocks = _blocks(ids, report.testcases, metrics, points)
     with conn.cursor().copy(
             "COPY sample_block (run_id, started_at, check_name, metric_id, point_ids, "
-            "testcase_ids, point_values) FROM STDIN") as copy:
-        for block in _sample_blocks(_key_figures(ids, report.testcases, metrics) + sweeps):
-            copy.write_row((run_id, report.started, *block))
-    return count
+            "testcase_ids, point_values, ref_values, ref_lowers, ref_uppers) "
+            "FROM STDIN (FORMAT BINARY)") as copy:
+        copy.write(binary_copy(run_id, report.started, blocks))
+    return sum(block.values.size for block in blocks)
 
 
-def _copy_value(value: float | None) -> str:
-    return "\\N" if value is None else repr(value)
-
-
-def _point_ids(series: Series, points: dict[tuple, int],
-               known: dict[tuple, list[int]]) -> list[int]:
-    """The ids of ``series``' points, looked up once per series signature (``known``,
-    shared by the samples' and the sweeps' rows of one ingest)."""
-    signature = series.signature()
-    if signature not in known:
-        known[signature] = [points[key] for key in series.point_keys()]
-    return known[signature]
-
-
-def _sample_lines(ids: list[int], testcases: list[TestCase],
-                  metrics: dict[tuple[str, str], int], points: dict[tuple, int],
-                  point_ids: dict[tuple, list[int]], started: str, chunk_rows: int = 20000):
-    """COPY text rows built directly (adapting 250,000 rows one by one is the bottleneck),
-    streamed in chunks so the server parses one chunk while we build the next. Every
-    sample carries its run's start, the key of its month's partition."""
-    lines: list[str] = []
-    no_reference = f"\t\\N\t\\N\t\\N\t{started}\n"
-    for tc_id, tc in zip(ids, testcases):
-        for s in tc.key_samples:
-            lines.append(f"{tc_id}\t{metrics[(s.metric, s.unit)]}\t0\t{s.value!r}\t"
-                         f"{_copy_value(s.reference)}\t{_copy_value(s.lower)}\t"
-                         f"{_copy_value(s.upper)}\t{started}\n")
-        for series in tc.series:
-            prefix = f"{tc_id}\t{metrics[(series.metric, series.unit)]}\t"
-            lines.extend(f"{prefix}{point_id}\t{value!r}{no_reference}"
-                         for point_id, value in zip(_point_ids(series, points, point_ids),
-                                                    series.values))
-        if len(lines) >= chunk_rows:
-            yield "".join(lines), len(lines)
-            lines = []
-    if lines:
-        yield "".join(lines), len(lines)
-
-
-class Sweep(NamedTuple):
-    """A test case's sweep of one metric, its points in id order."""
-    testcase_id: int
+class Block(NamedTuple):
+    """A run's values of one check, metric and point list (0027: each value's one copy):
+    its test cases in id order and their values, test cases × points; a key figure's
+    (the point list (0,)) references as ReFrame compared it, None where it has none."""
     check: str
     metric_id: int
-    point_ids: tuple[int, ...]
-    values: tuple[float, ...]
+    point_ids: np.ndarray
+    testcase_ids: np.ndarray
+    values: np.ndarray
+    references: tuple[list, list, list] | None = None
 
 
-def _sweeps(ids: list[int], testcases: list[TestCase], metrics: dict[tuple[str, str], int],
-            points: dict[tuple, int], point_ids: dict[tuple, list[int]]) -> list[Sweep]:
-    """Every sweep of the report, points in id order (the order `curve` keeps them in):
-    a curve whose nights list the same points alike is split into series by one
-    transposition (history.py)."""
-    sweeps = []
+class _Sweeps:
+    """The sweeps of one point list: each series' values as they lie in the report, put in
+    point id order by one permutation for all of them."""
+
+    def __init__(self, point_ids: list[int]):
+        self.order = np.argsort(np.asarray(point_ids, dtype=np.int32), kind="stable")
+        self.point_ids = np.asarray(point_ids, dtype=np.int32)[self.order]
+        self.testcases: list[int] = []
+        self.rows: list[list[float]] = []
+
+
+def _blocks(ids: list[int], testcases: list[TestCase], metrics: dict[tuple[str, str], int],
+            points: dict[tuple, int]) -> list[Block]:
+    """Every value of the report in its block: key figures grouped by check and metric,
+    sweeps by check, metric and point list; the values of a block become one numpy
+    matrix (the report's lists converted in C, no loop over the values here)."""
+    keys: dict[tuple[str, int], list[tuple]] = defaultdict(list)
+    sweeps: dict[tuple[str, int, tuple], _Sweeps] = {}
+    by_signature: dict[tuple, tuple] = {}
     for tc_id, tc in zip(ids, testcases):
+        for s in tc.key_samples:
+            keys[(tc.check, metrics[(s.metric, s.unit)])].append(
+                (tc_id, s.value, s.reference, s.lower, s.upper))
         for series in tc.series:
-            if series.values:
-                in_order, values = zip(*sorted(zip(_point_ids(series, points, point_ids),
-                                                   series.values)))
-                sweeps.append(Sweep(tc_id, tc.check, metrics[(series.metric, series.unit)],
-                                    in_order, values))
-    return sweeps
+            if not series.values:
+                continue
+            signature = series.signature()
+            if signature not in by_signature:
+                by_signature[signature] = tuple(points[key] for key in series.point_keys())
+            key = (tc.check, metrics[(series.metric, series.unit)], by_signature[signature])
+            if key not in sweeps:
+                sweeps[key] = _Sweeps(list(key[2]))
+            sweeps[key].testcases.append(tc_id)
+            sweeps[key].rows.append(series.values)
+    blocks = []
+    for (check, metric_id), rows in keys.items():
+        tc_ids, values, *references = zip(*rows)
+        blocks.append(Block(check, metric_id, np.zeros(1, np.int32),
+                            np.asarray(tc_ids, np.int64),
+                            np.asarray(values, np.float64).reshape(-1, 1),
+                            tuple(map(list, references))
+                            if any(r is not None for r in references[0]) else None))
+    for (check, metric_id, _), sweep in sweeps.items():
+        blocks.append(Block(check, metric_id, sweep.point_ids,
+                            np.asarray(sweep.testcases, np.int64),
+                            np.asarray(sweep.rows, np.float64)[:, sweep.order]))
+    return blocks
 
 
-def _curve_lines(sweeps: list[Sweep], started: str) -> str:
-    """COPY text rows of every sweep, whole (`curve`), built directly as the samples are."""
-    return "".join(f"{s.testcase_id}\t{s.metric_id}\t{started}\t"
-                   f"{{{','.join(map(str, s.point_ids))}}}\t{{{','.join(map(repr, s.values))}}}\n"
-                   for s in sweeps)
+#: PostgreSQL's binary COPY: signature, flags, header extension; the trailer.
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\0" + struct.pack(">ii", 0, 0)
+_COPY_TRAILER = struct.pack(">h", -1)
+_POSTGRES_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+_INT4, _INT8, _FLOAT8 = 23, 20, 701
 
 
-def _key_figures(ids: list[int], testcases: list[TestCase],
-                 metrics: dict[tuple[str, str], int]) -> list[Sweep]:
-    """Every key figure of the report as a sweep of the one point 0."""
-    return [Sweep(tc_id, tc.check, metrics[(s.metric, s.unit)], (0,), (s.value,))
-            for tc_id, tc in zip(ids, testcases) for s in tc.key_samples]
+def binary_copy(run_id: int, started: datetime, blocks: list[Block]) -> bytes:
+    """The blocks as one binary COPY stream (PostgreSQL's documented format): the arrays
+    are numpy buffers with each element's length interleaved, built in C."""
+    at = started - _POSTGRES_EPOCH
+    micros = (at.days * 86400 + at.seconds) * 1_000_000 + at.microseconds
+    prefix = (struct.pack(">hiqiq", 10, 8, run_id, 8, micros))
+    parts = [_COPY_HEADER]
+    for block in blocks:
+        check = block.check.encode()
+        parts += [prefix, struct.pack(">i", len(check)), check,
+                  struct.pack(">ih", 2, block.metric_id),
+                  _array(block.point_ids, ">i4", _INT4),
+                  _array(block.testcase_ids, ">i8", _INT8),
+                  _array(block.values, ">f8", _FLOAT8)]
+        if block.references is None:
+            parts.append(struct.pack(">iii", -1, -1, -1))
+        else:
+            parts += [_nullable_array(column) for column in block.references]
+    parts.append(_COPY_TRAILER)
+    return b"".join(parts)
 
 
-def _sample_blocks(sweeps: list[Sweep]) -> list[tuple]:
-    """The run's sweeps (key figures: of the point 0) of one check, metric and point list
-    as one block (0019): its test cases in id order and their values as one matrix,
-    big-endian float8."""
-    blocks: dict[tuple, list[Sweep]] = defaultdict(list)
-    for sweep in sorted(sweeps, key=lambda sweep: sweep.testcase_id):
-        blocks[(sweep.check, sweep.metric_id, sweep.point_ids)].append(sweep)
-    return [(check, metric_id, list(point_ids), [s.testcase_id for s in members],
-             np.array([s.values for s in members], dtype=">f8").tobytes())
-            for (check, metric_id, point_ids), members in blocks.items()]
+def _array(values: np.ndarray, dtype: str, oid: int) -> bytes:
+    """One array field of a binary COPY row (no NULL elements): length, header with
+    each dimension, then every element as length 4 or 8 and its big-endian bytes."""
+    size = np.dtype(dtype).itemsize
+    elements = np.empty(values.size, dtype=[("length", ">i4"), ("value", dtype)])
+    elements["length"] = size
+    elements["value"] = values.reshape(-1)
+    header = struct.pack(f">iiI{2 * values.ndim}i", values.ndim, 0, oid,
+                         *[n for dim in values.shape for n in (dim, 1)])
+    body = elements.tobytes()
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def _nullable_array(column: list[float | None]) -> bytes:
+    """A float8[] field with NULL elements (a key figure without a reference): few, one
+    per test case and key figure."""
+    body = b"".join(struct.pack(">i", -1) if v is None else struct.pack(">id", 8, v)
+                    for v in column)
+    header = struct.pack(">iiIii", 1, 1, _FLOAT8, len(column), 1)
+    return struct.pack(">i", len(header) + len(body)) + header + body
 
 
 def _testcase_row(tc_id: int, run_id: int, tc: TestCase, partitions: dict[str, int],

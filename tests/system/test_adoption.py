@@ -222,8 +222,8 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
     assert {p for _, name, p in rows if name == "perfguard-nightly"} == {"service"}, jobs
     assert {p for _, name, p in rows if name.startswith("rfm_")} == {"compute"}, jobs
     user_dsn = f"postgresql://{USER}:site-secret@127.0.0.1:{port}/perfguard"
-    ddl = subprocess.run(["psql", user_dsn, "-c", "DROP TABLE sample"], capture_output=True,
-                         text=True)
+    ddl = subprocess.run(["psql", user_dsn, "-c", "DROP TABLE sample_block"],
+                         capture_output=True, text=True)
     assert ddl.returncode != 0 and "must be owner" in ddl.stderr, ddl.stderr
     with psycopg.connect(f"postgresql://grafana:site-secret@127.0.0.1:{port}/perfguard") as g:
         assert g.execute("SELECT count(*) FROM run_outcome").fetchone()[0] >= 2

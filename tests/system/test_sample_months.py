@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from perfguard.present import dashboards
-from perfguard.store import db
+from perfguard.store import db, report
 from perfguard.store.ingest import RunMeta, ingest_paths
 from tests.conftest import perfguard
 
@@ -47,56 +47,50 @@ def store_run(conn, started: datetime, values: list[float]) -> None:
     run = conn.execute("INSERT INTO run (session_uuid, system_id, started_at) VALUES "
                        "(gen_random_uuid(), %s, %s) RETURNING id", (system, started)).fetchone()[0]
     conn.execute("SELECT ensure_sample_month(%s)", (started,))
-    for index, value in enumerate(values):
-        case = conn.execute(
+    cases = []
+    for index in range(len(values)):
+        cases.append(conn.execute(
             "INSERT INTO testcase (run_id, check_name, unique_name, params, partition_id, "
             "environ_id, result) VALUES (%s, 'OldCheck', %s, %s, %s, %s, 'pass') RETURNING id",
-            (run, f"OldCheck_{index}", json.dumps({"v": str(index)}), part, env)).fetchone()[0]
-        conn.execute("INSERT INTO sample (testcase_id, metric_id, point_id, value, started_at) "
-                     "VALUES (%s, %s, 0, %s, %s)", (case, metric, value, started))
+            (run, f"OldCheck_{index}", json.dumps({"v": str(index)}), part,
+             env)).fetchone()[0])
+    conn.execute("INSERT INTO sample_block (run_id, started_at, check_name, metric_id, "
+                 "point_ids, testcase_ids, point_values) VALUES (%s, %s, 'OldCheck', %s, "
+                 "'{0}', %s, %s)", (run, started, metric, cases, [[v] for v in values]))
     conn.commit()
 
 
-CURVES_FROM_SAMPLES_SQL = """
-SELECT testcase_id, metric_id, started_at, array_agg(point_id ORDER BY point_id),
-       array_agg(value ORDER BY point_id)
-FROM sample WHERE point_id <> 0 GROUP BY 1, 2, 3 ORDER BY 1, 2
-"""
-CURVES_SQL = """
-SELECT testcase_id, metric_id, started_at, point_ids, point_values FROM curve ORDER BY 1, 2
-"""
-
-
-KEY_FIGURES_SQL = """
-SELECT testcase_id, metric_id, started_at, ARRAY[0], ARRAY[value] FROM sample WHERE point_id = 0
+STORED_SQL = """
+SELECT r.session_uuid::text, tc.unique_name, tc.run_index, m.name, pt.coords, s.value
+FROM sample s JOIN testcase tc ON tc.id = s.testcase_id JOIN run r ON r.id = tc.run_id
+JOIN metric m ON m.id = s.metric_id JOIN point pt ON pt.id = s.point_id
 """
 BLOCKS_SQL = """
-SELECT b.run_id, b.started_at, b.check_name, b.metric_id, b.point_ids, b.testcase_ids,
-       b.point_values, array_agg(tc.run_id), array_agg(tc.check_name)
+SELECT b.run_id, b.check_name, b.point_ids, b.testcase_ids, array_agg(tc.run_id),
+       array_agg(tc.check_name)
 FROM sample_block b JOIN testcase tc ON tc.id = ANY(b.testcase_ids)
-GROUP BY 1, 2, 3, 4, 5, 6, 7
+GROUP BY b.run_id, b.check_name, b.metric_id, b.point_ids, b.testcase_ids
 """
 
 
-def assert_curves_match_samples(dsn: str) -> None:
-    """Every sweep in `curve` holds exactly its test case's curve points in `sample`, in
-    point id order (what lets the judge split a curve's nights by one transposition), and
-    the blocks the judge reads (0019) hold exactly those sweeps and the key figures (as
-    sweeps of the point 0), each once, in the block of its run, check, metric and point
-    list."""
+def assert_each_value_stored_once(dsn: str, reports: list[Path]) -> None:
+    """Every value of the reports is stored exactly once (0027: in the blocks, read here
+    through the point-wise view `sample`), with its test case, metric and point; each
+    block holds test cases of its run and check, in id order, points in id order."""
+    expected = []
+    for path in reports:
+        parsed = report.load(path)
+        expected += [(parsed.session_uuid, tc.unique_name, tc.run_index, s.metric,
+                      json.dumps(s.point, sort_keys=True), s.value)
+                     for tc in parsed.testcases for s in tc.samples]
     with db.connect(dsn) as conn:
-        from_samples = conn.execute(CURVES_FROM_SAMPLES_SQL).fetchall()
-        curves = conn.execute(CURVES_SQL).fetchall()
-        key_figures = conn.execute(KEY_FIGURES_SQL).fetchall()
+        stored = [(*row[:4], json.dumps(row[4], sort_keys=True), row[5])
+                  for row in conn.execute(STORED_SQL).fetchall()]
         blocks = conn.execute(BLOCKS_SQL).fetchall()
-    assert from_samples and curves == from_samples and key_figures
-    from_blocks = []
-    for run, started, check, metric, points, cases, raw, runs, checks in blocks:
-        assert set(runs) == {run} and set(checks) == {check} and cases == sorted(cases)
-        matrix = np.frombuffer(raw, ">f8").reshape(len(cases), len(points))
-        from_blocks += [(case, metric, started, points, values)
-                        for case, values in zip(cases, matrix.tolist())]
-    assert sorted(from_blocks) == sorted(curves + key_figures)
+    assert expected and sorted(stored) == sorted(expected)
+    for run, check, points, cases, runs, checks in blocks:
+        assert set(runs) == {run} and set(checks) == {check}
+        assert cases == sorted(cases) and points == sorted(points)
 
 
 def test_earlier_attempts_are_marked_and_every_test_case_has_its_variant(
@@ -140,8 +134,8 @@ def test_ingest_creates_its_month_and_prune_drops_whole_months_only(
     with db.connect(migrated_dsn) as conn:
         months = {m.name: m for m in db.sample_months(conn)}
         assert {"sample_2025_09", "sample_2025_10"} <= set(months)
-        september_samples = conn.execute("SELECT count(*) FROM sample_2025_09").fetchone()[0]
-        october_samples = conn.execute("SELECT count(*) FROM sample_2025_10").fetchone()[0]
+        september_samples, october_samples = (months[m].rows
+                                              for m in ("sample_2025_09", "sample_2025_10"))
         nights = conn.execute("SELECT count(*) FROM key_figure_night "
                               "WHERE night = '2025-09-15'").fetchone()[0]
         key_figures = conn.execute(
@@ -149,18 +143,13 @@ def test_ingest_creates_its_month_and_prune_drops_whole_months_only(
             (SEPTEMBER,)).fetchone()[0]
     assert september_samples > 0 and october_samples == september_samples
     assert nights == key_figures > 0
-    assert_curves_match_samples(migrated_dsn)
+    assert_each_value_stored_once(migrated_dsn, reports)
     # 40 days before 2025-11-20 is 2025-10-11: September ended before it, October did not.
     with db.connect(migrated_dsn) as conn:
         dropped = db.prune(conn, 40, now=datetime(2025, 11, 20, tzinfo=timezone.utc))
         assert [m.name for m in dropped] == ["sample_2025_09"]
         left = {m.name: m.pruned_at for m in db.sample_months(conn)}
         assert left["sample_2025_09"] is not None and left["sample_2025_10"] is None
-        assert conn.execute("SELECT to_regclass('sample_2025_09')").fetchone()[0] is None
-        curves = dict(conn.execute("SELECT tableoid::regclass::text, count(*) FROM curve "
-                                   "GROUP BY 1").fetchall())
-        assert conn.execute("SELECT to_regclass('curve_2025_09')").fetchone()[0] is None
-        assert list(curves) == ["curve_2025_10"] and curves["curve_2025_10"] > 0
         blocks = dict(conn.execute("SELECT tableoid::regclass::text, count(*) FROM sample_block "
                                    "GROUP BY 1").fetchall())
         assert conn.execute("SELECT to_regclass('sample_block_2025_09')").fetchone()[0] is None

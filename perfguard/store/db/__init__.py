@@ -371,25 +371,25 @@ def grant(conn: psycopg.Connection, user: str, kind: str, password: str | None) 
 
 @dataclass(frozen=True)
 class SampleMonth:
-    """One monthly partition of the sample table (migration 0011)."""
+    """One month of stored values (sample_block's partition of it, 0027)."""
     name: str
     starts: datetime
     ends: datetime
     pruned_at: datetime | None
-    #: Estimated sample rows (the planner's count) and bytes with indexes, the month's
-    #: curves (0015) and blocks (0019) included; 0 once pruned.
+    #: Values stored (every block's test cases × points) and bytes with indexes; 0 once
+    #: pruned.
     rows: int
     size: int
 
 
 MONTHS_SQL = """
 SELECT m.name, m.starts, m.ends, m.pruned_at,
-       coalesce(greatest(c.reltuples, 0), 0)::bigint AS rows,
-       coalesce(pg_total_relation_size(c.oid), 0)
-       + coalesce(pg_total_relation_size(k.oid), 0)
-       + coalesce(pg_total_relation_size(b.oid), 0) AS size
-FROM sample_month m LEFT JOIN pg_class c ON c.oid = to_regclass(m.name) AND m.pruned_at IS NULL
-LEFT JOIN pg_class k ON k.oid = to_regclass('curve' || substr(m.name, 7)) AND m.pruned_at IS NULL
+       CASE WHEN b.oid IS NULL THEN 0 ELSE (
+           SELECT coalesce(sum(cardinality(s.testcase_ids) * cardinality(s.point_ids)), 0)
+           FROM sample_block s
+           WHERE s.started_at >= m.starts AND s.started_at < m.ends) END::bigint AS rows,
+       coalesce(pg_total_relation_size(b.oid), 0) AS size
+FROM sample_month m
 LEFT JOIN pg_class b ON b.oid = to_regclass('sample_block' || substr(m.name, 7))
                     AND m.pruned_at IS NULL
 ORDER BY m.starts

@@ -5,6 +5,6 @@ SELECT tc.id AS testcase_id, tc.check_name, tc.params, p.name AS partition,
 FROM judged_testcase tc JOIN partition p ON p.id = tc.partition_id
 JOIN environ e ON e.id = tc.environ_id
 WHERE tc.run_id = %(run_id)s
-  AND NOT EXISTS (SELECT 1 FROM sample s WHERE s.testcase_id = tc.id AND s.point_id = 0
-                  AND s.started_at = (SELECT started_at FROM run WHERE id = %(run_id)s))
+  AND tc.id NOT IN (SELECT k.testcase_id FROM key_figure k WHERE k.run_id = %(run_id)s
+                    AND k.started_at = (SELECT started_at FROM run WHERE id = %(run_id)s))
 ORDER BY tc.check_name, tc.params::text

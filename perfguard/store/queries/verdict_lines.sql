@@ -33,7 +33,8 @@ JOIN LATERAL (SELECT DISTINCT t.metric, t.point FROM threshold t
                 AND t.point IS NOT NULL) named ON true
 JOIN metric m ON m.name = named.metric
 JOIN point pt ON pt.coords = named.point
-JOIN sample s ON s.testcase_id = tc.id AND s.started_at = r.started_at
+JOIN sample s ON s.run_id = r.id AND s.started_at = r.started_at
+             AND s.check_name = tc.check_name AND s.testcase_id = tc.id
              AND s.metric_id = m.id AND s.point_id = pt.id
 JOIN LATERAL matching_threshold(sy.name, tc.check_name, m.name, pt.coords, p.name, e.name,
                                 tc.params, r.started_at) th ON true
