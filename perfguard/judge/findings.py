@@ -73,6 +73,10 @@ class Policy:
     #: Nights agree with tonight (a cause's shared effect, a line's residual) within this
     #: many of their own noise (the line rule's ``agree``).
     agree: float = 4.0
+    #: A night this many of its noise off (the line rule's ``k``) is beyond: beyond on
+    #: tonight's side, it agrees within ``agree`` noise times tonight's level (a 3x
+    #: latency: 3), as the line rule's nights do.
+    beyond: float = 1.3
 
     def critical_z(self, lines: int) -> float:
         """The evidence a finding needs to page on a night of ``lines`` judged lines."""
@@ -271,11 +275,36 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
     critical = policy.critical_z(len(lines))
     for finding in found:
         _decide(finding, critical, environment, policy)
+    found += _levels_of_their_own(found, lines, effects, critical, environment, policy)
+    for finding in found:
         finding.acknowledged = "; ".join(
             said for cause, said in (acknowledged or {}).items()
             if acknowledges(cause, finding.subject, finding.members()))
         finding.paged = finding.paged and not finding.acknowledged
     return sorted(found, key=lambda f: (not f.paged, -abs(f.evidence)))
+
+
+def _levels_of_their_own(found: list[Finding], lines: list[Evidence],
+                         effects: NightEffects, critical: float,
+                         environment: dict[str, set[str]], policy: Policy
+                         ) -> list[Finding]:
+    """The confirmed lines (a level, by the line rule) of the findings that do not page,
+    each taken out as a finding of its own where it pages alone: a 3x latency (6 of its
+    noise, confirmed) grouped with two lines of its HCA a percent worse made a device
+    finding that was not confirmed, and was never paged."""
+    index = {id(line): i for i, line in enumerate(lines)}
+    alone: list[Finding] = []
+    for finding in found:
+        if finding.paged or finding.kind == LINE:
+            continue
+        for line in [line for line in finding.lines if line.confirmed and line.side < 0]:
+            own = Finding(LINE, line.name, [line], 1, evidence=effects.evidence(
+                LINE, line.name, [index[id(line)]], True))
+            _decide(own, critical, environment, policy)
+            if own.paged and len(finding.lines) > 1:
+                finding.lines.remove(line)
+                alone.append(own)
+    return alone
 
 
 def subject_names(subject: str) -> set[str]:
@@ -452,7 +481,11 @@ class NightEffects:
             self._remove((LEAF, leaf), rows, left)
         self._remove_nodes(left)
         residual = (left / self._noise(left)[:, None])[:, self.recent_at]
-        self.residual = np.array(self._pooled_rows(residual))
+        tonight = moves[:, self.recent_at]
+        seen = ~np.isnan(tonight)
+        last = np.where(seen.any(axis=1), tonight[np.arange(len(tonight)),
+                        seen.shape[1] - 1 - np.argmax(seen[:, ::-1], axis=1)], 0.0)
+        self.residual = np.array(self._pooled_rows(residual, 1.0 + np.abs(last)))
         self.residual[[not line.moves for line in lines]] = np.nan
 
     def _remove(self, cause: tuple[str, str], rows: np.ndarray, left: np.ndarray
@@ -545,14 +578,24 @@ class NightEffects:
         alone = np.nansum(standard * standard, axis=0)
         return max(1.0, float((sums * sums).sum() / max(alone.sum(), 1e-12)))
 
-    def _pooled_rows(self, nights: np.ndarray) -> list[float]:
+    def _pooled_rows(self, nights: np.ndarray, levels: np.ndarray | None = None
+                     ) -> list[float]:
         """Each row's recent nights (in noise, worse > 0; NaN: not run), tonight last:
         those that agree with its last night, each through the Student-t and capped,
-        combined (``pooled_zs``)."""
+        combined (``pooled_zs``). ``levels``: each row's level tonight against its
+        baseline (3 for a 3x latency; at least 1): nights beyond ``beyond`` on tonight's
+        side agree within ``agree`` noise times that, as the line rule's nights do (two
+        nights of a 3x level on a line of CV 40 % are 4 of its noise apart as often as
+        not)."""
         last = np.array([row[~np.isnan(row)][-1] if (~np.isnan(row)).any() else np.nan
                          for row in nights])
         window = self.policy.agree * np.maximum(1.0, np.abs(last) / 8)
         agreeing = np.abs(nights - last[:, None]) <= window[:, None]  # NaN: not
+        if levels is not None:
+            beyond = (np.sign(nights) == np.sign(last)[:, None]) & (
+                np.abs(nights) > self.policy.beyond)
+            agreeing |= beyond & (np.abs(nights - last[:, None])
+                                  <= (window * np.maximum(levels, 1.0))[:, None])
         return pooled_zs([tuple(row[keep].tolist()) for row, keep in zip(nights, agreeing)],
                          self.policy)
 
