@@ -557,12 +557,21 @@ class NightEffects:
 
     def evidence(self, kind: str, subject: str, covered: list[int], worse: bool) -> float:
         """A cause's evidence, worse > 0: the larger (for a worse finding; else the
-        smaller) of its shared effect's and its lines' residuals' (see the class)."""
+        smaller) of its shared effect's and its lines' residuals' (see the class). A line
+        alone is the smaller of its residual's and its own: its move must be beyond its
+        own night-to-night noise too (both tests pass: the bar holds). A residual's
+        spread is that of quiet nights (each a few lines' scatter round the fabric's,
+        the leaf's, the node's night), and a night that moved every line by a different
+        share (fabric load: -10 % here, -15 % there) is 6 of it on a steady line while
+        1.5 of the line's own noise: at 4,000 lines such nights paged lines of their own
+        evidence 3.4-3.9 (run_quality.py, seed 1, nights 63 and 67)."""
         independent = stouffer(self.lines[i].z for i in covered)
         if not self.usable:
             return independent
         residual = stouffer(self.lines[i].z if np.isnan(self.residual[i])
                             else float(self.residual[i]) for i in covered)
+        if kind == LINE:
+            return min(residual, independent)
         tests = [residual, self.shared.get((kind, subject), residual)]
         if kind == ENVIRONMENT:  # what moved every line of its nodes alike
             tests.append(independent / math.sqrt(self._design_effect(covered)))

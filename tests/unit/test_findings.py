@@ -250,3 +250,24 @@ def test_two_nights_of_a_3x_level_on_a_noisy_line_both_count() -> None:
                                tuple(moves.tolist()), line.nights_at, 2)
     [alone] = [f for f in fd.findings(lines) if f.subject == line.name]
     assert alone.evidence > fd.pooled_z((9.5,)) + 0.8, alone.evidence
+
+
+def test_a_line_alone_pages_only_beyond_its_own_noise_too() -> None:
+    """One line 8 % worse on two nights where its nodes' nights (2 % each) are its
+    noise: 8 of its residual's 1 % spread, but 2.7 of its own night-to-night noise, as
+    the line rule's regression of a line in 200 a night is. Its evidence was its
+    residual's alone (4.7, at the bar of 96 lines; fabric load moving each line by a
+    different share paged so at 4,000 lines); the residual and its own evidence must
+    both pass now."""
+    lines = correlated_site({})
+    index = next(i for i, line in enumerate(lines) if line.name.startswith("osu_bw node3-"))
+    line = lines[index]
+    moves = np.array(line.moves)
+    moves[-2:] += 0.08
+    noise = float(np.std(moves[:-2], ddof=1))
+    distances = tuple((moves[-2:] / noise).tolist())
+    lines[index] = fd.Evidence(line.name, line.partition, line.group, line.nodes,
+                               line.devices, -1, True, fd.pooled_z(distances), 2, -0.08,
+                               tuple(moves.tolist()), line.nights_at, 2)
+    [alone] = [f for f in fd.findings(lines) if f.subject == line.name]
+    assert not alone.paged and alone.evidence < 4, (alone.evidence, distances)
