@@ -271,3 +271,17 @@ def test_a_line_alone_pages_only_beyond_its_own_noise_too() -> None:
                                tuple(moves.tolist()), line.nights_at, 2)
     [alone] = [f for f in fd.findings(lines) if f.subject == line.name]
     assert not alone.paged and alone.evidence < 4, (alone.evidence, distances)
+
+
+def test_an_hca_that_moved_one_measurement_is_judged_on_that_measurement() -> None:
+    """A PCIe link trained to x8 halves the 4 MiB bandwidth both ways through its HCA
+    and leaves the HCA's other sizes alone: 2 of its 6 lines, 4.5 of their noise each.
+    Over all 6 its evidence was 4.2 (diluted by √6/√2) and it did not page; judged on
+    the measurement it moved, it pages, named."""
+    lines = site_lines()
+    for i, line in enumerate(lines):
+        if "node7:mlx5_1" in line.devices and line.name.endswith("@4M"):
+            lines[i] = moved(line, 4.5)
+    paged = [f for f in fd.findings(lines) if f.paged]
+    assert [f.subject for f in paged] == ["node7:mlx5_1"], \
+        [(f.subject, f.evidence) for f in fd.findings(lines)]
