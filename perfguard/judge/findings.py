@@ -479,14 +479,22 @@ class NightEffects:
         lines = self.lines
         inter = np.array([len(set(line.nodes)) > 1 for line in lines])
         left = moves.copy()
+        load = np.ones(moves.shape)
         for partition in sorted({line.partition for line in lines}):
             rows = inter & np.array([line.partition == partition for line in lines])
-            self._remove((PARTITION, f"partition {partition}"), rows, left)
+            effect = self._remove((PARTITION, f"partition {partition}"), rows, left)
+            load[rows] = np.abs(effect / self._noise(effect[None, :])[0]) / self.policy.agree
         for leaf, members in sorted(groups.items()):
             rows = inter & np.array([bool(members & set(line.nodes)) for line in lines])
             self._remove((LEAF, leaf), rows, left)
         self._remove_nodes(left)
-        residual = (left / self._noise(left)[:, None])[:, self.recent_at]
+        # fabric load moves each line by its own share of the fabric's shift (-10 % here,
+        # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread,
+        # its lines' residuals are read in a spread grown in proportion (such nights paged
+        # steady lines 6 of their quiet-night residual spread off: run_quality.py, 4,000
+        # lines, seed 1, nights 63 and 67)
+        residual = (left / self._noise(left)[:, None] / np.maximum(load, 1.0)
+                    )[:, self.recent_at]
         tonight = moves[:, self.recent_at]
         seen = ~np.isnan(tonight)
         last = np.where(seen.any(axis=1), tonight[np.arange(len(tonight)),
@@ -563,21 +571,12 @@ class NightEffects:
 
     def evidence(self, kind: str, subject: str, covered: list[int], worse: bool) -> float:
         """A cause's evidence, worse > 0: the larger (for a worse finding; else the
-        smaller) of its shared effect's and its lines' residuals' (see the class). A line
-        alone is the smaller of its residual's and its own: its move must be beyond its
-        own night-to-night noise too (both tests pass: the bar holds). A residual's
-        spread is that of quiet nights (each a few lines' scatter round the fabric's,
-        the leaf's, the node's night), and a night that moved every line by a different
-        share (fabric load: -10 % here, -15 % there) is 6 of it on a steady line while
-        1.5 of the line's own noise: at 4,000 lines such nights paged lines of their own
-        evidence 3.4-3.9 (run_quality.py, seed 1, nights 63 and 67)."""
+        smaller) of its shared effect's and its lines' residuals' (see the class)."""
         independent = stouffer(self.lines[i].z for i in covered)
         if not self.usable:
             return independent
         residual = stouffer(self.lines[i].z if np.isnan(self.residual[i])
                             else float(self.residual[i]) for i in covered)
-        if kind == LINE:
-            return min(residual, independent)
         tests = [residual, self.shared.get((kind, subject), residual)]
         if kind == ENVIRONMENT:  # what moved every line of its nodes alike
             tests.append(independent / math.sqrt(self._design_effect(covered)))
