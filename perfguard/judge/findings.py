@@ -289,15 +289,21 @@ def _levels_of_their_own(found: list[Finding], lines: list[Evidence],
                          environment: dict[str, set[str]], policy: Policy
                          ) -> list[Finding]:
     """The confirmed lines (a level, by the line rule) of the findings that do not page,
-    each taken out as a finding of its own where it pages alone: a 3x latency (6 of its
-    noise, confirmed) grouped with two lines of its HCA a percent worse made a device
-    finding that was not confirmed, and was never paged."""
+    moved unlike the finding's others (beyond twice their median change, as
+    ``_within_shared_shift`` keeps them), each taken out as a finding of its own where it
+    pages alone: a 3x latency (6 of its noise, confirmed) grouped with two lines of its
+    HCA a percent worse made a device finding that was not confirmed, and was never
+    paged. A line that moved like its finding's others is its finding's (a pair's first
+    night 5 % worse is the pair's, confirmed on the next)."""
     index = {id(line): i for i, line in enumerate(lines)}
     alone: list[Finding] = []
     for finding in found:
         if finding.paged or finding.kind == LINE:
             continue
-        for line in [line for line in finding.lines if line.confirmed and line.side < 0]:
+        changes = [abs(line.change) for line in finding.lines if line.change is not None]
+        median = statistics.median(changes) if changes else 0.0
+        for line in [line for line in finding.lines if line.confirmed and line.side < 0
+                     and line.change is not None and abs(line.change) > 2 * median]:
             own = Finding(LINE, line.name, [line], 1, evidence=effects.evidence(
                 LINE, line.name, [index[id(line)]], True))
             _decide(own, critical, environment, policy)
@@ -488,18 +494,22 @@ class NightEffects:
             rows = inter & np.array([bool(members & set(line.nodes)) for line in lines])
             self._remove((LEAF, leaf), rows, left)
         self._remove_nodes(left)
-        # fabric load moves each line by its own share of the fabric's shift (-10 % here,
-        # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread,
-        # its lines' residuals are read in a spread grown in proportion (such nights paged
-        # steady lines 6 of their quiet-night residual spread off: run_quality.py, 4,000
-        # lines, seed 1, nights 63 and 67)
-        residual = (left / self._noise(left)[:, None] / np.maximum(load, 1.0)
-                    )[:, self.recent_at]
+        standard = left / self._noise(left)[:, None]
         tonight = moves[:, self.recent_at]
         seen = ~np.isnan(tonight)
         last = np.where(seen.any(axis=1), tonight[np.arange(len(tonight)),
                         seen.shape[1] - 1 - np.argmax(seen[:, ::-1], axis=1)], 0.0)
-        self.residual = np.array(self._pooled_rows(residual, 1.0 + np.abs(last)))
+        levels = 1.0 + np.abs(last)
+        self.residual = np.array(self._pooled_rows(standard[:, self.recent_at], levels))
+        # fabric load moves each line by its own share of the fabric's shift (-10 % here,
+        # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread, a
+        # line alone is read in a spread grown in proportion (such nights paged steady
+        # lines 6 of their quiet-night residual spread off: run_quality.py, 4,000 lines,
+        # seed 1, nights 63 and 67); a device's or node's lines keep theirs (their cause
+        # is judged on several lines: an HCA's night on such a night still pages)
+        loaded = (standard / np.maximum(load, 1.0))[:, self.recent_at]
+        self.alone = np.array(self._pooled_rows(loaded, levels))
+        self.alone[[not line.moves for line in lines]] = np.nan
         self.residual[[not line.moves for line in lines]] = np.nan
 
     def _remove(self, cause: tuple[str, str], rows: np.ndarray, left: np.ndarray
@@ -575,8 +585,9 @@ class NightEffects:
         independent = stouffer(self.lines[i].z for i in covered)
         if not self.usable:
             return independent
-        residual = stouffer(self.lines[i].z if np.isnan(self.residual[i])
-                            else float(self.residual[i]) for i in covered)
+        mine = self.alone if kind == LINE else self.residual
+        residual = stouffer(self.lines[i].z if np.isnan(mine[i]) else float(mine[i])
+                            for i in covered)
         tests = [residual, self.shared.get((kind, subject), residual)]
         if kind == ENVIRONMENT:  # what moved every line of its nodes alike
             tests.append(independent / math.sqrt(self._design_effect(covered)))
