@@ -141,6 +141,14 @@ class Site:
     base: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: Each pairwise line's partner on each night (lines × nights; -1: node-local).
     partners: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=int))
+    _rules: list = field(default_factory=list)
+
+    def rules(self) -> list[judge.Rule]:
+        """Each line's rule (the shipped rules for its metric), looked up once."""
+        if len(self._rules) != len(self.specs):
+            self._rules = [RULES.for_metric("", "latency" if s.better == "lower"
+                                            else "bandwidth") for s in self.specs]
+        return self._rules
 
     @property
     def lines(self) -> int:
@@ -363,36 +371,35 @@ def night_findings(site: Site, values: np.ndarray, night: int,
     """Every line that ran on ``night`` judged (its recent nights its last ``confirm``
     values, its history the values before them), then the run's findings. Each line's
     nodes are tonight's (the judge knows no others)."""
-    rules = [RULES.for_metric("", "latency" if s.better == "lower" else "bandwidth")
-             for s in site.specs]
-    ran = np.flatnonzero(~np.isnan(values[:, night]))
+    rules = site.rules()
+    ran = np.flatnonzero(~np.isnan(values[:, night])).tolist()
     series, nights_of = [], []
-    for i in ran.tolist():
+    for i in ran:
         present = np.flatnonzero(~np.isnan(values[i, :night + 1]))
         present = present[-(rules[i].window + rules[i].confirm):]
         series.append(values[i, present].tolist())
         nights_of.append(present)
-    splits = [judge.split(v, rules[i]) for v, i in zip(series, ran.tolist())]
+    splits = [judge.split(v, rules[i]) for v, i in zip(series, ran)]
     bases = judge.baselines([history[-rules[i].window:]
-                             for (history, _), i in zip(splits, ran.tolist())])
-    evidence, pooled = [], []
-    for (history, recent), i, base, at in zip(splits, ran.tolist(), bases, nights_of):
+                             for (history, _), i in zip(splits, ran)])
+    judged = []
+    for (history, recent), i, base, at in zip(splits, ran, bases, nights_of):
         spec = site.specs[i]
         j = judge.judge(history, recent, spec.better, rules[i], base)
         side, distances = judge.evidence(recent, j, spec.better)
-        confirmed = j.state in (judge.REGRESSION, judge.IMPROVEMENT)
         moves = ()
         if j.centre:
             sign = 1.0 if spec.better == "lower" else -1.0
             kept = np.array(history[-rules[i].window:] + recent)
             moves = tuple((sign * (kept - j.centre) / abs(j.centre)).tolist())
-        at = tuple(at[-len(moves):].tolist()) if moves else ()
-        evidence.append(fd.Evidence(spec.name, "compute", spec.group,
-                                    site.nodes_on(i, night), site.devices_on(i, night),
-                                    side, confirmed, 0.0, len(distances), j.change,
-                                    moves, at, len(recent) if moves else 0))
-        pooled.append(distances)
-    evidence = [dataclasses.replace(e, z=z) for e, z in zip(evidence, fd.pooled_zs(pooled))]
+        judged.append((i, j, side, distances, moves,
+                       tuple(at[-len(moves):].tolist()) if moves else (), len(recent)))
+    zs = fd.pooled_zs([distances for _, _, _, distances, *_ in judged])
+    evidence = [fd.Evidence(site.specs[i].name, "compute", site.specs[i].group,
+                            site.nodes_on(i, night), site.devices_on(i, night), side,
+                            j.state in (judge.REGRESSION, judge.IMPROVEMENT), z,
+                            len(distances), j.change, moves, at, recent if moves else 0)
+                for (i, j, side, distances, moves, at, recent), z in zip(judged, zs)]
     return fd.findings(evidence, groups=site.leaves, environment=environment)
 
 

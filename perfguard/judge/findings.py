@@ -73,6 +73,10 @@ class Policy:
     #: Nights agree with tonight (a cause's shared effect, a line's residual) within this
     #: many of their own noise (the line rule's ``agree``).
     agree: float = 4.0
+    #: A night this many of its noise off (the line rule's ``k``) is beyond: beyond on
+    #: tonight's side, it agrees within ``agree`` noise times tonight's level (a 3x
+    #: latency: 3), as the line rule's nights do.
+    beyond: float = 1.3
 
     def critical_z(self, lines: int) -> float:
         """The evidence a finding needs to page on a night of ``lines`` judged lines."""
@@ -271,11 +275,42 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
     critical = policy.critical_z(len(lines))
     for finding in found:
         _decide(finding, critical, environment, policy)
+    found += _levels_of_their_own(found, lines, effects, critical, environment, policy)
+    for finding in found:
         finding.acknowledged = "; ".join(
             said for cause, said in (acknowledged or {}).items()
             if acknowledges(cause, finding.subject, finding.members()))
         finding.paged = finding.paged and not finding.acknowledged
     return sorted(found, key=lambda f: (not f.paged, -abs(f.evidence)))
+
+
+def _levels_of_their_own(found: list[Finding], lines: list[Evidence],
+                         effects: NightEffects, critical: float,
+                         environment: dict[str, set[str]], policy: Policy
+                         ) -> list[Finding]:
+    """The confirmed lines (a level, by the line rule) of the findings that do not page,
+    moved unlike the finding's others (beyond twice their median change, as
+    ``_within_shared_shift`` keeps them), each taken out as a finding of its own where it
+    pages alone: a 3x latency (6 of its noise, confirmed) grouped with two lines of its
+    HCA a percent worse made a device finding that was not confirmed, and was never
+    paged. A line that moved like its finding's others is its finding's (a pair's first
+    night 5 % worse is the pair's, confirmed on the next)."""
+    index = {id(line): i for i, line in enumerate(lines)}
+    alone: list[Finding] = []
+    for finding in found:
+        if finding.paged or finding.kind == LINE:
+            continue
+        changes = [abs(line.change) for line in finding.lines if line.change is not None]
+        median = statistics.median(changes) if changes else 0.0
+        for line in [line for line in finding.lines if line.confirmed and line.side < 0
+                     and line.change is not None and abs(line.change) > 2 * median]:
+            own = Finding(LINE, line.name, [line], 1, evidence=effects.evidence(
+                LINE, line.name, [index[id(line)]], True))
+            _decide(own, critical, environment, policy)
+            if own.paged and len(finding.lines) > 1:
+                finding.lines.remove(line)
+                alone.append(own)
+    return alone
 
 
 def subject_names(subject: str) -> set[str]:
@@ -323,15 +358,21 @@ def _judged_lines(kind: str, covered: list[int], explained: list[int],
     for a fingerprint change, those of the measurements (groups) it moved (a share
     ``shared_share`` of their lines or more): a driver that slowed small messages is
     judged on the small-message lines, not diluted by the bandwidth lines of every node
-    it was installed on."""
-    if kind != ENVIRONMENT:
+    it was installed on. For a device (an HCA, a GPU), those of the measurements two of
+    whose lines or more it moved, and that share: a PCIe link at x8 halves the 4 MiB
+    bandwidth lines both ways through the HCA (4 of its 10 lines) and leaves its latency
+    and 64 KiB lines alone; over all 10 its evidence was diluted by √10/√4 (4,000 lines:
+    paged within 2 nights in 80 % of trials)."""
+    if kind not in (ENVIRONMENT, DEVICE):
         return covered
+    least = 2 if kind == DEVICE else 1
     by_group: dict[str, list[int]] = {}
     for i in covered:
         by_group.setdefault(lines[i].group, []).append(i)
     moved = set(explained)
     kept = [i for members in by_group.values()
-            if len(moved.intersection(members)) >= policy.shared_share * len(members)
+            if len(moved.intersection(members)) >= max(least,
+                                                        policy.shared_share * len(members))
             for i in members]
     return kept or covered
 
@@ -444,21 +485,31 @@ class NightEffects:
         lines = self.lines
         inter = np.array([len(set(line.nodes)) > 1 for line in lines])
         left = moves.copy()
+        load = np.ones(moves.shape)
         for partition in sorted({line.partition for line in lines}):
             rows = inter & np.array([line.partition == partition for line in lines])
-            self._remove((PARTITION, f"partition {partition}"), rows, left)
+            effect = self._remove((PARTITION, f"partition {partition}"), rows, left)
+            load[rows] = np.abs(effect / self._noise(effect[None, :])[0]) / self.policy.agree
         for leaf, members in sorted(groups.items()):
             rows = inter & np.array([bool(members & set(line.nodes)) for line in lines])
             self._remove((LEAF, leaf), rows, left)
-        nodes = sorted({node for line in lines for node in line.nodes})
-        through = [np.array([node in line.nodes for line in lines]) for node in nodes]
-        effects = np.zeros((len(nodes), moves.shape[1]))
-        for _ in range(NODE_SWEEPS):  # a pair line holds its partner's night too
-            for index, (node, rows) in enumerate(zip(nodes, through)):
-                left[rows] += effects[index]
-                effects[index] = self._remove((NODE, node), rows, left)
-        residual = (left / self._noise(left)[:, None])[:, self.recent_at]
-        self.residual = np.array(self._pooled_rows(residual))
+        self._remove_nodes(left)
+        standard = left / self._noise(left)[:, None]
+        tonight = moves[:, self.recent_at]
+        seen = ~np.isnan(tonight)
+        last = np.where(seen.any(axis=1), tonight[np.arange(len(tonight)),
+                        seen.shape[1] - 1 - np.argmax(seen[:, ::-1], axis=1)], 0.0)
+        levels = 1.0 + np.abs(last)
+        self.residual = np.array(self._pooled_rows(standard[:, self.recent_at], levels))
+        # fabric load moves each line by its own share of the fabric's shift (-10 % here,
+        # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread, a
+        # line alone is read in a spread grown in proportion (such nights paged steady
+        # lines 6 of their quiet-night residual spread off: run_quality.py, 4,000 lines,
+        # seed 1, nights 63 and 67); a device's or node's lines keep theirs (their cause
+        # is judged on several lines: an HCA's night on such a night still pages)
+        loaded = (standard / np.maximum(load, 1.0))[:, self.recent_at]
+        self.alone = np.array(self._pooled_rows(loaded, levels))
+        self.alone[[not line.moves for line in lines]] = np.nan
         self.residual[[not line.moves for line in lines]] = np.nan
 
     def _remove(self, cause: tuple[str, str], rows: np.ndarray, left: np.ndarray
@@ -474,6 +525,54 @@ class NightEffects:
         self.shared[cause] = self._pooled_rows(shared[None, self.recent_at])[0]
         return effect
 
+    def _remove_nodes(self, left: np.ndarray) -> None:
+        """Each node's nightly biweight of its lines' moves (what is ``left`` of them) as
+        its effect, taken off its lines, ``NODE_SWEEPS`` times (a pair line holds its
+        partner's night too: median polish). Nodes that share no line are swept at once
+        (one batch of biweights per colour of the graph of nodes sharing lines: a site of
+        160 nodes is a handful of batches, not 480 calls); each node's effect in its
+        history's noise is its shared evidence."""
+        nodes = sorted({node for line in self.lines for node in line.nodes})
+        number = {node: index for index, node in enumerate(nodes)}
+        rows_of: list[list[int]] = [[] for _ in nodes]
+        neighbours: list[set[int]] = [set() for _ in nodes]
+        for row, line in enumerate(self.lines):
+            mine = sorted({number[node] for node in line.nodes})
+            for index in mine:
+                rows_of[index].append(row)
+                neighbours[index].update(mine)
+        swept = [index for index in range(len(nodes)) if len(rows_of[index]) >= 2]
+        colours: list[list[int]] = []
+        colour_of: dict[int, int] = {}
+        for index in swept:  # greedy colouring: a colour's nodes share no line
+            taken = {colour_of[other] for other in neighbours[index] if other in colour_of}
+            colour = next(c for c in range(len(colours) + 1) if c not in taken)
+            if colour == len(colours):
+                colours.append([])
+            colours[colour].append(index)
+            colour_of[index] = colour
+        effects = np.zeros((len(nodes), left.shape[1]))
+        padded = np.vstack([left, np.full((1, left.shape[1]), np.nan)])  # row -1: none
+        for _ in range(NODE_SWEEPS):
+            for members in colours:
+                width = max(len(rows_of[index]) for index in members)
+                take = np.full((len(members), width), len(left))
+                for place, index in enumerate(members):
+                    take[place, :len(rows_of[index])] = rows_of[index]
+                rows = np.concatenate([rows_of[index] for index in members])
+                counts = [len(rows_of[index]) for index in members]
+                padded[rows] += np.repeat(effects[members], counts, axis=0)
+                gathered = padded[take].transpose(0, 2, 1).reshape(-1, width)
+                found = _biweights(gathered).reshape(len(members), left.shape[1])
+                found = np.where(np.isnan(found), 0.0, found)
+                effects[members] = found
+                padded[rows] -= np.repeat(found, counts, axis=0)
+        left[:] = padded[:-1]
+        if swept:
+            standard = effects[swept] / self._noise(effects[swept])[:, None]
+            for index, z in zip(swept, self._pooled_rows(standard[:, self.recent_at])):
+                self.shared[NODE, nodes[index]] = z
+
     def _noise(self, moves: np.ndarray) -> np.ndarray:
         """Each row's spread over the history nights: the standard deviation of the
         values within 3.5 MAD-σ of the median, as a line's baseline takes it; at least
@@ -486,8 +585,9 @@ class NightEffects:
         independent = stouffer(self.lines[i].z for i in covered)
         if not self.usable:
             return independent
-        residual = stouffer(self.lines[i].z if np.isnan(self.residual[i])
-                            else float(self.residual[i]) for i in covered)
+        mine = self.alone if kind == LINE else self.residual
+        residual = stouffer(self.lines[i].z if np.isnan(mine[i]) else float(mine[i])
+                            for i in covered)
         tests = [residual, self.shared.get((kind, subject), residual)]
         if kind == ENVIRONMENT:  # what moved every line of its nodes alike
             tests.append(independent / math.sqrt(self._design_effect(covered)))
@@ -503,14 +603,24 @@ class NightEffects:
         alone = np.nansum(standard * standard, axis=0)
         return max(1.0, float((sums * sums).sum() / max(alone.sum(), 1e-12)))
 
-    def _pooled_rows(self, nights: np.ndarray) -> list[float]:
+    def _pooled_rows(self, nights: np.ndarray, levels: np.ndarray | None = None
+                     ) -> list[float]:
         """Each row's recent nights (in noise, worse > 0; NaN: not run), tonight last:
         those that agree with its last night, each through the Student-t and capped,
-        combined (``pooled_zs``)."""
+        combined (``pooled_zs``). ``levels``: each row's level tonight against its
+        baseline (3 for a 3x latency; at least 1): nights beyond ``beyond`` on tonight's
+        side agree within ``agree`` noise times that, as the line rule's nights do (two
+        nights of a 3x level on a line of CV 40 % are 4 of its noise apart as often as
+        not)."""
         last = np.array([row[~np.isnan(row)][-1] if (~np.isnan(row)).any() else np.nan
                          for row in nights])
         window = self.policy.agree * np.maximum(1.0, np.abs(last) / 8)
         agreeing = np.abs(nights - last[:, None]) <= window[:, None]  # NaN: not
+        if levels is not None:
+            beyond = (np.sign(nights) == np.sign(last)[:, None]) & (
+                np.abs(nights) > self.policy.beyond)
+            agreeing |= beyond & (np.abs(nights - last[:, None])
+                                  <= (window * np.maximum(levels, 1.0))[:, None])
         return pooled_zs([tuple(row[keep].tolist()) for row, keep in zip(nights, agreeing)],
                          self.policy)
 

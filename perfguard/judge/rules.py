@@ -369,14 +369,18 @@ def _level(recent: list[float], value: float, centre: float, noise: float, bette
 
 def evidence(recent: list[float], j: Judgement, better: str) -> tuple[int, tuple[float, ...]]:
     """(side of the judged run, the worse-signed noise from the centre of each recent run
-    that agrees with it) for findings; (0, ()) without a baseline."""
+    that agrees with it) for findings; (0, ()) without a baseline. The agreement scaled
+    with the level (``agrees``) is for nights beyond on the judged run's side: a night at
+    the baseline is no night of a 3x level on a line of CV 40 % (within 12 of its noise
+    of it), and counted as one it diluted the level's evidence by a third."""
     if j.centre is None or not j.noise:
         return 0, ()
     rule, value = j.rule, recent[-1]
     sign = 1 if better == "lower" else -1
     mine = side(value, j.centre, j.noise, better, rule)
-    agreeing = [v for v in recent[-rule.confirm:]
-                if agrees(v, value, j.centre, j.noise, rule)]
+    agreeing = [v for v in recent[-rule.confirm:] if abs(v - value) <= rule.agree * j.noise
+                or (side(v, j.centre, j.noise, better, rule) == mine
+                    and agrees(v, value, j.centre, j.noise, rule))]
     return mine, tuple(sign * (v - j.centre) / j.noise for v in (agreeing if mine else [value]))
 
 

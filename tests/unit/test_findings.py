@@ -215,3 +215,73 @@ def test_a_judged_line_hands_its_nights_to_the_findings() -> None:
     assert fields["nights_at"] == times and fields["recent"] == 3
     assert fields["moves"][-1] == (judged.centre - 89.0) / judged.centre  # 11 % worse
     assert len(fields["moves"]) == len(series)
+
+
+def test_a_confirmed_level_is_not_hidden_in_a_finding_that_does_not_page() -> None:
+    """A 3x latency confirmed by the line rule (7 of its noise) beside two lines of its
+    HCA a percent worse, unconfirmed: the three made a device finding, not confirmed and
+    not paging, and the 3x was never paged. A confirmed line that pages alone is taken
+    out of such a finding as its own."""
+    lines = site_lines()
+    index = {line.name: i for i, line in enumerate(lines)}
+    level = index["osu_bw node7-node8 mlx5_1 @8"]
+    lines[level] = moved(lines[level], 7.0, change=2.0)
+    for name in ("osu_bw node6-node7 mlx5_1 @64K", "osu_bw node6-node7 mlx5_1 @4M"):
+        lines[index[name]] = moved(lines[index[name]], 0.5, confirmed=False, change=-0.01)
+    paged = [f for f in fd.findings(lines) if f.paged]
+    assert [(f.kind, f.subject) for f in paged] == [(fd.LINE, lines[level].name)], \
+        [(f.subject, f.evidence, f.confirmed) for f in fd.findings(lines)]
+
+
+def test_two_nights_of_a_3x_level_on_a_noisy_line_both_count() -> None:
+    """A line of CV 40 % alone at a 3x level: its two nights 4.6 and 9.5 of its noise
+    off are 4.9 apart, beyond the 4.75 a night 9.5σ off agreed within, so its residual
+    was tonight's night alone (evidence 3.5). Nights beyond on its side agree within 4σ
+    times the level (as the line rule's do): both count."""
+    lines = correlated_site({})
+    index = next(i for i, line in enumerate(lines) if line.name.startswith("osu_bw node1-"))
+    line = lines[index]
+    rng = np.random.default_rng(5)
+    history = rng.normal(0, 0.4, 30)
+    noise = float(np.std(history, ddof=1))
+    moves = np.concatenate([history, [4.6 * noise, 9.5 * noise]])
+    lines[index] = fd.Evidence(line.name, line.partition, line.group, line.nodes,
+                               line.devices, -1, True, fd.pooled_z((4.6, 9.5)), 2, 2.0,
+                               tuple(moves.tolist()), line.nights_at, 2)
+    [alone] = [f for f in fd.findings(lines) if f.subject == line.name]
+    assert alone.evidence > fd.pooled_z((9.5,)) + 0.8, alone.evidence
+
+
+def test_a_line_on_a_night_of_fabric_load_is_read_in_that_nights_spread() -> None:
+    """Fabric load moved every line 12 % worse on both recent nights, each line by its
+    own share of it (0.9-1.1), one by 1.7: 8 of its residual's quiet-night spread (1 %)
+    on each night, and it paged alone. On a night the fabric moved beyond 4 of its own
+    spread, the residuals are read in a spread grown in proportion: no page."""
+    rng = np.random.default_rng(11)
+    lines = correlated_site({})
+    far = next(i for i, line in enumerate(lines) if line.name.startswith("osu_bw node3-"))
+    for i, line in enumerate(lines):
+        moves = np.array(line.moves)
+        moves[-2:] += 0.12 * (1.7 if i == far else rng.uniform(0.9, 1.1, 2))
+        noise = float(np.std(moves[:-2], ddof=1))
+        distances = tuple((moves[-2:] / noise).tolist())
+        lines[i] = fd.Evidence(line.name, line.partition, line.group, line.nodes,
+                               line.devices, -1, True, fd.pooled_z(distances), 2,
+                               float(-moves[-1]), tuple(moves.tolist()), line.nights_at, 2)
+    found = fd.findings(lines)
+    assert not any(f.paged for f in found), [(f.subject, f.evidence) for f in found
+                                             if f.paged]
+
+
+def test_an_hca_that_moved_one_measurement_is_judged_on_that_measurement() -> None:
+    """A PCIe link trained to x8 halves the 4 MiB bandwidth both ways through its HCA
+    and leaves the HCA's other sizes alone: 2 of its 6 lines, 4.5 of their noise each.
+    Over all 6 its evidence was 4.2 (diluted by √6/√2) and it did not page; judged on
+    the measurement it moved, it pages, named."""
+    lines = site_lines()
+    for i, line in enumerate(lines):
+        if "node7:mlx5_1" in line.devices and line.name.endswith("@4M"):
+            lines[i] = moved(line, 4.5)
+    paged = [f for f in fd.findings(lines) if f.paged]
+    assert [f.subject for f in paged] == ["node7:mlx5_1"], \
+        [(f.subject, f.evidence) for f in fd.findings(lines)]

@@ -197,3 +197,25 @@ def test_an_accepted_level_is_judged_against_its_accepted_runs_at_once() -> None
     upgrade = judge_new_level(before, [95.0, 85.5, 85.2], 1, "higher")  # upgrade-check --accept
     assert upgrade.state == "regression", upgrade.reason
     assert judge_new_level([], [95.0, 95.1], 1, "higher").reason.startswith("not yet judged")
+
+
+def test_a_night_at_the_baseline_is_no_night_of_a_3x_level() -> None:
+    """A 3x latency on a line of CV 40 %: the nights that agree with tonight within 4σ
+    times the level (3.2: 12.8σ) took in the night before the fault, at the baseline,
+    and its distance (about 0σ) diluted the level's evidence by a third. Only nights
+    beyond on the judged side agree in proportion to the level; a 3σ shift on a steady
+    line keeps its middling night (within 4σ unscaled)."""
+    from perfguard.judge.rules import Rule, baseline, evidence
+
+    rule = Rule(k=2.0)
+    history = [abs(v) for v in _line_of_noise(0.4, centre=10.0)]
+    centre, _ = baseline(history)
+    recent = [centre, 3.0 * centre, 3.2 * centre]
+    judged = judge(history, recent, "lower", rule)
+    side, distances = evidence(recent, judged, "lower")
+    assert side == -1 and len(distances) == 2 and min(distances) > 2, distances
+    steady = _line_of_noise(0.01)
+    centre, noise = baseline(steady)
+    recent = [centre - 1.0 * noise, centre - 3.5 * noise, centre - 3.5 * noise]
+    _, distances = evidence(recent, judge(steady, recent, "higher"), "higher")
+    assert len(distances) == 3
