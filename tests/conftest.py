@@ -71,15 +71,23 @@ def create_database(layout: ClusterLayout, template: str | None = None) -> tuple
     name = f"pgtest_{uuid.uuid4().hex[:12]}"
     copy = f" TEMPLATE {template}" if template else ""
     with psycopg.connect(layout.dsn_for("postgres"), autocommit=True) as conn:
-        for attempt in range(40):  # an autovacuum worker may be in the template a moment
-            try:
-                conn.execute(f"CREATE DATABASE {name}{copy} OWNER perfguard")
-                break
-            except psycopg.errors.ObjectInUse:
-                if attempt == 39:
-                    raise
-                time.sleep(0.5)
+        # an autovacuum worker may be in the template a moment
+        _retried(conn, f"CREATE DATABASE {name}{copy} OWNER perfguard",
+                 psycopg.errors.ObjectInUse)
     return name, layout.dsn_for(name)
+
+
+def _retried(conn: psycopg.Connection, statement: str, error: type[Exception]) -> None:
+    """``statement``, tried again every half second for 20 s while it fails with
+    ``error`` (what an autovacuum worker in the database causes, for a moment)."""
+    for attempt in range(40):
+        try:
+            conn.execute(statement)
+            return
+        except error:
+            if attempt == 39:
+                raise
+            time.sleep(0.5)
 
 
 def drop_databases(layout: ClusterLayout, names: list[str]) -> None:
@@ -88,14 +96,8 @@ def drop_databases(layout: ClusterLayout, names: list[str]) -> None:
     terminated"), so wait for it to finish, a few seconds at most."""
     with psycopg.connect(layout.dsn_for("postgres"), autocommit=True) as conn:
         for name in names:
-            for attempt in range(40):
-                try:
-                    conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
-                    break
-                except psycopg.errors.InsufficientPrivilege:
-                    if attempt == 39:
-                        raise
-                    time.sleep(0.5)
+            _retried(conn, f"DROP DATABASE {name} WITH (FORCE)",
+                     psycopg.errors.InsufficientPrivilege)
 
 
 @pytest.fixture()
