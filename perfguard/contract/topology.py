@@ -9,6 +9,7 @@ from it: which cores, which GPU and which HCA knob for a given HCA.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -331,11 +332,17 @@ def _setvar_value(value: Any) -> str:
     return str(value)
 
 
+def named_system(systems: Iterable[System], name: str) -> System | None:
+    """The system called ``name`` (``SYSTEM:PARTITION`` too) among these; None where none
+    is. A lazy iterable is read only up to it."""
+    wanted = name.partition(":")[0]
+    return next((s for s in systems if s.name == wanted), None)
+
+
 def find_system(files: list[Path], name: str) -> System | None:
     """The system called ``name`` (``SYSTEM:PARTITION`` too) among these topology files
-    (``paths.topology_files``); None where none is."""
-    wanted = name.split(":", 1)[0]
-    return next((s for s in load_systems(files) if s.name == wanted), None)
+    (``paths.topology_files``), every file loaded; None where none is."""
+    return named_system(load_systems(files), name)
 
 
 def load_systems(files: list[Path]) -> list[System]:

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from perfguard import paths
-from perfguard.contract.topology import Partition, System, load_system, slurm_partition
+from perfguard.contract.topology import (
+    Partition,
+    System,
+    load_system,
+    named_system,
+    slurm_partition,
+)
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.site import slurm
 from perfguard.site.context import Context
@@ -64,9 +70,9 @@ def find_system(ctx: Context, name: str, systems: list[System] | None = None) ->
     """The system ``name`` (``sys`` of ``sys:part``) of this context's topology files
     (``systems``: those files loaded already)."""
     files = paths.topology_files(ctx.state)
-    for system in systems if systems is not None else map(load_system, files):
-        if system.name == name.partition(":")[0]:
-            return system
+    found = named_system(systems if systems is not None else map(load_system, files), name)
+    if found is not None:
+        return found
     raise UsageError(f"no system {name!r} in the topology files "
                      f"({', '.join(str(p) for p in files) or 'none'}): `perfguard site "
                      f"init --detect` writes one")

@@ -133,16 +133,12 @@ def _sweep_run(ctx: Context, system: str, setvars: tuple[str, ...],
 
 def _line_rates(system: str) -> dict[str, float]:
     """HCA → line rate in MiB/s, from the system's topology file (none: no such floor)."""
-    from perfguard.contract.topology import load_systems
+    from perfguard.contract.topology import find_system
 
-    rates = {}
-    for known in load_systems(paths.site_folder("systems")):
-        if known.name == system:
-            for part in known.partitions:
-                for hca in part.node.hcas:
-                    if hca.data_rate_gbps:
-                        rates[hca.name] = hca.data_rate_gbps * 1e9 / 8 / 2**20
-    return rates
+    known = find_system(paths.site_folder("systems"), system)
+    return {hca.name: hca.data_rate_gbps * 1e9 / 8 / 2**20
+            for part in (known.partitions if known else ()) for hca in part.node.hcas
+            if hca.data_rate_gbps}
 
 
 def _usable_nodes(ctx: Context) -> set[str]:
