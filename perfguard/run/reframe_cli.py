@@ -27,7 +27,7 @@ def _ignored(category: type[Warning]) -> bool:
     return False
 
 
-def cheap_deprecations(modules: dict[str, object] | None = None) -> int:
+def cheap_deprecations() -> int:
     """Replace ReFrame's ``user_deprecation_warning`` in every ReFrame module that imported
     it with one that returns at once where the warning would be ignored. Returns how many
     modules took it."""
@@ -42,7 +42,7 @@ def cheap_deprecations(modules: dict[str, object] | None = None) -> int:
             original(message, from_version)
 
     replaced = 0
-    for name, module in list((modules or sys.modules).items()):
+    for name, module in list(sys.modules.items()):
         if name.startswith("reframe") and \
                 getattr(module, "user_deprecation_warning", None) is original:
             module.user_deprecation_warning = user_deprecation_warning
