@@ -14,8 +14,11 @@ SKIPPED, EXPECTED_FAILURE = "skipped", "expected-failure"
 #: watchdog; ReFrame's ``abort``): neither passed nor failed. A run with one is
 #: interrupted, never failed for it (``run_outcome``).
 ABORTED = "aborted"
+#: A test case measured while other processes shared its CPUs (reframe_tests/common/
+#: cpu_wait.py): its figures are kept, neither judged nor anyone's baseline.
+DISTURBED = "disturbed"
 #: Every state, in the order the summary counts them.
 STATES = (PASS, FAIL, REGRESSION, TEST_FAILED, IMPROVEMENT, INCONCLUSIVE, NO_REFERENCE,
-          EXPECTED_FAILURE, SKIPPED, ABORTED)
+          EXPECTED_FAILURE, SKIPPED, ABORTED, DISTURBED)
 #: The states that fail a run (a regression only through a paged finding: summarize_run).
 FAILING = (FAIL, REGRESSION, TEST_FAILED)

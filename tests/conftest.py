@@ -33,6 +33,10 @@ TEST_STATE = Path(os.environ.get("PERFGUARD_TEST_STATE", TEST_ROOT / "session"))
 TEST_CONTEXT = Context(TEST_STATE.resolve())
 #: Two checkouts run their suites side by side with different PERFGUARD_TEST_PORT_BASE.
 TEST_PORT_BASE = int(os.environ.get("PERFGUARD_TEST_PORT_BASE", "17800"))
+#: The CPU wait every test's jobs read (reframe_tests/common/cpu_wait.sh) is a quiet
+#: node's: the suite's own load on a shared 2-core box must not make replayed figures
+#: `disturbed`. tests/system/test_cpu_wait.py reads the real /proc under a real load.
+os.environ.setdefault("PERFGUARD_PROCFS", str(Path(__file__).parent / "data" / "quiet-node"))
 #: A Slurm built from source to run the suite's cluster on (docs/adopting.md: "Which
 #: Slurm"); unset: the distribution's, as CI runs it.
 TEST_SLURM_PREFIX = os.environ.get("PERFGUARD_SLURM_PREFIX") or None

@@ -6,5 +6,6 @@ SELECT v.check_name, v.params::text AS variant, v.partition || '/' || v.environ 
 FROM verdict_line v
 WHERE v.run_id = $run AND (v.status <> 'pass' OR v.blind_nights > 0)
 ORDER BY array_position(ARRAY['fail', 'regression', 'test-failed', 'improvement', 'inconclusive',
-                              'aborted', 'no-reference', 'expected-failure', 'skipped', 'pass'],
+                              'aborted', 'disturbed', 'no-reference', 'expected-failure', 'skipped',
+                              'pass'],
                         v.status), 1, 2, 4

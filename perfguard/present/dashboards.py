@@ -109,6 +109,7 @@ ANNOTATIONS = (("Environment changes (fingerprints)", "orange", "annotation_fing
 #: The verdict's states as the tables colour them.
 STATE_COLOURS = (("fail", "red"), ("regression", "red"), ("test-failed", "dark-red"),
                  ("improvement", "green"), ("inconclusive", "yellow"), ("aborted", "orange"),
+                 ("disturbed", "light-orange"),
                  ("no-reference", "blue"), ("expected-failure", "purple"), ("skipped", "gray"))
 BLIND_DESCRIPTION = (
     "Lines too noisy to tell a change of 25 % from noise (their baseline's noise × 1.8 σ "

@@ -31,6 +31,9 @@ SAMPLES_VARIABLE = "perfguard_samples"
 DIRECTIONS_VARIABLE = "perfguard_better"
 #: Name of the check variable holding the per-node environment fingerprints.
 FINGERPRINT_VARIABLE = "perfguard_fingerprints"
+#: Why a test case's figures are not the fabric's (reframe_tests/common/cpu_wait.py): such
+#: a test case is stored with the result ``disturbed``, its figures kept but not judged.
+DISTURBED_VARIABLE, DISTURBED_RESULT = "perfguard_disturbed", "disturbed"
 
 
 class ReportError(PerfguardError):
@@ -298,6 +301,9 @@ def _checked_testcase(case: dict, where: str) -> TestCase:
         result, fail_phase = "fail", "performance"
         fail_reason = (f"{str(exc).removeprefix(f'{where}.')}: no figure of this test case "
                        f"is stored" + (f" (ReFrame: {fail_reason})" if fail_reason else ""))
+    disturbed = _optional_text(case.get(DISTURBED_VARIABLE))
+    if disturbed and _measured(result, fail_phase, fail_reason):
+        result, fail_phase, fail_reason = DISTURBED_RESULT, "performance", disturbed
     return TestCase(
         check=name.split()[0].split("%")[0] if name.strip() else name,
         unique_name=str(unique),
@@ -321,6 +327,14 @@ def _checked_testcase(case: dict, where: str) -> TestCase:
         better=_directions(case, where),
         fixture=case.get("fixture") is True,
     )
+
+
+def _measured(result: str, fail_phase: str | None, fail_reason: str | None) -> bool:
+    """Whether ReFrame measured every figure: passed, or failed only a reference (what
+    repeatable/20_testcases.sql judges as passed)."""
+    return result in ("pass", "success") or (
+        result == "fail" and fail_phase == "performance"
+        and "failed to meet reference" in (fail_reason or ""))
 
 
 def _optional_text(value: Any) -> str | None:

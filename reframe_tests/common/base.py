@@ -37,7 +37,15 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from reframe_tests.common import fingerprints, gpus, launch, pinning, providers, references
+from reframe_tests.common import (
+    cpu_wait,
+    fingerprints,
+    gpus,
+    launch,
+    pinning,
+    providers,
+    references,
+)
 from reframe_tests.common.output import read_output
 
 
@@ -72,6 +80,13 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
     perfguard_skip_reason = variable(str, value="")
     #: sha256 of the Spack stack's spack.lock the binaries came from (fingerprints).
     spack_lock_hash = variable(str, value="")
+    #: The share of the job some task on a node may wait for a CPU (Linux PSI) before the
+    #: job's figures count as disturbed by other processes, not judged (cpu_wait.py).
+    max_cpu_wait = variable(float, value=0.5)
+    #: {node: share of the job some task waited for a CPU} (cpu_wait.sh at start and end).
+    perfguard_cpu_wait = variable(typ.Dict[str, float], value={})
+    #: Why the figures are not the fabric's (other processes on the CPUs); "" if they are.
+    perfguard_disturbed = variable(str, value="")
 
     @run_after("init")
     def maintained_by_perfguard(self):
@@ -95,7 +110,9 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
         self.prerun_cmds = [launch.record_allocation_command(),
                             *launch.whole_node_steps(self.cpu_bind), *self.first_in_the_job(),
                             fingerprints.add_step(Path(self.stagedir)), *self.prerun_cmds,
-                            *self.last_before_the_benchmark()]
+                            *self.last_before_the_benchmark(),
+                            cpu_wait.add_step(Path(self.stagedir), cpu_wait.START)]
+        self.postrun_cmds = [*self.postrun_cmds, cpu_wait.end_step()]
         self.apply_launch_options()
 
     @run_before("sanity")
@@ -105,9 +122,22 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
         stage = Path(self.stagedir)
         self.perfguard_fingerprints = fingerprints.read(stage, self.spack_lock_hash)
         self.perfguard_nodelist = launch.recorded_allocation(stage)
+        self.perfguard_cpu_wait, node_cpus = cpu_wait.read(stage)
+        self.perfguard_disturbed = cpu_wait.disturbance(
+            self.perfguard_cpu_wait, self.max_cpu_wait, self.own_cpus_per_node(), node_cpus,
+            bool(self.current_partition.extras.get("nodes_share_host")))
         problem = launch.job_end_problem(self.job, self.stagedir, self.steps_must_succeed)
         if problem:
             raise SanityError(self.explain_job_problem(problem))
+
+    def own_cpus_per_node(self) -> int:
+        """The CPUs the job's own ranks keep busy on a node, or on the host where the
+        partition's nodes share one (then all its ranks are there)."""
+        tasks = self.num_tasks or 1
+        if not self.current_partition.extras.get("nodes_share_host"):
+            nodes = max(1, len(self.perfguard_nodelist))
+            tasks = self.num_tasks_per_node or -(-tasks // nodes)
+        return tasks * (self.num_cpus_per_task or 1)
 
     def first_in_the_job(self) -> list[str]:
         """Commands before anything else runs (MeasuredCheck: its programs looked for)."""
@@ -253,6 +283,15 @@ class MeasuredCheck(LaunchedCheck):
                                                self.perfguard_better)
         if problem:
             raise SanityError(problem)
+
+    def own_cpus_per_node(self) -> int:
+        """The CPUs the job's own ranks keep busy on a node, or on the host where the
+        partition's nodes share one (then all its ranks are there)."""
+        tasks = self.num_tasks or 1
+        if not self.current_partition.extras.get("nodes_share_host"):
+            nodes = max(1, len(self.perfguard_nodelist))
+            tasks = self.num_tasks_per_node or -(-tasks // nodes)
+        return tasks * (self.num_cpus_per_task or 1)
 
     def first_in_the_job(self) -> list[str]:
         """A program the node lacks ends the job cleanly, saying so."""

@@ -234,7 +234,8 @@ class PerftestInterferenceCheck(PerftestBase):
             'timeout 60 bash -c "until grep -q \'#bytes\' interference.out; do sleep 0.2; '
             'done" || { echo "perfguard: interfering pair never started" >&2; exit 1; }',
             'echo "# perfguard phase=interfered"', f"{measured}; rc=$?",
-            "kill $interference 2>/dev/null; wait $interference; exit $rc",
+            # its status the step's, and the job goes on to its end (cpu_wait.end_step)
+            "kill $interference 2>/dev/null; wait $interference; (exit $rc)",
         ])
 
     @sanity_function

@@ -16,6 +16,15 @@ OMB = "/opt/perfguard/gcc-openmpi-ucx-cuda/libexec/osu-micro-benchmarks/mpi"
 FINGERPRINT = ("srun -J perfguard-helper -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES "
                "--ntasks-per-node=1 "
                "--cpu-bind=none bash fingerprint.sh > fingerprints.txt 2>/dev/null || true")
+#: CPU pressure read on every node just before the benchmark and just after it
+#: (reframe_tests/common/cpu_wait.py): the last line of every job.
+CPU_WAIT = ("srun -J perfguard-helper -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES "
+            "--ntasks-per-node=1 --cpu-bind=none bash cpu_wait.sh > cpu_wait_{}.txt "
+            "2>/dev/null || true")
+START = CPU_WAIT.format("start")
+#: The benchmark's exit status stays the job's.
+END = ("perfguard_rc=$?; " + CPU_WAIT.format("end").removesuffix(" || true")
+       + "; exit $perfguard_rc")
 #: The job's record of its allocation, the first command of every job.
 ALLOCATION = 'echo "$SLURM_JOB_NODELIST" > allocation.txt'
 #: A pinned job's steps own their nodes on Slurm 23.11+ too (launch.WHOLE_NODE_STEPS).
@@ -64,9 +73,10 @@ def test_seed000_gpudirect_through_pix_hca(seed_view: str) -> None:
         "export OMPI_MCA_btl_openib_want_cuda_gdr=1",
         ALLOCATION, WHOLE,
         FINGERPRINT,
-        RANK_GPU.format(0),
+        RANK_GPU.format(0), START,
         "srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:0 --cpu-bind=verbose,map_cpu:0 "
         f"{seed_view}/pt2pt/osu_bw -m 1:4194304 -d cuda D D",
+        END,
     ]
 
 
@@ -75,7 +85,7 @@ def test_seed000_device_buffers_without_gpudirect_through_phb_hca(seed_view: str
                   placement="inter")
     assert "export OMPI_MCA_btl_openib_if_include=mlx4_1:1" in lines
     assert "export OMPI_MCA_btl_openib_want_cuda_gdr=0" in lines
-    assert lines[-1] == ("srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:0 "
+    assert lines[-2] == ("srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:0 "
                          "--cpu-bind=verbose,map_cpu:0 "
                          f"{seed_view}/pt2pt/osu_latency -m 1:4194304 -d cuda D D")
 
@@ -83,7 +93,7 @@ def test_seed000_device_buffers_without_gpudirect_through_phb_hca(seed_view: str
 def test_seed000_host_buffers_take_no_gpu(seed_view: str) -> None:
     lines = pt2pt("seedfdr", hca="mlx4_0", bench="osu_bw", transfer="H-H", placement="inter")
     assert not any("gres" in line or "CUDA" in line or "cuda_gdr" in line for line in lines)
-    assert lines[-1] == ("srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=verbose,map_cpu:0 "
+    assert lines[-2] == ("srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=verbose,map_cpu:0 "
                          f"{seed_view}/pt2pt/osu_bw -m 1:4194304")
 
 
@@ -96,9 +106,10 @@ def test_ndr_hca_on_second_socket_pins_cores_gpu_and_ucx_device() -> None:
         "export UCX_IB_GPU_DIRECT_RDMA=yes",
         ALLOCATION, WHOLE,
         FINGERPRINT,
-        RANK_GPU.format(3),
+        RANK_GPU.format(3), START,
         "srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:3 --cpu-bind=verbose,map_cpu:48 "
         f"{OMB}/pt2pt/osu_bw -m 1:4194304 -d cuda D D",
+        END,
     ]
 
 
@@ -106,7 +117,7 @@ def test_ndr_intra_node_pins_two_ranks_near_hca() -> None:
     lines = pt2pt("ndr4x4", hca="mlx5_2", bench="osu_latency", transfer="H-D-gdr",
                   placement="intra")
     assert "#SBATCH --ntasks-per-node=2" in lines
-    assert lines[-1] == ("srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:2 "
+    assert lines[-2] == ("srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:2 "
                          "--cpu-bind=verbose,map_cpu:48,49 "
                          f"{OMB}/pt2pt/osu_latency -m 1:4194304 -d cuda H D")
 
@@ -117,16 +128,16 @@ def test_ndr_multi_pair_and_collectives() -> None:
                               "OsuCollectiveCheck%hca=mlx5_2%benchmark=osu_barrier")
     mbw = body(scripts["OsuMultiPairCheck %hca=mlx5_0"])
     assert "#SBATCH --ntasks=8" in mbw and "#SBATCH --ntasks-per-node=4" in mbw
-    assert mbw[-1] == ("srun --mpi=pmix --kill-on-bad-exit=1 --distribution=block:block "
+    assert mbw[-2] == ("srun --mpi=pmix --kill-on-bad-exit=1 --distribution=block:block "
                        "--cpu-bind=verbose,map_cpu:0,1,2,3 "
                        f"{OMB}/pt2pt/osu_mbw_mr -m 1:4194304")
     allreduce = body(scripts["OsuCollectiveCheck %hca=mlx5_2 %benchmark=osu_allreduce"])
     assert "#SBATCH --ntasks=4" in allreduce  # the partition's 4 nodes, one rank each
     assert "export UCX_NET_DEVICES=mlx5_2:1" in allreduce
-    assert allreduce[-1] == ("srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=verbose,map_cpu:48 "
+    assert allreduce[-2] == ("srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=verbose,map_cpu:48 "
                              f"{OMB}/collective/osu_allreduce -f -m 1:1048576")
     barrier = body(scripts["OsuCollectiveCheck %hca=mlx5_2 %benchmark=osu_barrier"])
-    assert barrier[-1].endswith(f"{OMB}/collective/osu_barrier -f")
+    assert barrier[-2].endswith(f"{OMB}/collective/osu_barrier -f")
 
 
 def test_hca_variants_follow_the_topology() -> None:
@@ -155,9 +166,11 @@ def test_ndr_sharp_on_and_off_ask_ucc_and_trace_what_ran() -> None:
               "#SBATCH --exclusive", "#SBATCH --partition=gpu", "#SBATCH --exclusive"]
     assert on == [*header, *UCC_ON, "export OMPI_UCC_CL_BASIC_TLS=ucp,sharp",
                   "export UCC_TL_SHARP_DEVICES=mlx5_2:1", "export SHARP_COLL_LOG_LEVEL=3",
-                  "export UCC_COLL_TRACE=info", ALLOCATION, WHOLE, FINGERPRINT, command]
+                  "export UCC_COLL_TRACE=info", ALLOCATION, WHOLE, FINGERPRINT, START,
+                  command, END]
     assert off == [*header, *UCC_ON, "export OMPI_UCC_CL_BASIC_TLS=ucp",
-                   "export UCC_COLL_TRACE=info", ALLOCATION, WHOLE, FINGERPRINT, command]
+                   "export UCC_COLL_TRACE=info", ALLOCATION, WHOLE, FINGERPRINT, START,
+                  command, END]
 
 
 def test_sharp_variants_on_every_hca_of_a_sharp_partition() -> None:
@@ -189,7 +202,8 @@ def test_ndr_nccl_tests_one_rank_per_gpu_on_the_topologys_hcas() -> None:
         "export NCCL_DEBUG_SUBSYS=INIT,NET",
         "export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1",
         # no rank_gpu.sh step: NCCL's own ncclCommInitRank lines prove each rank's GPU
-        "export NCCL_COLLNET_ENABLE=0", ALLOCATION, WHOLE, FINGERPRINT,
+        "export NCCL_COLLNET_ENABLE=0", ALLOCATION, WHOLE, FINGERPRINT, START,
         "srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:0,1,2,3 "
         "--cpu-bind=verbose,map_cpu:0,1,48,49 "
-        "/opt/perfguard/gcc-openmpi-ucx-cuda/bin/all_reduce_perf -b 8 -e 1073741824 -f 2 -g 1"]
+        "/opt/perfguard/gcc-openmpi-ucx-cuda/bin/all_reduce_perf -b 8 -e 1073741824 -f 2 -g 1",
+        END]

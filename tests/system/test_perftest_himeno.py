@@ -112,7 +112,7 @@ def test_perftest_pair_command_lines_and_numactl() -> None:
     assert "srun_server='srun --cpu-bind=verbose,map_cpu:48 --overlap -N1 -n1'" in lines
     command = (f"numactl --localalloc {BIN}/ib_write_bw -p \\$pg_port -F "
                f"-n 5000 -d mlx5_2 -i 1 --use_cuda=2 -a")
-    assert lines[-1] == f'run_pair "{command}" "{command} \\$pg_server_addr"'
+    assert lines[-2] == f'run_pair "{command}" "{command} \\$pg_server_addr"'
 
 
 def test_perftest_loopback_runs_both_sides_on_one_node() -> None:
@@ -122,10 +122,10 @@ def test_perftest_loopback_runs_both_sides_on_one_node() -> None:
     assert "pg_server_node=${pg_nodes[0]}" in lines and "pg_client_node=${pg_nodes[-1]}" in lines
     command = (f"numactl --localalloc {'{view}'}/ib_atomic_lat -p \\$pg_port -F "
                f"-n 5000 -A CMP_AND_SWAP -d mlx4_1 -i 1 -s 8")
-    assert lines[-1].startswith(
+    assert lines[-2].startswith(
         'echo "# perfguard size=8"; run_pair "numactl --localalloc')
-    assert "-A CMP_AND_SWAP -d mlx4_1 -i 1 -s 8 \\$pg_server_addr" in lines[-1]
-    assert command.split("/ib_atomic_lat")[1] in lines[-1]
+    assert "-A CMP_AND_SWAP -d mlx4_1 -i 1 -s 8 \\$pg_server_addr" in lines[-2]
+    assert command.split("/ib_atomic_lat")[1] in lines[-2]
 
 
 def test_perftest_interference_layout() -> None:
@@ -140,7 +140,7 @@ def test_perftest_interference_layout() -> None:
     # the interfering pair's steps are named helpers: stopped by a kill, not a failure
     assert ('(pg_port=$((pg_port + 100)); srun_server="$srun_server -J perfguard-helper"; '
             'srun_client="$srun_client -J perfguard-helper"; run_pair') in body
-    assert body.rstrip().endswith("kill $interference 2>/dev/null; wait $interference; exit $rc")
+    assert lines[-2] == "kill $interference 2>/dev/null; wait $interference; (exit $rc)"
 
 
 def test_himeno_rank_layout_grid_and_binding() -> None:
@@ -148,7 +148,7 @@ def test_himeno_rank_layout_grid_and_binding() -> None:
     [(name, lines)] = [(n, s) for n, s in scripts.items() if "nodes=4" in n]
     assert "#SBATCH --ntasks=384" in lines and "#SBATCH --ntasks-per-node=96" in lines
     # Not pinned (cores): the step keeps --cpus-per-task.
-    assert lines[-1] == ("srun --cpus-per-task=1 --mpi=pmix --kill-on-bad-exit=1 "
+    assert lines[-2] == ("srun --cpus-per-task=1 --mpi=pmix --kill-on-bad-exit=1 "
                          "--cpu-bind=verbose,cores ./himeno")
     build = dry_run_build_lines(name)
     ndx, ndy, ndz = process_grid(384, GRIDS["XL"])

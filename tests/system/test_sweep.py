@@ -154,7 +154,7 @@ def test_dry_run_pins_each_pair_to_its_hca_cores_and_gpu() -> None:
     for step in ("{ $srun_role", "$srun_client"):
         assert any(line.strip().startswith(f'{step} -N "$count" -n "$count" -w ')
                    for line in lines), step
-    assert lines[-1] == "sweep_schedule"
+    assert lines[-2] == "sweep_schedule"
     # the rounds, beside the script (a 512-node schedule would not fit in one): the
     # loopback round on all four nodes at once, then three rounds of two pairs
     assert (stage / "sweep.schedule").read_text().splitlines() == [

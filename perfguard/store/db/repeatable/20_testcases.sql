@@ -6,6 +6,9 @@
 --   skip, fail_deps       → skipped           (did not run: shape, provider, dependency)
 --   xfail                 → expected-failure  (failed as a reference said it would)
 --   abort                 → aborted           (an interruption stopped it: SIGINT, SIGTERM)
+--   disturbed             → disturbed         (measured while other processes shared its
+--                                              CPUs: figures kept, neither judged nor a
+--                                              baseline; perfguard's, store/report.py)
 --   fail, xpass           → test-failed       (xpass: passed where a failure was expected)
 --   fail in performance,  → pass              (every figure measured, one or more missed
 --   references missed                          its reference: each figure is judged on its
@@ -23,6 +26,7 @@ SELECT tc.id, tc.run_id, tc.check_name, tc.unique_name, tc.hashcode, tc.params,
             WHEN 'fail_deps' THEN 'skipped'
             WHEN 'xfail' THEN 'expected-failure'
             WHEN 'abort' THEN 'aborted'
+            WHEN 'disturbed' THEN 'disturbed'
             WHEN 'fail' THEN CASE WHEN tc.fail_phase = 'performance'
                                    AND tc.fail_reason LIKE '%failed to meet reference%'
                                   THEN 'pass' ELSE 'test-failed' END

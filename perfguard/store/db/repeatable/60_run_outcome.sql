@@ -37,12 +37,13 @@ CREATE OR REPLACE FUNCTION summarize_run(p_run bigint) RETURNS void LANGUAGE sql
                (SELECT count(*) FROM finding f WHERE f.run_id = p_run AND f.paged),
                count(*) FILTER (WHERE v.blind_nights > 0)
         FROM verdict_line v WHERE v.run_id = p_run),
-      (passed, failed, skipped, expected_failures, aborted) = (
+      (passed, failed, skipped, expected_failures, aborted, disturbed) = (
         SELECT count(*) FILTER (WHERE tc.state = 'pass'),
                count(*) FILTER (WHERE tc.state = 'test-failed'),
                count(*) FILTER (WHERE tc.state = 'skipped'),
                count(*) FILTER (WHERE tc.state = 'expected-failure'),
-               count(*) FILTER (WHERE tc.state = 'aborted')
+               count(*) FILTER (WHERE tc.state = 'aborted'),
+               count(*) FILTER (WHERE tc.state = 'disturbed')
         FROM judged_testcase tc WHERE tc.run_id = p_run)
     WHERE id = p_run;
 $$;
@@ -78,7 +79,11 @@ SELECT r.id AS run_id,
             WHEN coalesce(r.regressions, 0) > 0
             THEN 'no finding paged; ' || r.regressions || ' line(s) regressed below the '
                  || 'family-wise bar (verdict: findings)'
-            ELSE 'no line failed or regressed' END AS why,
+            ELSE 'no line failed or regressed' END
+       || CASE WHEN coalesce(r.disturbed, 0) > 0
+               THEN '; ' || r.disturbed || ' test case(s) measured while other processes '
+                    || 'shared their CPUs: not judged (verdict: disturbed)'
+               ELSE '' END AS why,
        CASE WHEN coalesce(r.judged_lines, 0) = 0 OR r.failing_lines > 0
                  OR coalesce(r.paged_findings, 0) > 0 THEN 'fail'
             WHEN coalesce(r.aborted, 0) > 0 THEN 'interrupted'
@@ -87,7 +92,8 @@ SELECT r.id AS run_id,
             ELSE 'pass' END AS outcome,
        coalesce(r.measured, 0) AS measured,
        coalesce(r.aborted, 0) AS aborted,
-       coalesce(r.blind_lines, 0) AS blind_lines
+       coalesce(r.blind_lines, 0) AS blind_lines,
+       coalesce(r.disturbed, 0) AS disturbed
 FROM run r;
 
 GRANT EXECUTE ON FUNCTION failing_status, too_little_measured TO perfguard_grafana;

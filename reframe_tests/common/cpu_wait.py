@@ -1,0 +1,105 @@
+"""CPU contention during a job, from Linux's pressure stall information (PSI).
+
+A step reads ``/proc/pressure/cpu`` on every node as the job starts and again after the
+benchmark (``cpu_wait.sh``); the share of the job's wall time in which some task on the
+node waited for a CPU is that node's *CPU wait*. A benchmark whose ranks have their cores
+to themselves waits almost never; one sharing them with other processes (a stray job, a
+runaway daemon, on virtual nodes the host's other load) is slowed by them, not by the
+fabric: 60 real nights of the embedded cluster on a busy host had inter-node latency
+5–25× its baseline while the host's load was 10–15 on 2 CPUs
+(benchmarks/data/real-nights). Such a test case is ``disturbed``: its figures are kept
+but neither judged nor used as anyone's baseline, and the verdict names the node.
+
+Where the job's own ranks need more CPUs than the node has (virtual nodes sharing a
+host), the job contends with itself and the wait says nothing about other processes: no
+conclusion is drawn.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import NamedTuple
+
+SCRIPT = Path(__file__).with_name("cpu_wait.sh")
+START, END = "cpu_wait_start.txt", "cpu_wait_end.txt"
+
+
+class Reading(NamedTuple):
+    clock_us: int
+    wait_us: int | None
+    cpus: int
+
+
+def step(output: str) -> str:
+    """One task per allocated node; a failing step never fails the job."""
+    return (f"srun -J perfguard-helper -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES "
+            f"--ntasks-per-node=1 --cpu-bind=none bash {SCRIPT.name} > {output} "
+            f"2>/dev/null || true")
+
+
+def end_step() -> str:
+    """After the benchmark: the end reading, then the benchmark's exit status as the
+    job's (the last command's status is the job's)."""
+    return f"perfguard_rc=$?; {step(END).removesuffix(' || true')}; exit $perfguard_rc"
+
+
+def add_step(stage: Path, output: str) -> str:
+    """The script staged beside the job; its step's command."""
+    shutil.copy(SCRIPT, stage / SCRIPT.name)
+    return step(output)
+
+
+def parse(text: str) -> dict[str, Reading]:
+    """The script's lines → {node: Reading}; lines of another shape are ignored."""
+    readings = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 5 or parts[0] != "perfguard-cpu":
+            continue
+        _, node, clock, wait, cpus = parts
+        if clock.isdigit() and cpus.isdigit():
+            readings[node] = Reading(int(clock), int(wait) if wait.isdigit() else None,
+                                     int(cpus))
+    return readings
+
+
+def shares(start: dict[str, Reading], end: dict[str, Reading]) -> dict[str, float]:
+    """{node: share of the job some task waited for a CPU} where both ends have a wait."""
+    found = {}
+    for node, first in start.items():
+        last = end.get(node)
+        if last is None or first.wait_us is None or last.wait_us is None:
+            continue
+        elapsed = last.clock_us - first.clock_us
+        if elapsed > 0:
+            found[node] = round(max(0.0, (last.wait_us - first.wait_us) / elapsed), 3)
+    return found
+
+
+def read(stage: Path) -> tuple[dict[str, float], dict[str, int]]:
+    """({node: CPU wait share}, {node: online CPUs}) from what the two steps wrote."""
+
+    def readings(name: str) -> dict[str, Reading]:
+        path = stage / name
+        return parse(path.read_text(errors="replace")) if path.exists() else {}
+
+    start, end = readings(START), readings(END)
+    return shares(start, end), {node: r.cpus for node, r in start.items()}
+
+
+def disturbance(waits: dict[str, float], allowed: float, own_cpus: int,
+                node_cpus: dict[str, int], shared_host: bool) -> str:
+    """Why the job's figures are not the fabric's ("" where they are, or where nothing
+    can be concluded: no PSI, or the job's own ranks (``own_cpus`` of them per node, or
+    per host where the nodes share one) need more CPUs than the node has)."""
+    busy = {node: share for node, share in waits.items()
+            if share > allowed and own_cpus <= node_cpus.get(node, 0)}
+    if not busy:
+        return ""
+    named = ", ".join(f"{share:.0%} on {node}" for node, share in sorted(busy.items()))
+    where = "the host the nodes share" if shared_host else "the node"
+    return (f"CPUs contended: some task waited for a CPU during the job, {named} (Linux "
+            f"PSI, /proc/pressure/cpu; allowed {allowed:.0%}): other processes on {where} "
+            f"shared the benchmark's CPUs, so its figures are not the fabric's and are not "
+            f"judged (look for what else ran there, e.g. `top -b -n 1`)")

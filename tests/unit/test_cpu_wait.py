@@ -1,0 +1,52 @@
+"""The CPU wait of a job from two PSI readings, and when it disturbs the figures."""
+
+from __future__ import annotations
+
+from perfguard.store.report import DISTURBED_RESULT, DISTURBED_VARIABLE, _checked_testcase
+from reframe_tests.common import cpu_wait
+
+START = ("perfguard-cpu\tnode1\t1000000\t5000\t2\n"
+         "perfguard-cpu\tnode2\t1000000\t\t2\n"  # no PSI on node2's kernel
+         "noise\n")
+END = ("perfguard-cpu\tnode1\t3000000\t1605000\t2\n"
+       "perfguard-cpu\tnode2\t3000000\t\t2\n")
+
+
+def test_the_share_of_the_job_some_task_waited() -> None:
+    start, end = cpu_wait.parse(START), cpu_wait.parse(END)
+    assert start["node1"] == cpu_wait.Reading(1000000, 5000, 2)
+    # 1.6 s of waiting in 2 s; node2 without PSI concludes nothing
+    assert cpu_wait.shares(start, end) == {"node1": 0.8}
+
+
+def test_contended_cpus_are_named_with_the_share() -> None:
+    why = cpu_wait.disturbance({"node1": 0.8, "node2": 0.1}, 0.5, 1, {"node1": 2, "node2": 2},
+                               shared_host=False)
+    assert why.startswith("CPUs contended: some task waited for a CPU during the job, 80% "
+                          "on node1 (")
+    assert "node2" not in why and "on the node shared" in why
+
+
+def test_a_job_whose_own_ranks_overfill_the_cpus_concludes_nothing() -> None:
+    """4 ranks on a host of 2 CPUs contend with themselves: the wait is theirs."""
+    assert cpu_wait.disturbance({"node1": 0.99}, 0.5, 4, {"node1": 2}, shared_host=True) == ""
+
+
+def test_a_quiet_job_is_not_disturbed() -> None:
+    assert cpu_wait.disturbance({"node1": 0.2}, 0.5, 1, {"node1": 2}, shared_host=False) == ""
+
+
+def case(**extra) -> dict:
+    return {"name": "OsuPt2PtCheck %hca=lo", "system": "local:compute", "result": "pass",
+            "perfvars": [], **extra}
+
+
+def test_a_disturbed_measurement_is_stored_as_such_with_its_reason() -> None:
+    tc = _checked_testcase(case(**{DISTURBED_VARIABLE: "CPUs contended: node1 80%"}), "t")
+    assert (tc.result, tc.fail_reason) == (DISTURBED_RESULT, "CPUs contended: node1 80%")
+
+
+def test_a_failed_test_case_stays_failed_whatever_its_cpus() -> None:
+    tc = _checked_testcase(case(result="fail", fail_phase="sanity", fail_reason="no table",
+                                **{DISTURBED_VARIABLE: "CPUs contended: node1 80%"}), "t")
+    assert (tc.result, tc.fail_reason) == ("fail", "no table")
