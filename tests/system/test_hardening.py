@@ -452,3 +452,14 @@ def test_a_terminated_run_stores_what_it_measured(layout: ClusterLayout,
             "('MpiHelloCheck', 'UcxPerftestCheck')").fetchall())
     assert stored.get("MpiHelloCheck") == "pass", out
     assert stored.get("UcxPerftestCheck") == "abort", out
+
+
+@pytest.mark.parametrize("command", [("verdict",), ("report", "-o", "/dev/null")])
+def test_a_reader_on_a_database_without_the_schema_says_upgrade(fresh_dsn: str,
+                                                                command: tuple) -> None:
+    """An empty database (a new DSN, a restore that failed): no internal error."""
+    result = perfguard(*command, "--dsn", fresh_dsn)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "the database has no perfguard schema, or an older one" in result.stderr
+    assert "run `perfguard db upgrade --dsn OWNER_DSN`" in result.stderr
+    assert "internal error" not in result.stderr
