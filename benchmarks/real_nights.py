@@ -51,6 +51,7 @@ from ingest import create_database  # noqa: E402
 from perfguard import paths  # noqa: E402
 from perfguard.judge import findings as fd  # noqa: E402
 from perfguard.judge import verdict as vd  # noqa: E402
+from perfguard.states import DISTURBED  # noqa: E402
 from perfguard.store import db, queries  # noqa: E402
 from perfguard.store.ingest import RunMeta, ingest_report  # noqa: E402
 
@@ -179,6 +180,8 @@ class Judged:
     outcome: str
     paged: list[dict]
     test_failed: bool
+    #: Test cases measured on contended CPUs (docs/verdicts.md, "Disturbed"): not judged.
+    disturbed: int = 0
 
 
 def replay(conn: psycopg.Connection, report: dict, folder: Path) -> Judged:
@@ -190,7 +193,9 @@ def replay(conn: psycopg.Connection, report: dict, folder: Path) -> Judged:
     found = queries.rows(conn, "findings_of_run", (result.run_id,))
     outcome = vd.outcome(conn, result.run_id)
     return Judged(result.run_id, outcome.word, [f for f in found if f["paged"]],
-                  any(line.status == "test-failed" for line in lines))
+                  any(line.status == "test-failed" for line in lines),
+                  len({vd.variant_name(line.check, line.params) for line in lines
+                       if line.status == DISTURBED}))
 
 
 def clone(admin: str, template: str) -> tuple[str, str]:
@@ -249,7 +254,7 @@ def main() -> int:
     finally:
         for name in [base, *snapshots.values()]:
             drop(admin, name)
-    print_tables(nights, clean, rows, clean_s, time.monotonic() - started)
+    print_tables(nights, clean, rows, clean_s, time.monotonic() - started, args.data)
     return 0
 
 
@@ -286,17 +291,20 @@ def detect(admin: str, nights: list[Night], chosen: list[Trial], snapshots: dict
 
 
 def print_tables(nights: list[Night], clean: list[Judged], rows: dict, clean_s: float,
-                 total_s: float) -> None:
+                 total_s: float, folder: Path = DATA) -> None:
     judged = list(zip(nights, clean))[JUDGED_FROM:]
     pages = [(n, j) for n, j in judged if j.paged]
     failed = [(n, j) for n, j in judged if j.test_failed]
     quiet = sum(n.quiet for n, _ in judged)
-    print(f"perfguard on {len(nights)} real nights (benchmarks/data/real-nights), replayed "
+    disturbed = [(n, j) for n, j in judged if j.disturbed]
+    print(f"perfguard on {len(nights)} real nights ({folder.relative_to(ROOT)}), replayed "
           f"in order through the real ingest and judge\n")
     print("| nights | judged against history | quiet / busy | false pages | nights with a "
-          "test-failed case | replay |\n|---|---|---|---|---|---|")
+          "test-failed case | nights with disturbed test cases (test cases) | replay |\n"
+          "|---|---|---|---|---|---|---|")
     print(f"| {len(nights)} | {len(judged)} | {quiet} / {len(judged) - quiet} | {len(pages)} | "
-          f"{len(failed)} | {clean_s:.0f} s |")
+          f"{len(failed)} | {len(disturbed)} ({sum(j.disturbed for _, j in disturbed)}) | "
+          f"{clean_s:.0f} s |")
     for night, j in pages:
         print(f"  page on night {night.number} (run {j.run_id}, load "
               f"{night.load_before:.1f}/{night.load_after:.1f}): "

@@ -10,8 +10,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from psycopg.errors import UndefinedColumn, UndefinedFunction, UndefinedTable
-
 from perfguard import __version__
 from perfguard.cli import cluster, judge, present, run, site, store, sweep, thresholds, workflows
 from perfguard.errors import PerfguardError
@@ -68,17 +66,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `perfguard site show | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 141  # 128 + SIGPIPE, as a shell reports a command its pipe's reader left
-    except (UndefinedTable, UndefinedColumn, UndefinedFunction) as exc:  # an empty or old
-        # database: a reader (verdict, report) meets it before anything checks the schema
-        what = str(exc).strip().splitlines()[0]
-        print(f"perfguard: error: the database has no perfguard schema, or an older one "
-              f"({what}): run `perfguard db upgrade --dsn OWNER_DSN` with the role that "
-              f"owns it (the embedded cluster: `perfguard db upgrade`)", file=sys.stderr)
-        return 2
     except Exception as exc:  # a bug of ours: one line, the traceback only on request
+        if _schema_missing(exc):  # an empty or old database, met by a reader (verdict,
+            # report) before anything checked the schema
+            what = str(exc).strip().splitlines()[0]
+            print(f"perfguard: error: the database has no perfguard schema, or an older one "
+                  f"({what}): run `perfguard db upgrade --dsn OWNER_DSN` with the role that "
+                  f"owns it (the embedded cluster: `perfguard db upgrade`)", file=sys.stderr)
+            return 2
         if os.environ.get("PERFGUARD_DEBUG"):
             raise
         print(f"perfguard: internal error in `{args.command}`: {type(exc).__name__}: "
               f"{redact_secrets(str(exc))} (PERFGUARD_DEBUG=1 shows the traceback; "
               f"please report it)", file=sys.stderr)
         return 1
+
+
+def _schema_missing(exc: Exception) -> bool:
+    """A table, column or function of perfguard's schema that the database lacks. psycopg
+    is imported only here: `topology detect` runs where only PyYAML is installed."""
+    try:
+        from psycopg.errors import UndefinedColumn, UndefinedFunction, UndefinedTable
+    except ImportError:
+        return False
+    return isinstance(exc, (UndefinedTable, UndefinedColumn, UndefinedFunction))
