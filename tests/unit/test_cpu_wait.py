@@ -38,7 +38,8 @@ def test_a_quiet_job_is_not_disturbed() -> None:
 
 def case(**extra) -> dict:
     return {"name": "OsuPt2PtCheck %hca=lo", "system": "local:compute", "result": "pass",
-            "perfvars": [], **extra}
+            "perfvalues": {"local:compute:latency": [1.8, 0, None, None, "us", "pass"]},
+            **extra}
 
 
 def test_a_disturbed_measurement_is_stored_as_such_with_its_reason() -> None:
@@ -50,3 +51,9 @@ def test_a_failed_test_case_stays_failed_whatever_its_cpus() -> None:
     tc = _checked_testcase(case(result="fail", fail_phase="sanity", fail_reason="no table",
                                 **{DISTURBED_VARIABLE: "CPUs contended: node1 80%"}), "t")
     assert (tc.result, tc.fail_reason) == ("fail", "no table")
+
+
+def test_a_test_case_without_figures_is_not_disturbed() -> None:
+    """MPI hello proves a binding and measures nothing: its pass stands."""
+    tc = _checked_testcase(case(perfvalues={}, **{DISTURBED_VARIABLE: "CPUs contended"}), "t")
+    assert tc.result == "pass"
