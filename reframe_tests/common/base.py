@@ -81,8 +81,10 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
     #: sha256 of the Spack stack's spack.lock the binaries came from (fingerprints).
     spack_lock_hash = variable(str, value="")
     #: The share of the job some task on a node may wait for a CPU (Linux PSI) before the
-    #: job's figures count as disturbed by other processes, not judged (cpu_wait.py).
+    #: job's figures count as disturbed by other processes, not judged (cpu_wait.py); and
+    #: the share the job's own tasks may wait where the job has its own cgroup.
     max_cpu_wait = variable(float, value=0.5)
+    max_job_cpu_wait = variable(float, value=0.2)
     #: {node: share of the job some task waited for a CPU} (cpu_wait.sh at start and end).
     perfguard_cpu_wait = variable(typ.Dict[str, float], value={})
     #: Why the figures are not the fabric's (other processes on the CPUs); "" if they are.
@@ -122,9 +124,10 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
         stage = Path(self.stagedir)
         self.perfguard_fingerprints = fingerprints.read(stage, self.spack_lock_hash)
         self.perfguard_nodelist = launch.recorded_allocation(stage)
-        self.perfguard_cpu_wait, node_cpus = cpu_wait.read(stage)
+        self.perfguard_cpu_wait, readings = cpu_wait.read(stage)
         self.perfguard_disturbed = cpu_wait.disturbance(
-            self.perfguard_cpu_wait, self.max_cpu_wait, self.own_cpus_per_node(), node_cpus,
+            self.perfguard_cpu_wait, {"node": self.max_cpu_wait, "job": self.max_job_cpu_wait},
+            self.own_cpus_per_node(), readings,
             bool(self.current_partition.extras.get("nodes_share_host")))
         problem = launch.job_end_problem(self.job, self.stagedir, self.steps_must_succeed)
         if problem:

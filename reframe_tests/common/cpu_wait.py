@@ -1,14 +1,24 @@
 """CPU contention during a job, from Linux's pressure stall information (PSI).
 
-A step reads ``/proc/pressure/cpu`` on every node as the job starts and again after the
-benchmark (``cpu_wait.sh``); the share of the job's wall time in which some task on the
-node waited for a CPU is that node's *CPU wait*. A benchmark whose ranks have their cores
-to themselves waits almost never; one sharing them with other processes (a stray job, a
-runaway daemon, on virtual nodes the host's other load) is slowed by them, not by the
-fabric: 60 real nights of the embedded cluster on a busy host had inter-node latency
-5–25× its baseline while the host's load was 10–15 on 2 CPUs
-(benchmarks/data/real-nights). Such a test case is ``disturbed``: its figures are kept
-but neither judged nor used as anyone's baseline, and the verdict names the node.
+A step reads a ``cpu.pressure`` file on every node as the job starts and again after the
+benchmark (``cpu_wait.sh``); the share of the job's wall time in which some task waited
+for a CPU is that node's *CPU wait*. Where Slurm puts each job in its own cgroup (v2,
+task/cgroup) it is the job's own tasks' wait, whichever cores they hold; elsewhere the
+node's (``/proc/pressure/cpu``), which is close to the share of the node's CPUs with a
+task waiting among those busy. Measured on a real 16-core node (docs/verdicts.md): two
+busy ranks pinned to cores 0 and 1 read 0 % in their job's cgroup and in the node's;
+one stray busy process on core 0 read 33 % and 50 %; strays on both cores 49.5 % and
+100 %; 14 strays on the other 14 cores 0 % and 0.1 %. A job's cgroup reads at most about
+half where every rank gets half its core (a task waits while the other runs), so its
+bar is lower: ``max_job_cpu_wait`` 0.2 against ``max_cpu_wait`` 0.5 for the node's.
+
+A benchmark whose ranks have their cores to themselves waits almost never; one sharing
+them with other processes (a stray job, a runaway daemon, on virtual nodes the host's
+other load) is slowed by them, not by the fabric: 60 real nights of the embedded cluster
+on a busy host had inter-node latency 5–25× its baseline while the host's load was
+10–15 on 2 CPUs (benchmarks/data/real-nights). Such a test case is ``disturbed``: its
+figures are kept but neither judged nor used as anyone's baseline, and the verdict names
+the node.
 
 Where the job's own ranks need more CPUs than the node has (virtual nodes sharing a
 host), the job contends with itself and the wait says nothing about other processes: no
@@ -29,6 +39,8 @@ class Reading(NamedTuple):
     clock_us: int
     wait_us: int | None
     cpus: int
+    #: "job": the job's own cgroup's pressure; "node": the node's.
+    scope: str = "node"
 
 
 def step(output: str) -> str:
@@ -55,12 +67,12 @@ def parse(text: str) -> dict[str, Reading]:
     readings = {}
     for line in text.splitlines():
         parts = line.split("\t")
-        if len(parts) != 5 or parts[0] != "perfguard-cpu":
+        if len(parts) != 6 or parts[0] != "perfguard-cpu":
             continue
-        _, node, clock, wait, cpus = parts
+        _, node, clock, wait, cpus, scope = parts
         if clock.isdigit() and cpus.isdigit():
             readings[node] = Reading(int(clock), int(wait) if wait.isdigit() else None,
-                                     int(cpus))
+                                     int(cpus), scope)
     return readings
 
 
@@ -77,29 +89,35 @@ def shares(start: dict[str, Reading], end: dict[str, Reading]) -> dict[str, floa
     return found
 
 
-def read(stage: Path) -> tuple[dict[str, float], dict[str, int]]:
-    """({node: CPU wait share}, {node: online CPUs}) from what the two steps wrote."""
+def read(stage: Path) -> tuple[dict[str, float], dict[str, Reading]]:
+    """({node: CPU wait share}, {node: its reading at the start}) from what the two
+    steps wrote."""
 
     def readings(name: str) -> dict[str, Reading]:
         path = stage / name
         return parse(path.read_text(errors="replace")) if path.exists() else {}
 
     start, end = readings(START), readings(END)
-    return shares(start, end), {node: r.cpus for node, r in start.items()}
+    return shares(start, end), start
 
 
-def disturbance(waits: dict[str, float], allowed: float, own_cpus: int,
-                node_cpus: dict[str, int], shared_host: bool) -> str:
+def disturbance(waits: dict[str, float], allowed: dict[str, float], own_cpus: int,
+                readings: dict[str, Reading], shared_host: bool) -> str:
     """Why the job's figures are not the fabric's ("" where they are, or where nothing
     can be concluded: no PSI, or the job's own ranks (``own_cpus`` of them per node, or
-    per host where the nodes share one) need more CPUs than the node has)."""
+    per host where the nodes share one) need more CPUs than the node has). ``allowed``:
+    the most wait of each scope ("job", "node") that leaves the figures the fabric's."""
     busy = {node: share for node, share in waits.items()
-            if share > allowed and own_cpus <= node_cpus.get(node, 0)}
+            if node in readings and share > allowed[readings[node].scope]
+            and own_cpus <= readings[node].cpus}
     if not busy:
         return ""
     named = ", ".join(f"{share:.0%} on {node}" for node, share in sorted(busy.items()))
+    scope = readings[min(busy)].scope
+    who, source = (("a task of the job", "the job's cgroup") if scope == "job"
+                   else ("some task", "/proc/pressure/cpu"))
     where = "the host the nodes share" if shared_host else "the node"
-    return (f"CPUs contended: some task waited for a CPU during the job, {named} (Linux "
-            f"PSI, /proc/pressure/cpu; allowed {allowed:.0%}): other processes on {where} "
-            f"shared the benchmark's CPUs, so its figures are not the fabric's and are not "
-            f"judged (look for what else ran there, e.g. `top -b -n 1`)")
+    return (f"CPUs contended: {who} waited for a CPU during the job, {named} (Linux PSI, "
+            f"{source}; allowed {allowed[scope]:.0%}): other processes on {where} shared "
+            f"the benchmark's CPUs, so its figures are not the fabric's and are not judged "
+            f"(look for what else ran there, e.g. `top -b -n 1`)")

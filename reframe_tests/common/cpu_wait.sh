@@ -1,12 +1,22 @@
 #!/bin/bash
-# How long tasks on this node have waited for a CPU: Linux's pressure stall information
-# ("some" line of /proc/pressure/cpu, microseconds since boot), with the clock and the
-# online CPUs, one tab-separated "perfguard-cpu  NODE  CLOCK_US  WAIT_US  CPUS" line. Read
-# at the job's start and end (cpu_wait.py): the share of the job some task waited says
-# whether other processes shared the CPUs the benchmark ran on. A kernel without PSI
-# (RHEL boots it off: psi=1) prints no wait and nothing is concluded. $PERFGUARD_PROCFS
-# stands in for /proc (tests: a recorded quiet node).
+# How long tasks have waited for a CPU: Linux's pressure stall information ("some" line of
+# a cpu.pressure file, microseconds), with the clock and the online CPUs, one tab-separated
+# "perfguard-cpu  NODE  CLOCK_US  WAIT_US  CPUS  SCOPE" line. Read at the job's start and
+# end (cpu_wait.py). SCOPE job: the job's own cgroup (cgroup v2, Slurm's task/cgroup puts
+# each step in .../job_ID/step_N): the time the job's tasks waited, whichever CPUs they
+# hold. SCOPE node: /proc/pressure/cpu, the node's (close to the share of its CPUs that
+# had a task waiting: a stray process on one of 128 cores barely shows there). A kernel
+# without PSI (RHEL boots it off: psi=1) prints no wait and nothing is concluded.
+# $PERFGUARD_PROCFS and $PERFGUARD_SYSFS stand in for /proc and /sys (tests).
 proc=${PERFGUARD_PROCFS:-/proc}
-wait_us=$(sed -n 's/^some .*total=\([0-9]*\).*/\1/p' "$proc/pressure/cpu" 2>/dev/null)
-printf 'perfguard-cpu\t%s\t%s\t%s\t%s\n' "$(hostname -s)" "$(date +%s%6N)" "$wait_us" \
-    "$(getconf _NPROCESSORS_ONLN)"
+sys=${PERFGUARD_SYSFS:-/sys}
+cgroup=$(sed -n 's/^0:://p' "$proc/self/cgroup" 2>/dev/null)
+job=${cgroup%%/step_*}
+if [[ $cgroup == */job_*/step_* && -r "$sys/fs/cgroup$job/cpu.pressure" ]]; then
+    file="$sys/fs/cgroup$job/cpu.pressure" scope=job
+else
+    file="$proc/pressure/cpu" scope=node
+fi
+wait_us=$(sed -n 's/^some .*total=\([0-9]*\).*/\1/p' "$file" 2>/dev/null)
+printf 'perfguard-cpu\t%s\t%s\t%s\t%s\t%s\n' "$(hostname -s)" "$(date +%s%6N)" "$wait_us" \
+    "$(getconf _NPROCESSORS_ONLN)" "$scope"

@@ -5,35 +5,53 @@ from __future__ import annotations
 from perfguard.store.report import DISTURBED_RESULT, DISTURBED_VARIABLE, _checked_testcase
 from reframe_tests.common import cpu_wait
 
-START = ("perfguard-cpu\tnode1\t1000000\t5000\t2\n"
-         "perfguard-cpu\tnode2\t1000000\t\t2\n"  # no PSI on node2's kernel
+START = ("perfguard-cpu\tnode1\t1000000\t5000\t2\tnode\n"
+         "perfguard-cpu\tnode2\t1000000\t\t2\tnode\n"  # no PSI on node2's kernel
          "noise\n")
-END = ("perfguard-cpu\tnode1\t3000000\t1605000\t2\n"
-       "perfguard-cpu\tnode2\t3000000\t\t2\n")
+END = ("perfguard-cpu\tnode1\t3000000\t1605000\t2\tnode\n"
+       "perfguard-cpu\tnode2\t3000000\t\t2\tnode\n")
+
+
+ALLOWED = {"node": 0.5, "job": 0.2}
+
+
+def quiet(cpus: int = 2, scope: str = "node") -> cpu_wait.Reading:
+    return cpu_wait.Reading(0, 0, cpus, scope)
 
 
 def test_the_share_of_the_job_some_task_waited() -> None:
     start, end = cpu_wait.parse(START), cpu_wait.parse(END)
-    assert start["node1"] == cpu_wait.Reading(1000000, 5000, 2)
+    assert start["node1"] == cpu_wait.Reading(1000000, 5000, 2, "node")
     # 1.6 s of waiting in 2 s; node2 without PSI concludes nothing
     assert cpu_wait.shares(start, end) == {"node1": 0.8}
 
 
 def test_contended_cpus_are_named_with_the_share() -> None:
-    why = cpu_wait.disturbance({"node1": 0.8, "node2": 0.1}, 0.5, 1, {"node1": 2, "node2": 2},
-                               shared_host=False)
+    why = cpu_wait.disturbance({"node1": 0.8, "node2": 0.1}, ALLOWED, 1,
+                               {"node1": quiet(), "node2": quiet()}, shared_host=False)
     assert why.startswith("CPUs contended: some task waited for a CPU during the job, 80% "
-                          "on node1 (")
+                          "on node1 (Linux PSI, /proc/pressure/cpu; allowed 50%)")
     assert "node2" not in why and "on the node shared" in why
+
+
+def test_the_jobs_own_cgroup_is_named_where_it_was_read() -> None:
+    """A stray process on one of the ranks' two cores: 33 % in the job's cgroup (measured
+    on a 16-core node), under the node's bar of 50 % but over the job's of 20 %."""
+    why = cpu_wait.disturbance({"n7": 0.33}, ALLOWED, 2, {"n7": quiet(16, "job")},
+                               shared_host=False)
+    assert why.startswith("CPUs contended: a task of the job waited for a CPU during the "
+                          "job, 33% on n7 (Linux PSI, the job's cgroup; allowed 20%)")
 
 
 def test_a_job_whose_own_ranks_overfill_the_cpus_concludes_nothing() -> None:
     """4 ranks on a host of 2 CPUs contend with themselves: the wait is theirs."""
-    assert cpu_wait.disturbance({"node1": 0.99}, 0.5, 4, {"node1": 2}, shared_host=True) == ""
+    assert cpu_wait.disturbance({"node1": 0.99}, ALLOWED, 4, {"node1": quiet()},
+                                shared_host=True) == ""
 
 
 def test_a_quiet_job_is_not_disturbed() -> None:
-    assert cpu_wait.disturbance({"node1": 0.2}, 0.5, 1, {"node1": 2}, shared_host=False) == ""
+    assert cpu_wait.disturbance({"node1": 0.2}, ALLOWED, 1, {"node1": quiet()},
+                                shared_host=False) == ""
 
 
 def case(**extra) -> dict:
