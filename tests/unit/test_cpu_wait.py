@@ -75,3 +75,34 @@ def test_a_test_case_without_figures_is_not_disturbed() -> None:
     """MPI hello proves a binding and measures nothing: its pass stands."""
     tc = _checked_testcase(case(perfvalues={}, **{DISTURBED_VARIABLE: "CPUs contended"}), "t")
     assert tc.result == "pass"
+
+
+def run_script(tmp_path, cgroup: str) -> cpu_wait.Reading:
+    """cpu_wait.sh against a tree standing in for /proc and /sys."""
+    import subprocess
+
+    proc, sys_ = tmp_path / "proc", tmp_path / "sys"
+    (proc / "self").mkdir(parents=True)
+    (proc / "pressure").mkdir()
+    (proc / "self" / "cgroup").write_text(f"0::{cgroup}\n")
+    (proc / "pressure" / "cpu").write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=111\n")
+    job = sys_ / "fs" / "cgroup" / "system.slice" / "slurmstepd.scope" / "job_7"
+    job.mkdir(parents=True)
+    (job / "cpu.pressure").write_text("some avg10=1.00 avg60=0.50 avg300=0.10 total=222\n"
+                                      "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    out = subprocess.run(["bash", str(cpu_wait.SCRIPT)], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "PERFGUARD_PROCFS": str(proc),
+                              "PERFGUARD_SYSFS": str(sys_)}, check=True).stdout
+    [reading] = cpu_wait.parse(out).values()
+    return reading
+
+
+def test_a_step_of_a_slurm_job_reads_its_jobs_cgroup(tmp_path) -> None:
+    """Slurm's task/cgroup (v2) puts a step in .../job_ID/step_N/...: the job's pressure."""
+    reading = run_script(tmp_path, "/system.slice/slurmstepd.scope/job_7/step_1/user/task_0")
+    assert (reading.wait_us, reading.scope) == (222, "job")
+
+
+def test_outside_a_job_cgroup_the_nodes_pressure_is_read(tmp_path) -> None:
+    reading = run_script(tmp_path, "/user.slice/user-0.slice/session-3.scope")
+    assert (reading.wait_us, reading.scope) == (111, "node")
