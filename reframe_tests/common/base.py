@@ -287,15 +287,6 @@ class MeasuredCheck(LaunchedCheck):
         if problem:
             raise SanityError(problem)
 
-    def own_cpus_per_node(self) -> int:
-        """The CPUs the job's own ranks keep busy on a node, or on the host where the
-        partition's nodes share one (then all its ranks are there)."""
-        tasks = self.num_tasks or 1
-        if not self.current_partition.extras.get("nodes_share_host"):
-            nodes = max(1, len(self.perfguard_nodelist))
-            tasks = self.num_tasks_per_node or -(-tasks // nodes)
-        return tasks * (self.num_cpus_per_task or 1)
-
     def first_in_the_job(self) -> list[str]:
         """A program the node lacks ends the job cleanly, saying so."""
         return providers.probe_commands(self.programs_on_node_path)
