@@ -83,7 +83,8 @@ def test_rejected_reports_are_capped_listed_and_purged(migrated_dsn: str, demo_r
     [kept] = (state / "spool" / "rejected").glob("*-big.json")
     assert kept.stat().st_size == 2 ** 20
     reason = kept.with_name(kept.name + ".reason").read_text()
-    assert "[truncated: kept the first 1 of 3.0 MiB, $PERFGUARD_REJECTED_MAX_MB]" in reason
+    whole = f"{big.stat().st_size / 2 ** 20:.1f}"  # 3 MiB and the demo report's start
+    assert f"[truncated: kept the first 1 of {whole} MiB, $PERFGUARD_REJECTED_MAX_MB]" in reason
     down = perfguard("ingest", "--dsn", "postgresql://perfguard@127.0.0.1:1/none",
                      str(demo_report), state=state)
     assert down.returncode == 1
