@@ -73,8 +73,10 @@ from perfguard.paths import site_file  # noqa: E402
 
 #: The shipped rules, read with PyYAML alone (the suite checks the file against its
 #: schema): the benchmark runs where only numpy, scipy and PyYAML are (``--jobs``).
-RULES = judge.load_rules(site_file("verdict_rules.yaml"),
-                         yaml.safe_load(site_file("verdict_rules.yaml").read_text()))
+RULES_DATA = yaml.safe_load(site_file("verdict_rules.yaml").read_text())
+RULES = judge.load_rules(site_file("verdict_rules.yaml"), RULES_DATA)
+#: The findings' policy as the verdict reads it (the rules file's ``findings:``).
+POLICY = fd.policy_of(RULES_DATA)
 REAL_CVS = [statistics.stdev(v["values"] if isinstance(v, dict) else v)
             / statistics.fmean(v["values"] if isinstance(v, dict) else v)
             for v in json.loads((ROOT / "benchmarks" / "data" / "repetitions.json")
@@ -394,13 +396,13 @@ def night_findings(site: Site, values: np.ndarray, night: int,
             moves = tuple((sign * (kept - j.centre) / abs(j.centre)).tolist())
         judged.append((i, j, side, distances, moves,
                        tuple(at[-len(moves):].tolist()) if moves else (), len(recent)))
-    zs = fd.pooled_zs([distances for _, _, _, distances, *_ in judged])
+    zs = fd.pooled_zs([distances for _, _, _, distances, *_ in judged], POLICY)
     evidence = [fd.Evidence(site.specs[i].name, "compute", site.specs[i].group,
                             site.nodes_on(i, night), site.devices_on(i, night), side,
                             j.state in (judge.REGRESSION, judge.IMPROVEMENT), z,
                             len(distances), j.change, moves, at, recent if moves else 0)
                 for (i, j, side, distances, moves, at, recent), z in zip(judged, zs)]
-    return fd.findings(evidence, groups=site.leaves, environment=environment)
+    return fd.findings(evidence, POLICY, groups=site.leaves, environment=environment)
 
 
 def false_pages(site: Site, values: np.ndarray, nights: range) -> tuple[float, int, float]:
@@ -536,7 +538,7 @@ def main() -> int:
     site_rows = [row for one, row in zip(tasks, rows) if one[1] == "false pages"]
     fault_rows = [row for one, row in zip(tasks, rows) if one[1] != "false pages"]
     print(f"perfguard run-level verdict quality: {trials} trial(s) per fault, seed "
-          f"{args.seed}, {nights} nights, alpha {fd.DEFAULT_POLICY.alpha}; noise "
+          f"{args.seed}, {nights} nights, alpha {POLICY.alpha}; noise "
           f"{'independent' if args.independent else 'correlated'}: "
           + ", ".join(f"{item.name} {getattr(noise, item.name):g}"
                       for item in dataclasses.fields(Noise)) + "\n")

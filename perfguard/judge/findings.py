@@ -28,6 +28,7 @@ and 2 nights at 300 and 4,000 lines (docs/verdicts.md).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Iterable
@@ -84,6 +85,12 @@ class Policy:
 
 
 DEFAULT_POLICY = Policy()
+
+
+def policy_of(rules_data: dict) -> Policy:
+    """The policy of a verdict rules file's ``findings:`` (any field of Policy), the
+    defaults otherwise: one reading for the verdict and benchmarks/run_quality.py."""
+    return dataclasses.replace(DEFAULT_POLICY, **(rules_data.get("findings") or {}))
 
 
 @dataclass(frozen=True)

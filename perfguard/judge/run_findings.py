@@ -25,8 +25,7 @@ WHERE_PARAMS = ("hca",)
 def policy(data: dict | None = None) -> fd.Policy:
     """``findings:`` of the verdict rules (already read: ``data``; any field of
     findings.Policy), else the defaults benchmarks/run_quality.py measured."""
-    data = judge.read_rules_file(rules_file()) if data is None else data
-    return dataclasses.replace(fd.DEFAULT_POLICY, **(data.get("findings") or {}))
+    return fd.policy_of(judge.read_rules_file(rules_file()) if data is None else data)
 
 
 def evidence_of(line: Line, rules: fd.Policy) -> tuple[dict, tuple[float, ...]]:

@@ -285,3 +285,21 @@ def test_an_hca_that_moved_one_measurement_is_judged_on_that_measurement() -> No
     paged = [f for f in fd.findings(lines) if f.paged]
     assert [f.subject for f in paged] == ["node7:mlx5_1"], \
         [(f.subject, f.evidence) for f in fd.findings(lines)]
+
+
+def test_run_quality_measures_the_sites_findings_policy(tmp_path) -> None:
+    """benchmarks/run_quality.py judges with the rules file's ``findings:`` as the verdict
+    does (it used the defaults whatever the file said: a site's tail_df went unmeasured)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "verdict_rules.yaml").write_text("findings:\n  alpha: 0.01\n  tail_df: 5\n")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c",
+         "import run_quality as rq; print(rq.POLICY.alpha, rq.POLICY.tail_df)"],
+        capture_output=True, text=True, cwd=root / "benchmarks", check=True,
+        env={**os.environ, "PERFGUARD_SITE": str(tmp_path)}).stdout
+    assert out.split() == ["0.01", "5"]
