@@ -291,13 +291,13 @@ def detect(admin: str, nights: list[Night], chosen: list[Trial], snapshots: dict
 
 
 def print_tables(nights: list[Night], clean: list[Judged], rows: dict, clean_s: float,
-                 total_s: float, folder: Path = DATA) -> None:
+                 total_s: float, folder: Path = DATA.relative_to(ROOT)) -> None:
     judged = list(zip(nights, clean))[JUDGED_FROM:]
     pages = [(n, j) for n, j in judged if j.paged]
     failed = [(n, j) for n, j in judged if j.test_failed]
     quiet = sum(n.quiet for n, _ in judged)
     disturbed = [(n, j) for n, j in judged if j.disturbed]
-    print(f"perfguard on {len(nights)} real nights ({folder.relative_to(ROOT)}), replayed "
+    print(f"perfguard on {len(nights)} real nights ({folder}), replayed "
           f"in order through the real ingest and judge\n")
     print("| nights | judged against history | quiet / busy | false pages | nights with a "
           "test-failed case | nights with disturbed test cases (test cases) | replay |\n"
