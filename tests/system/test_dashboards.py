@@ -198,7 +198,7 @@ def test_every_query_runs_and_names_its_columns(seeded: str) -> None:
                                    "failed",
                                    "skipped", "expected_failures", "missed_thresholds",
                                    "regressions", "improvements", "inconclusive",
-                                   "aborted", "blind_lines", "failing_checks"],
+                                   "aborted", "disturbed", "blind_lines", "failing_checks"],
             ("Failing test cases", "A"): ["check_name", "variant", "partition", "state",
                                           "fail_phase", "fail_reason", "slurm_jobid", "nodes"],
             ("Verdict of run", "A"): ["check_name", "variant", "where_run", "metric", "value",
