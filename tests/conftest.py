@@ -27,15 +27,57 @@ from perfguard.workflows.pipeline import write_references
 from tests.facts import DATA  # noqa: F401  (many tests import it from here)
 
 # Not under /tmp: every virtual node mounts a private /tmp over it.
-TEST_ROOT = Path(__file__).resolve().parents[1] / ".state-test"
-TEST_STATE = Path(os.environ.get("PERFGUARD_TEST_STATE", TEST_ROOT / "session"))
+CHECKOUT_TEST_ROOT = Path(__file__).resolve().parents[1] / ".state-test"
+#: pytest-xdist's worker (gw0, gw1, …; unset in a run with -n 0): each worker runs its own
+#: clusters, so each has its own state root and ports, as two checkouts side by side do.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+#: Ports one worker's clusters take, from TEST_PORT_BASE: the leaf sweep's at -2000 up to
+#: test_cluster's refused cluster at +2000 (+41 for its nodes), so a worker's range never
+#: meets the next one's.
+WORKER_PORT_SPAN = 5000
+TEST_ROOT = CHECKOUT_TEST_ROOT / XDIST_WORKER if XDIST_WORKER else CHECKOUT_TEST_ROOT
+_GIVEN_STATE = os.environ.get("PERFGUARD_TEST_STATE")
+TEST_STATE = (Path(f"{_GIVEN_STATE}-{XDIST_WORKER}" if XDIST_WORKER else _GIVEN_STATE)
+              if _GIVEN_STATE else TEST_ROOT / "session")
 #: The context the tests run checks in: the test cluster (its layout is read on first use).
 TEST_CONTEXT = Context(TEST_STATE.resolve())
-#: Two checkouts run their suites side by side with different PERFGUARD_TEST_PORT_BASE.
-TEST_PORT_BASE = int(os.environ.get("PERFGUARD_TEST_PORT_BASE", "17800"))
+#: Two checkouts run their suites side by side with different PERFGUARD_TEST_PORT_BASE;
+#: the workers of one run (gwN) take the ports WORKER_PORT_SPAN × N above it.
+TEST_PORT_BASE = (int(os.environ.get("PERFGUARD_TEST_PORT_BASE", "17800"))
+                  + WORKER_PORT_SPAN * int(XDIST_WORKER.removeprefix("gw") or 0))
 #: A Slurm built from source to run the suite's cluster on (docs/adopting.md: "Which
 #: Slurm"); unset: the distribution's, as CI runs it.
 TEST_SLURM_PREFIX = os.environ.get("PERFGUARD_SLURM_PREFIX") or None
+
+
+#: The files that take longest, slowest first (seconds in a serial run on the 2-core box):
+#: on xdist workers (pyproject's addopts: --dist loadfile, a file to a worker) they start
+#: first, so that none of them begins last and runs alone while the other workers idle.
+SLOW_FILES = ("test_adoption.py", "test_leaf_sweep.py", "test_job_end.py",
+              "test_workflows.py", "test_checks_replayed.py", "test_hardening.py",
+              "test_benchmarks.py", "test_sweep.py", "test_first_week.py",
+              "test_ack_and_history.py", "test_gpu_replayed.py", "test_values_once.py")
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """pyproject's addopts name xdist's options; with the plugin off (-p no:xdist) they
+    are accepted and mean nothing: the run is serial, as with -n 0."""
+    if not pluginmanager.has_plugin("xdist"):
+        group = parser.getgroup("xdist")
+        # _addoption, as xdist adds -n (addoption refuses short lowercase options)
+        group._addoption("-n", "--numprocesses", dest="numprocesses", default=None)
+        group.addoption("--dist", dest="dist", default="no")
+        group.addoption("--no-loadscope-reorder", dest="loadscopereorder",
+                        action="store_false")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On xdist workers, the slowest files first (SLOW_FILES), the rest as collected; every
+    worker sorts alike, so they agree on the collection. A serial run keeps pyproject's
+    order (the unit suite first: it fails in seconds)."""
+    if XDIST_WORKER:
+        rank = {name: index for index, name in enumerate(SLOW_FILES)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))
 
 
 def perfguard_command(*args: str, state: Path | None = None) -> list[str]:
