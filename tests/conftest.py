@@ -6,6 +6,7 @@ cluster a user started with `perfguard cluster up`.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -13,6 +14,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -50,13 +53,24 @@ TEST_PORT_BASE = (int(os.environ.get("PERFGUARD_TEST_PORT_BASE", "17800"))
 TEST_SLURM_PREFIX = os.environ.get("PERFGUARD_SLURM_PREFIX") or None
 
 
-#: The files that take longest, slowest first (seconds in a serial run on the 2-core box):
-#: on xdist workers (pyproject's addopts: --dist loadfile, a file to a worker) they start
-#: first, so that none of them begins last and runs alone while the other workers idle.
-SLOW_FILES = ("test_adoption.py", "test_leaf_sweep.py", "test_job_end.py",
-              "test_workflows.py", "test_checks_replayed.py", "test_hardening.py",
-              "test_benchmarks.py", "test_sweep.py", "test_first_week.py",
-              "test_ack_and_history.py", "test_gpu_replayed.py", "test_values_once.py")
+#: The order xdist's workers take the files in (pyproject's addopts: --dist loadfile, a
+#: file to a worker), the rest after them as collected: first the two with tests that run
+#: alone (below), while the third worker runs a file of short tests (none holds the
+#: host long), then the slowest files (seconds on three workers, 2026-11-26), so that none
+#: begins last and runs on while the other workers idle.
+FIRST_FILES = ("test_leaf_sweep.py", "test_sweep.py", "test_first_week.py",
+               "test_adoption.py", "test_workflows.py", "test_history_verdicts.py",
+               "test_job_end.py", "test_hardening.py", "test_benchmarks.py",
+               "test_gpu_replayed.py", "test_ack_and_history.py", "test_values_once.py",
+               "test_dryrun_omb.py", "test_honest_runs.py", "test_checks_replayed.py")
+#: A test marked ``alone`` measures the host's speed against itself (a sweep must blame
+#: nobody on the clean cluster, and the throttled node only): it runs while no other
+#: worker runs a test. Beside another worker's checks a clean pair fell below its limit
+#: (node5 blamed, 2026-11-26). Every other test holds the host shared.
+HOST_LOCK = CHECKOUT_TEST_ROOT / "host.lock"
+#: Taken before the host lock, by a reader only a moment: a test waiting to run alone
+#: holds it, so the other workers start no new test meanwhile and it is not starved.
+HOST_INTENT = CHECKOUT_TEST_ROOT / "host-intent.lock"
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -72,12 +86,35 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """On xdist workers, the slowest files first (SLOW_FILES), the rest as collected; every
-    worker sorts alike, so they agree on the collection. A serial run keeps pyproject's
-    order (the unit suite first: it fails in seconds)."""
+    """On xdist workers, FIRST_FILES first, the rest as collected; every worker sorts
+    alike, so they agree on the collection. A serial run keeps pyproject's order (the
+    unit suite first: it fails in seconds)."""
     if XDIST_WORKER:
-        rank = {name: index for index, name in enumerate(SLOW_FILES)}
-        items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))
+        rank = {name: index for index, name in enumerate(FIRST_FILES)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(FIRST_FILES)))
+
+
+@contextmanager
+def host_held(alone: bool) -> Iterator[None]:
+    """The host lock, exclusive for a test that runs alone, else shared; on an xdist
+    worker only (a serial run has no other worker)."""
+    if not XDIST_WORKER:
+        yield
+        return
+    CHECKOUT_TEST_ROOT.mkdir(exist_ok=True)
+    with open(HOST_INTENT, "a") as intent, open(HOST_LOCK, "a") as host:
+        fcntl.flock(intent, fcntl.LOCK_EX)
+        fcntl.flock(host, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(intent, fcntl.LOCK_UN)
+        yield  # the host lock goes with the file
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Each test with the fixtures it sets up and tears down (a session's cluster, a
+    module's nights) under the host lock: exclusive if marked ``alone``."""
+    with host_held(item.get_closest_marker("alone") is not None):
+        return (yield)
 
 
 def perfguard_command(*args: str, state: Path | None = None) -> list[str]:

@@ -52,6 +52,7 @@ def test_the_embedded_leaves_deal_the_nodes_out_in_order(tmp_path: Path) -> None
 
 
 # --- on an embedded cluster of leaf switches: benchmarks/leaf_sweep.py --smoke -----------
+@pytest.mark.alone
 def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf() -> None:
     """Six virtual nodes on two leaves in Slurm's tree topology (the benchmark's smoke
     size; its own size is twelve on four). Slurm's topology drives the rounds: within every
