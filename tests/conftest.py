@@ -55,9 +55,10 @@ TEST_SLURM_PREFIX = os.environ.get("PERFGUARD_SLURM_PREFIX") or None
 
 #: The order xdist's workers take the files in (pyproject's addopts: --dist loadfile, a
 #: file to a worker), the rest after them as collected: first the two with tests that run
-#: alone (below), while the third worker runs a file of short tests (none holds the
-#: host long), then the slowest files (seconds on three workers, 2026-11-26), so that none
-#: begins last and runs on while the other workers idle.
+#: alone (below), while the third worker runs a file of short tests (none holds the host
+#: long), then the slowest files (worker seconds each, 2026-11-26: workflows 316,
+#: adoption 282, first_week 224, history_verdicts 151, job_end 125, hardening 124, …),
+#: so that none begins last and runs on while the other workers idle.
 FIRST_FILES = ("test_leaf_sweep.py", "test_sweep.py", "test_first_week.py",
                "test_adoption.py", "test_workflows.py", "test_history_verdicts.py",
                "test_job_end.py", "test_hardening.py", "test_benchmarks.py",
