@@ -4,14 +4,14 @@ leaf (once, not as its nodes) and nobody on a clean fabric.
     .venv/bin/python benchmarks/leaf_sweep.py [--nodes 12] [--leaves 4] [--smoke]
     (as root, like the README's commands; prefix sudo otherwise)
 
-On its own embedded cluster (state ``.state-test/leaves`` beside the suite's, ports
-PERFGUARD_TEST_PORT_BASE - 2000) of ``--nodes`` virtual nodes on ``--leaves`` leaf
-switches in Slurm's tree topology (topology.conf), it runs the real `perfguard sweep`
-twice: clean (with ``-S FabricSweepCheck.time_limit=20m``, a limit the job must get),
-then with the second leaf's nodes throttled to a fifth of a core (`perfguard sweep
---drain`). For each it prints the wall time, the sweep job's own time, the pairs measured
-within a leaf and across the spine, and whom it blamed. Slurm's topology drives the rounds:
-every leaf's pairs at once, then one pair per leaf pair.
+On its own embedded cluster (state ``.state-test/leaves`` beside the suite's, or
+PERFGUARD_BENCH_STATE; ports PERFGUARD_TEST_PORT_BASE - 2000) of ``--nodes`` virtual nodes
+on ``--leaves`` leaf switches in Slurm's tree topology (topology.conf), it runs the real
+`perfguard sweep` twice: clean (with ``-S FabricSweepCheck.time_limit=20m``, a limit the
+job must get), then with the second leaf's nodes throttled to a fifth of a core
+(`perfguard sweep --drain`). For each it prints the wall time, the sweep job's own time,
+the pairs measured within a leaf and across the spine, and whom it blamed. Slurm's
+topology drives the rounds: every leaf's pairs at once, then one pair per leaf pair.
 
 Sizes: 12 nodes on 4 leaves of 3 (about 7 min on the idle 2-core box, 4 loopback and
 pair rounds a leaf; it was tests/system/test_leaf_sweep.py's, issue 51 moved it here);
@@ -43,7 +43,7 @@ from perfguard.contract import switches  # noqa: E402
 from perfguard.errors import PerfguardError  # noqa: E402
 from perfguard.store import db  # noqa: E402
 
-STATE = ROOT / ".state-test" / "leaves"
+STATE = Path(os.environ.get("PERFGUARD_BENCH_STATE", ROOT / ".state-test" / "leaves"))
 PORT_BASE = int(os.environ.get("PERFGUARD_TEST_PORT_BASE", "17800")) - 2000
 
 

@@ -4,7 +4,9 @@
     .venv/bin/python benchmarks/report_size.py [--nights 9] [--smoke]
     (as root, like the README's commands; prefix sudo otherwise)
 
-On the embedded PostgreSQL (state ``.state-report``, ports 18800+): ingests ``--nights``
+On the embedded PostgreSQL (state ``.state-report``, ports 18800+;
+PERFGUARD_BENCH_STATE and PERFGUARD_BENCH_PORT_BASE move it: the suite's workers each
+their own): ingests ``--nights``
 nightly runs of the ingest benchmark's synthetic report (2,000 test cases, 2 key figures
 and a 123-point curve each: 250,000 samples per run) through the real ingest (and judges
 each run, as `perfguard ingest` does), with 1 % noise, the last night 8 % slower on one
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import tempfile
@@ -34,8 +37,8 @@ from perfguard.present import htmlreport  # noqa: E402
 from perfguard.store import db  # noqa: E402
 from perfguard.store.ingest import RunMeta, ingest_report  # noqa: E402
 
-STATE = ROOT / ".state-report"
-PORT_BASE = 18800
+STATE = Path(os.environ.get("PERFGUARD_BENCH_STATE", ROOT / ".state-report"))
+PORT_BASE = int(os.environ.get("PERFGUARD_BENCH_PORT_BASE", "18800"))
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 

@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/soak.py [--runs 6] [--seed 1] [--smoke]
     (as root, like the README's commands; prefix sudo otherwise)
 
-On its own embedded cluster (state ``.state-soak``, ports 19800+), runs ``--runs``
+On its own embedded cluster (state ``.state-soak``, ports 19800+; PERFGUARD_BENCH_STATE
+and PERFGUARD_BENCH_PORT_BASE move it), runs ``--runs``
 times `perfguard run -t nightly` with the recorded outputs replayed (every check class,
 real Slurm jobs, real ReFrame, real ingest) while a fault thread, at random moments,
 either stops PostgreSQL or SIGKILLs every process of one virtual node, then heals the
@@ -37,8 +38,8 @@ from perfguard.cluster import services  # noqa: E402
 from perfguard.cluster.layout import ClusterLayout  # noqa: E402
 from perfguard.store.spool import rejected, spooled  # noqa: E402
 
-STATE = ROOT / ".state-soak"
-PORT_BASE = 19800
+STATE = Path(os.environ.get("PERFGUARD_BENCH_STATE", ROOT / ".state-soak"))
+PORT_BASE = int(os.environ.get("PERFGUARD_BENCH_PORT_BASE", "19800"))
 REPLAY = ROOT / "tests" / "data" / "replay"
 
 

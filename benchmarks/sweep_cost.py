@@ -6,7 +6,8 @@ blames a throttled node and nobody else at that size.
     (as root, like the README's commands; prefix sudo otherwise)
 
 On its own embedded cluster (state ``.state-sweep``, ports 18800+, as many virtual nodes
-as the largest count), runs the real `perfguard sweep --nodes node[1-k]` for each k
+as the largest count; PERFGUARD_BENCH_STATE and PERFGUARD_BENCH_PORT_BASE move it), runs the real
+`perfguard sweep --nodes node[1-k]` for each k
 (ucx_perftest tag_bw 1 MiB × 1000 and tag_lat 8 B × 10000 per pair; a round is one
 server step and one client step) and reads from the ReFrame report and Slurm: the sweep
 job's run time, its job steps (sacct), and the CPU seconds slurmctld and all slurmd
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -42,8 +44,8 @@ from perfguard.judge.sweep import cost, leaf_cost  # noqa: E402
 from perfguard.site.context import Context  # noqa: E402
 from perfguard.store import db  # noqa: E402
 
-STATE = ROOT / ".state-sweep"
-PORT_BASE = 18800
+STATE = Path(os.environ.get("PERFGUARD_BENCH_STATE", ROOT / ".state-sweep"))
+PORT_BASE = int(os.environ.get("PERFGUARD_BENCH_PORT_BASE", "18800"))
 
 
 class Sweep(NamedTuple):

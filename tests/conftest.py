@@ -6,6 +6,7 @@ cluster a user started with `perfguard cluster up`.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -13,6 +14,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -27,12 +30,24 @@ from perfguard.workflows.pipeline import write_references
 from tests.facts import DATA  # noqa: F401  (many tests import it from here)
 
 # Not under /tmp: every virtual node mounts a private /tmp over it.
-TEST_ROOT = Path(__file__).resolve().parents[1] / ".state-test"
-TEST_STATE = Path(os.environ.get("PERFGUARD_TEST_STATE", TEST_ROOT / "session"))
+CHECKOUT_TEST_ROOT = Path(__file__).resolve().parents[1] / ".state-test"
+#: pytest-xdist's worker (gw0, gw1, …; unset in a run with -n 0): each worker runs its own
+#: clusters, so each has its own state root and ports, as two checkouts side by side do.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+#: Ports one worker's clusters take, from TEST_PORT_BASE: the leaf sweep's at -2000 up to
+#: test_cluster's refused cluster at +2000 (+41 for its nodes), so a worker's range never
+#: meets the next one's.
+WORKER_PORT_SPAN = 5000
+TEST_ROOT = CHECKOUT_TEST_ROOT / XDIST_WORKER if XDIST_WORKER else CHECKOUT_TEST_ROOT
+_GIVEN_STATE = os.environ.get("PERFGUARD_TEST_STATE")
+TEST_STATE = (Path(f"{_GIVEN_STATE}-{XDIST_WORKER}" if XDIST_WORKER else _GIVEN_STATE)
+              if _GIVEN_STATE else TEST_ROOT / "session")
 #: The context the tests run checks in: the test cluster (its layout is read on first use).
 TEST_CONTEXT = Context(TEST_STATE.resolve())
-#: Two checkouts run their suites side by side with different PERFGUARD_TEST_PORT_BASE.
-TEST_PORT_BASE = int(os.environ.get("PERFGUARD_TEST_PORT_BASE", "17800"))
+#: Two checkouts run their suites side by side with different PERFGUARD_TEST_PORT_BASE;
+#: the workers of one run (gwN) take the ports WORKER_PORT_SPAN × N above it.
+TEST_PORT_BASE = (int(os.environ.get("PERFGUARD_TEST_PORT_BASE", "17800"))
+                  + WORKER_PORT_SPAN * int(XDIST_WORKER.removeprefix("gw") or 0))
 #: The CPU wait every test's jobs read (reframe_tests/common/cpu_wait.sh) is a quiet
 #: node's: the suite's own load on a shared 2-core box must not make replayed figures
 #: `disturbed`. tests/system/test_cpu_wait.py reads the real /proc under a real load.
@@ -40,6 +55,71 @@ os.environ.setdefault("PERFGUARD_PROCFS", str(Path(__file__).parent / "data" / "
 #: A Slurm built from source to run the suite's cluster on (docs/adopting.md: "Which
 #: Slurm"); unset: the distribution's, as CI runs it.
 TEST_SLURM_PREFIX = os.environ.get("PERFGUARD_SLURM_PREFIX") or None
+
+
+#: The order xdist's workers take the files in (pyproject's addopts: --dist loadfile, a
+#: file to a worker), the rest after them as collected: first the two with tests that run
+#: alone (below), while the third worker runs a file of short tests (none holds the host
+#: long), then the slowest files (worker seconds each, 2026-11-26: workflows 316,
+#: adoption 282, first_week 224, history_verdicts 151, job_end 125, hardening 124, …),
+#: so that none begins last and runs on while the other workers idle.
+FIRST_FILES = ("test_leaf_sweep.py", "test_sweep.py", "test_first_week.py",
+               "test_adoption.py", "test_workflows.py", "test_history_verdicts.py",
+               "test_job_end.py", "test_hardening.py", "test_benchmarks.py",
+               "test_gpu_replayed.py", "test_ack_and_history.py", "test_values_once.py",
+               "test_dryrun_omb.py", "test_honest_runs.py", "test_checks_replayed.py")
+#: A test marked ``alone`` measures the host's speed against itself (a sweep must blame
+#: nobody on the clean cluster, and the throttled node only): it runs while no other
+#: worker runs a test. Beside another worker's checks a clean pair fell below its limit
+#: (node5 blamed, 2026-11-26). Every other test holds the host shared.
+HOST_LOCK = CHECKOUT_TEST_ROOT / "host.lock"
+#: Taken before the host lock, by a reader only a moment: a test waiting to run alone
+#: holds it, so the other workers start no new test meanwhile and it is not starved.
+HOST_INTENT = CHECKOUT_TEST_ROOT / "host-intent.lock"
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """pyproject's addopts name xdist's options; with the plugin off (-p no:xdist) they
+    are accepted and mean nothing: the run is serial, as with -n 0."""
+    if not pluginmanager.has_plugin("xdist"):
+        group = parser.getgroup("xdist")
+        # _addoption, as xdist adds -n (addoption refuses short lowercase options)
+        group._addoption("-n", "--numprocesses", dest="numprocesses", default=None)
+        group.addoption("--dist", dest="dist", default="no")
+        group.addoption("--no-loadscope-reorder", dest="loadscopereorder",
+                        action="store_false")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On xdist workers, FIRST_FILES first, the rest as collected; every worker sorts
+    alike, so they agree on the collection. A serial run keeps pyproject's order (the
+    unit suite first: it fails in seconds)."""
+    if XDIST_WORKER:
+        rank = {name: index for index, name in enumerate(FIRST_FILES)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(FIRST_FILES)))
+
+
+@contextmanager
+def host_held(alone: bool) -> Iterator[None]:
+    """The host lock, exclusive for a test that runs alone, else shared; on an xdist
+    worker only (a serial run has no other worker)."""
+    if not XDIST_WORKER:
+        yield
+        return
+    CHECKOUT_TEST_ROOT.mkdir(exist_ok=True)
+    with open(HOST_INTENT, "a") as intent, open(HOST_LOCK, "a") as host:
+        fcntl.flock(intent, fcntl.LOCK_EX)
+        fcntl.flock(host, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(intent, fcntl.LOCK_UN)
+        yield  # the host lock goes with the file
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Each test with the fixtures it sets up and tears down (a session's cluster, a
+    module's nights) under the host lock: exclusive if marked ``alone``."""
+    with host_held(item.get_closest_marker("alone") is not None):
+        return (yield)
 
 
 def perfguard_command(*args: str, state: Path | None = None) -> list[str]:

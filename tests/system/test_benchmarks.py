@@ -4,18 +4,29 @@ here only that they run to the end and print what they promise."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import psycopg
 
+from tests.conftest import TEST_PORT_BASE, TEST_ROOT
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+#: The benchmarks that start a cluster of their own: its ports, from this worker's base
+#: (between the suite's clusters at +1200 and test_cluster's refused one at +2000), and
+#: its state under this worker's root, never a fixed place another checkout or worker uses.
+OWN_CLUSTER_PORTS = {"report_size.py": 1300, "sweep_cost.py": 1400, "soak.py": 1500}
 
 
 def run_benchmark(name: str, *args: str) -> str:
+    env = {**os.environ}
+    if name in OWN_CLUSTER_PORTS:
+        env.update(PERFGUARD_BENCH_STATE=str(TEST_ROOT / f"bench-{Path(name).stem}"),
+                   PERFGUARD_BENCH_PORT_BASE=str(TEST_PORT_BASE + OWN_CLUSTER_PORTS[name]))
     result = subprocess.run([sys.executable, str(BENCHMARKS / name), "--smoke", *args],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 

@@ -11,12 +11,13 @@ import psycopg
 import pytest
 
 from perfguard.present import htmlreport
-from tests.conftest import TEST_ROOT, TEST_STATE, perfguard
+from tests.conftest import CHECKOUT_TEST_ROOT, TEST_STATE, perfguard
 from tests.system.test_history_verdicts import store_nights
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-#: Kept after the run (CI uploads it): the report and its screenshot.
-ARTIFACTS = TEST_ROOT / "artifacts"
+#: Kept after the run (CI uploads it): the report and its screenshot (one place, whichever
+#: xdist worker ran the test).
+ARTIFACTS = CHECKOUT_TEST_ROOT / "artifacts"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 

@@ -18,7 +18,7 @@ from perfguard.cluster import configs
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.contract import switches
 from perfguard.errors import PerfguardError
-from tests.conftest import TEST_PORT_BASE
+from tests.conftest import TEST_PORT_BASE, TEST_ROOT
 
 LEAF_PORT_BASE = TEST_PORT_BASE - 2000
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "leaf_sweep.py"
@@ -52,6 +52,7 @@ def test_the_embedded_leaves_deal_the_nodes_out_in_order(tmp_path: Path) -> None
 
 
 # --- on an embedded cluster of leaf switches: benchmarks/leaf_sweep.py --smoke -----------
+@pytest.mark.alone
 def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf() -> None:
     """Six virtual nodes on two leaves in Slurm's tree topology (the benchmark's smoke
     size; its own size is twelve on four). Slurm's topology drives the rounds: within every
@@ -60,7 +61,8 @@ def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf() -> None:
     blamed (once, not as three nodes), after a retest, and no node is drained."""
     done = subprocess.run([sys.executable, str(BENCHMARK), "--smoke"], capture_output=True,
                           text=True, timeout=1800,
-                          env={**os.environ, "PERFGUARD_TEST_PORT_BASE": str(TEST_PORT_BASE)})
+                          env={**os.environ, "PERFGUARD_TEST_PORT_BASE": str(TEST_PORT_BASE),
+                               "PERFGUARD_BENCH_STATE": str(TEST_ROOT / "leaves")})
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     # every pair within a leaf (2 leaves of 3: 6), one pair per leaf pair (1)

@@ -71,6 +71,7 @@ def cpu_hog(processes: int = 2):
             hog.wait()
 
 
+@pytest.mark.alone
 def test_a_clean_sweep_blames_nobody(layout: ClusterLayout, migrated_dsn: str) -> None:
     """Even with the host busy: a pair below the limit is measured again beside its
     kind's best pair, and a slow moment is not a slow node."""
@@ -98,6 +99,7 @@ def test_a_clean_sweep_blames_nobody(layout: ClusterLayout, migrated_dsn: str) -
     assert retested >= len(failed), result.stdout
 
 
+@pytest.mark.alone
 def test_a_throttled_node_is_blamed_drained_and_resumed(layout: ClusterLayout,
                                                         migrated_dsn: str) -> None:
     try:

@@ -64,7 +64,9 @@ SLOW_NIGHT_SITE = Path(__file__).parents[1] / "data" / "slow_night_site"
 def recurring_night_in_progress(label: str, layout, *site: str) -> str:
     """Submit the recurring nightly (replayed collectives, or with ``site`` (--site DIR)
     the site's slow night; labelled) to start now; its driver job's id once the nightly
-    holds its lock (its checks are under way)."""
+    holds its lock (its checks are under way). First the night an earlier test let finish
+    (`--cancel-recurring` stops none in progress) ends: its lock is not this night's."""
+    wait_for_no_nightly(layout)
     lock = TEST_STATE / "nightly.lock"
     if lock.exists():
         lock.write_text("")
@@ -95,6 +97,15 @@ def job_end(layout, job: str, timeout: float = 600) -> str:
 
 def queued_nightlies(layout) -> str:
     return slurm(layout, "squeue", "-h", "--name", "perfguard-nightly", "-o", "%i %T").strip()
+
+
+def wait_for_no_nightly(layout, timeout: float = 600) -> None:
+    """Until no nightly driver job is queued or running (polled every 2 s)."""
+    deadline = time.monotonic() + timeout
+    while queued_nightlies(layout):
+        assert time.monotonic() < deadline, \
+            f"nightly jobs still queued after {timeout:.0f} s: {queued_nightlies(layout)}"
+        time.sleep(2)
 
 
 def test_cancel_recurring_lets_the_night_in_progress_finish_and_submits_no_next(
