@@ -291,7 +291,8 @@ def detect(admin: str, nights: list[Night], chosen: list[Trial], snapshots: dict
 
 
 def print_tables(nights: list[Night], clean: list[Judged], rows: dict, clean_s: float,
-                 total_s: float, folder: Path = DATA.relative_to(ROOT)) -> None:
+                 total_s: float, folder: Path = Path("benchmarks/data/real-nights")
+                 ) -> None:
     judged = list(zip(nights, clean))[JUDGED_FROM:]
     pages = [(n, j) for n, j in judged if j.paged]
     failed = [(n, j) for n, j in judged if j.test_failed]
