@@ -151,7 +151,7 @@ def test_spack_provider_build_and_run_scripts(monkeypatch: pytest.MonkeyPatch) -
     [run] = [lines for name, lines in scripts.items() if name.startswith("OsuPt2Pt")]
     view = f"{TEST_STATE}/spack/views/gcc-openmpi4-verbs-cuda"
     assert f"export PATH={view}/bin:$PATH" in run
-    assert run[-1].endswith(f"{view}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency "
+    assert run[-2].endswith(f"{view}/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency "
                             "-m 1:4194304")
 
 
