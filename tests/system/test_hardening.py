@@ -428,10 +428,13 @@ def run_interrupted(layout: ClusterLayout, dsn: str,
         while not job_nodes(layout, "UcxPerftestCheck"):
             assert run.poll() is None, "".join(seen)
             time.sleep(1)
-        # ReFrame prints OK before its cleanup stage, which keeps the job's output
+        # ReFrame prints OK before its cleanup stage, which keeps the job's output and then
+        # removes the stage directory: the test case is finished once both are done (with
+        # the output alone, a SIGTERM within the copy aborted it: 1 run in 3 of the suite)
         wait_for(lambda: any(d not in earlier and any(d.glob("output/*/*/*/MpiHelloCheck*/"
                                                             "rfm_job.out"))
-                             for d in runs.iterdir()), 120, "MpiHelloCheck's output not kept")
+                             and not any(d.glob("stage/*/*/*/MpiHelloCheck*"))
+                             for d in runs.iterdir()), 120, "MpiHelloCheck not cleaned up")
         interrupt(run)
         seen.append(run.communicate(timeout=180)[0])
     finally:
