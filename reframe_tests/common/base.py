@@ -113,7 +113,7 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
                             *launch.whole_node_steps(self.cpu_bind), *self.first_in_the_job(),
                             fingerprints.add_step(Path(self.stagedir)), *self.prerun_cmds,
                             *self.last_before_the_benchmark(),
-                            cpu_wait.add_step(Path(self.stagedir), cpu_wait.START)]
+                            cpu_wait.add_step(Path(self.stagedir))]
         self.postrun_cmds = [*self.postrun_cmds, cpu_wait.end_step()]
         self.apply_launch_options()
 

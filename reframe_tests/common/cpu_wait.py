@@ -27,9 +27,10 @@ conclusion is drawn.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import NamedTuple
+
+from reframe_tests.common import fingerprints
 
 SCRIPT = Path(__file__).with_name("cpu_wait.sh")
 START, END = "cpu_wait_start.txt", "cpu_wait_end.txt"
@@ -43,23 +44,16 @@ class Reading(NamedTuple):
     scope: str = "node"
 
 
-def step(output: str) -> str:
-    """One task per allocated node; a failing step never fails the job."""
-    return (f"srun -J perfguard-helper -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES "
-            f"--ntasks-per-node=1 --cpu-bind=none bash {SCRIPT.name} > {output} "
-            f"2>/dev/null || true")
+def add_step(stage: Path) -> str:
+    """The script staged beside the job; the start reading's step."""
+    return fingerprints.node_step(stage, SCRIPT, START)
 
 
 def end_step() -> str:
     """After the benchmark: the end reading, then the benchmark's exit status as the
     job's (the last command's status is the job's)."""
-    return f"perfguard_rc=$?; {step(END).removesuffix(' || true')}; exit $perfguard_rc"
-
-
-def add_step(stage: Path, output: str) -> str:
-    """The script staged beside the job; its step's command."""
-    shutil.copy(SCRIPT, stage / SCRIPT.name)
-    return step(output)
+    return (f"perfguard_rc=$?; {fingerprints.node_command(SCRIPT.name, END)}; "
+            f"exit $perfguard_rc")
 
 
 def parse(text: str) -> dict[str, Reading]:

@@ -16,11 +16,17 @@ SCRIPT = Path(__file__).with_name("fingerprint.sh")
 OUTPUT = "fingerprints.txt"
 
 
-def collect_command(srun: str) -> str:
-    """One task per allocated node; a failing probe step never fails the job."""
-    return (f"{srun} -J perfguard-helper -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES "
-            f"--ntasks-per-node=1 --cpu-bind=none bash {SCRIPT.name} > {OUTPUT} 2>/dev/null "
-            f"|| true")
+def node_command(script: str, output: str) -> str:
+    """A helper step of one task per allocated node running ``script`` (staged beside
+    the job) into ``output``: the fingerprints', the CPU wait's (cpu_wait.py)."""
+    return (f"srun -J perfguard-helper -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES "
+            f"--ntasks-per-node=1 --cpu-bind=none bash {script} > {output} 2>/dev/null")
+
+
+def node_step(stage: Path, script: Path, output: str) -> str:
+    """``script`` staged beside the job; its step, which never fails the job."""
+    shutil.copy(script, stage / script.name)
+    return f"{node_command(script.name, output)} || true"
 
 
 def parse(text: str, spack_lock_hash: str = "") -> dict[str, dict]:
@@ -50,8 +56,7 @@ def parse(text: str, spack_lock_hash: str = "") -> dict[str, dict]:
 
 def add_step(stage: Path) -> str:
     """The script staged beside the job; its step's command (first in the job)."""
-    shutil.copy(SCRIPT, stage / SCRIPT.name)
-    return collect_command("srun")
+    return node_step(stage, SCRIPT, OUTPUT)
 
 
 def read(stage: Path, spack_lock_hash: str = "") -> dict[str, dict]:
