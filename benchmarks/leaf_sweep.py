@@ -107,7 +107,7 @@ def main() -> None:
         describe(layout, "clean", *sweep("-S", "FabricSweepCheck.time_limit=20m"))
         slowed = layout.leaf_nodes()["leaf2"]
         try:
-            with faults.throttled(layout, slowed, 0.2):
+            with faults.throttled(layout, slowed, 0.2, period_us=10_000):
                 describe(layout, "leaf2 throttled", *sweep("--drain"))
         except PerfguardError as error:  # no cgroup v1 cpu controller here
             print(f"leaf2 throttled: not run ({error})")

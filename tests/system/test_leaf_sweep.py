@@ -77,6 +77,6 @@ def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf() -> None:
     assert len(blamed) == 1, out
     assert blamed[0].startswith("  leaf2 throttled: blamed leaf leaf2 [lo]: every pair behind "
                                 "it fails (node[4-6]), in loopback too: the nodes themselves")
-    assert "measured 2×, failed every time" in blamed[0]
+    assert "measured 3×, failed every time" in blamed[0]
     assert not [line for line in out.splitlines()  # a switch is not a node to drain
                 if line.startswith("  leaf2 throttled:") and "drained" in line], out

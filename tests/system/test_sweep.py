@@ -109,7 +109,7 @@ def test_a_throttled_node_is_blamed_drained_and_resumed(layout: ClusterLayout,
         blamed = [line for line in result.stdout.splitlines() if line.startswith("blamed")]
         assert len(blamed) == 1 and blamed[0].startswith(
             "blamed node node3 [lo]: fails with 3 of 3 partners: bandwidth loopback"), blamed
-        assert "(measured 2×, failed every time)" in blamed[0]  # retested before blaming
+        assert "(measured 3×, failed every time)" in blamed[0]  # retested before blaming
         assert "drained: node3" in result.stdout
         state, reason = node_reason(layout, "node3")
         assert "drain" in state and reason.startswith("perfguard: sweep run ")
