@@ -61,5 +61,19 @@ def parse_final(block: str, size: int, what: str) -> UcxResult:
     values = [float(v) for v in final.groups()[1:]]
     taken = values[0], values[2], values[4], values[6]  # the last interval's averages aside
     if not all(math.isfinite(v) for v in taken):
-        raise ParseError(f"{what}: non-finite value in {final.group(0)!r}")
+        raise ParseError(f"{what}: non-finite value in {final.group(0)!r}{untimed(values)}")
     return UcxResult(size, int(final.group(1)), *taken)
+
+
+def untimed(values: list[float]) -> str:
+    """Why an overall bandwidth is inf where ucx_perftest timed the run as no time at all.
+
+    libperf divides the bytes by the run's elapsed timer ticks (``ucx_perf_calc_result``:
+    ``bytes * sec_value / (current.time - start_time)``), so a run too short for its timer
+    prints an overall latency of 0.000 and an infinite bandwidth and message rate. Recorded
+    on the embedded cluster on a quiet host: ``ucp_put_bw`` at 8 B with ``-n 50`` (13 of 60
+    nights; by hand 4 of 15 runs at ``-n 50``, none of 15 at 200 or 1000)."""
+    if values[2] == 0 and math.isinf(values[4]):
+        return (": ucx_perftest timed the run as 0 µs overall, too short for its timer; "
+                "raise the iterations (-n)")
+    return ""

@@ -52,6 +52,19 @@ def test_a_throttled_nodes_empty_last_interval_is_not_a_failed_measurement() -> 
         sweep.parse(broken)
 
 
+def test_a_run_too_short_for_ucx_perftests_timer_says_so() -> None:
+    """Recorded on the embedded cluster on a quiet host (ucp_put_bw, 8 B, ``-n 50``):
+    ucx_perftest timed the run as no time and printed inf; the failure says why and what
+    to change, not only that a value is not finite."""
+    text = ("# perfguard size=8\n"
+            "Final:                    50      0.010     0.000     0.000         inf        inf"
+            "         inf         inf\n")
+    with pytest.raises(ucx.ParseError, match=r"message size 8: non-finite value in .*: "
+                       r"ucx_perftest timed the run as 0 µs overall, too short for its timer; "
+                       r"raise the iterations \(-n\)"):
+        ucx.parse(text)
+
+
 def test_srun_verbose_masks() -> None:
     stderr = ("cpu-bind=MASK - node2, task  1  0 [6091]: mask 0x2 set\n"
               "cpu-bind=MASK - node1, task  0  0 [6090]: mask 0x1 set\n"
