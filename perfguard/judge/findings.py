@@ -135,6 +135,9 @@ class Finding:
     paged: bool = False
     #: "by who on date: why" where an admin acknowledged the cause: shown, never paged.
     acknowledged: str = ""
+    #: The other nodes on its node's host (one boot id): a node or device finding there
+    #: cannot tell the node from the host, and says so.
+    host_shared_with: str = ""
 
     @property
     def worse(self) -> bool:
@@ -161,6 +164,10 @@ class Finding:
             text += " (one night: fabric load or a shared change)"
         elif not self.confirmed:
             text += " (one night: confirm on the next)"
+        if self.host_shared_with:
+            node = self.subject.split(":", 1)[0]
+            text += (f"; {node} shares its host with {self.host_shared_with} (one booted "
+                     f"kernel): a change of that host reads as {node}'s")
         if self.acknowledged:
             text += f"; acknowledged {self.acknowledged}"
         return text

@@ -16,6 +16,9 @@ NO_EARLIER_STATE = "nodes with no earlier fingerprint to compare"
 NOT_MEASURED = "nodes not in the later run"
 SCALAR_FIELDS = ("kernel", "os", "ofed", "rdma_core", "gpu_driver", "mpi", "ucx",
                  "spack_lock_hash")
+#: Facts that say which host a node is, not what it runs: new at every boot, so never a
+#: change of the environment (a reboot would otherwise confirm any finding that night).
+IDENTITY_FIELDS = ("boot_id",)
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ def flatten(row: dict) -> dict[str, str]:
     facts = {f: row[f] for f in SCALAR_FIELDS if row.get(f)}
     extra = row.get("extra")
     facts.update({k: str(v) for k, v in (extra if isinstance(extra, dict) else {}).items()
-                  if isinstance(v, (str, int, float))})
+                  if isinstance(v, (str, int, float)) and k not in IDENTITY_FIELDS})
     for kind, label in (("hcas", "name"), ("gpus", "index")):
         devices = row.get(kind) or []
         for position, device in enumerate(devices if isinstance(devices, list) else []):
@@ -56,6 +59,20 @@ def flatten(row: dict) -> dict[str, str]:
 def fingerprints(conn: Connection, run_id: int) -> dict[str, dict[str, str]]:
     rows = queries.rows(conn, "fingerprints_of_run", (run_id,))
     return {row["node"]: flatten(row) for row in rows}
+
+
+def hosts_shared(conn: Connection, run_id: int) -> dict[str, tuple[str, ...]]:
+    """Each node of the run that printed the same boot id as others (one booted kernel:
+    one host, as virtual nodes are) → those others. A finding can then not tell such a
+    node from its host, and says so."""
+    by_boot: dict[str, list[str]] = defaultdict(list)
+    for row in queries.rows(conn, "fingerprints_of_run", (run_id,)):
+        extra = row.get("extra")
+        boot = extra.get("boot_id") if isinstance(extra, dict) else None
+        if boot:
+            by_boot[boot].append(row["node"])
+    return {node: tuple(sorted((n for n in nodes if n != node), key=natural_key))
+            for nodes in by_boot.values() if len(nodes) > 1 for node in nodes}
 
 
 def fingerprints_as_of(conn: Connection, run_id: int,

@@ -92,10 +92,20 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
                 for (fields, distances), z in zip(given, pooled)]
     found = fd.findings(evidence, rules, environment=night_changes(conn, run_id),
                         acknowledged=acknowledged(conn, run_id))
+    name_shared_hosts(found, fp.hosts_shared(conn, run_id))
     paged = {id(e) for f in found if f.paged for e in f.lines}
     for line, given in zip(lines, evidence):
         line.paged = id(given) in paged if line.status == REGRESSION else None
     return found, rules.critical_z(len(lines))
+
+
+def name_shared_hosts(found: list[fd.Finding], hosts: dict[str, tuple[str, ...]]) -> None:
+    """A node or device finding whose node shares its host with other nodes of the run
+    names them: the words only, what pages is decided already."""
+    for finding in found:
+        node = finding.subject.split(":", 1)[0]
+        if finding.kind in (fd.NODE, fd.DEVICE) and hosts.get(node):
+            finding.host_shared_with = fp.compact_nodes(hosts[node])
 
 
 def acknowledged(conn: Connection, run_id: int) -> dict[str, str]:

@@ -16,6 +16,8 @@ pcie() {
 }
 
 fp kernel "$(uname -r)"
+# one per booted kernel: nodes that print the same one share a host (virtual nodes)
+fp boot_id "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
 fp os "$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
 fp ofed "$(ofed_info -s 2>/dev/null | tr -d ':')"
 fp rdma_core "$(dpkg-query -W -f='${Version}' rdma-core 2>/dev/null \

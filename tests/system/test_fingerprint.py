@@ -9,7 +9,9 @@ import shutil
 from pathlib import Path
 
 import psycopg
+from psycopg.rows import dict_row
 
+from perfguard.judge import fingerprint
 from perfguard.store.ingest import RunMeta, ingest_paths
 from tests.conftest import TEST_STATE, perfguard
 from tests.facts import H100
@@ -23,6 +25,15 @@ def test_fingerprints_from_a_real_run_and_cli_diff(migrated_dsn: str, demo_repor
     # collected inside the jobs, on the virtual nodes the jobs ran on
     assert len(nodes) >= 2 and nodes <= {f"node{i}" for i in range(1, 5)}
     ingest_paths(tmp_path, migrated_dsn, [demo_report], RunMeta(labels=("before",)))
+    # the virtual nodes run on one kernel: the same boot id, so one host (what a node
+    # finding on them says); a boot id is no environment change between runs
+    boot_ids = {fp["boot_id"] for run in report["runs"] for case in run["testcases"]
+                for fp in (case.get("perfguard_fingerprints") or {}).values()}
+    assert boot_ids == {Path("/proc/sys/kernel/random/boot_id").read_text().strip()}
+    with psycopg.connect(migrated_dsn, row_factory=dict_row) as conn:
+        run_id = conn.execute("SELECT id FROM run").fetchone()["id"]
+        shared = fingerprint.hosts_shared(conn, run_id)
+    assert shared == {node: tuple(sorted(nodes - {node})) for node in nodes}, shared
     upgraded = sorted(nodes)[-1]
     for run in report["runs"]:  # the same nodes, UCX upgraded on one of them
         for case in run["testcases"]:

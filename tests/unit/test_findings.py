@@ -303,3 +303,24 @@ def test_run_quality_measures_the_sites_findings_policy(tmp_path) -> None:
         capture_output=True, text=True, cwd=root / "benchmarks", check=True,
         env={**os.environ, "PERFGUARD_SITE": str(tmp_path)}).stdout
     assert out.split() == ["0.01", "5"]
+
+
+def test_a_node_finding_on_a_shared_host_says_it_cannot_tell_node_from_host() -> None:
+    """Recorded on a quiet host (benchmarks/data/real-nights-quiet, night 27): the four
+    virtual nodes share one kernel, the host slowed and the finding named node1:lo as if
+    node1 had. The words say so now; what pages is unchanged."""
+    from perfguard.judge.run_findings import name_shared_hosts
+
+    lines = [fd.Evidence(f"osu_latency {n}", "compute", "osu_latency latency small",
+                         ("node1", "node2"), ("node1:lo", "node2:lo"), -1, True, 5.0, 2,
+                         0.315) for n in range(3)]
+    device = fd.Finding(fd.DEVICE, "node1:lo", lines, 19, evidence=9.5, confirmed=True)
+    line = fd.Finding(fd.LINE, "osu_latency 0", lines[:1], 1, evidence=5.0, confirmed=True)
+    name_shared_hosts([device, line], {"node1": ("node2", "node3", "node4")})
+    assert device.summary() == (
+        "node1:lo: 3 of 19 line(s) worse, median +31.5%, evidence z 9.5; node1 shares its "
+        "host with node[2-4] (one booted kernel): a change of that host reads as node1's")
+    assert "shares its host" not in line.summary()
+    alone = fd.Finding(fd.NODE, "node7", lines, 19, evidence=9.5, confirmed=True)
+    name_shared_hosts([alone], {"node1": ("node2",)})
+    assert "shares" not in alone.summary()

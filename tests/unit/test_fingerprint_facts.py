@@ -24,6 +24,7 @@ def test_script_on_this_host_never_fails_and_reports_basics() -> None:
     assert facts["kernel"] == subprocess.run(["uname", "-r"], capture_output=True,
                                              text=True).stdout.strip()
     assert facts["spack_lock_hash"] == "abc" and facts["hcas"] == [] and facts["gpus"] == []
+    assert facts["boot_id"] == open("/proc/sys/kernel/random/boot_id").read().strip()
 
 def test_parse_hca_and_gpu_facts() -> None:
     text = ("perfguard-fp\tgpu3\thca.mlx5_0.fw\t28.39.1002\n"
@@ -80,3 +81,12 @@ def test_the_fingerprint_as_it_ran_on_the_h200_reads_its_gpu_state() -> None:
     assert (gpu["model"], gpu["vbios"], gpu["pcie_speed"], gpu["pcie_width"]) == (
         "NVIDIA H200", "96.00.A5.00.1A", "32.0 GT/s PCIe", "16")
     assert (facts["gpu_driver"], facts["cuda_driver"]) == ("580.159.04", "13.0")
+
+
+def test_a_new_boot_id_is_no_change_of_the_environment() -> None:
+    """A reboot gives every node a new boot id: stored (it names the host a node is on),
+    never diffed, or each reboot would confirm that night's findings."""
+    row = {"kernel": "6.1.0", "extra": {"boot_id": "b1", "cuda": "12.4"}}
+    rebooted = {"kernel": "6.1.0", "extra": {"boot_id": "b2", "cuda": "12.4"}}
+    assert flatten(row) == {"kernel": "6.1.0", "cuda": "12.4"}
+    assert diff({"node1": flatten(row)}, {"node1": flatten(rebooted)}) == []
