@@ -135,9 +135,13 @@ class Finding:
     paged: bool = False
     #: "by who on date: why" where an admin acknowledged the cause: shown, never paged.
     acknowledged: str = ""
-    #: The other nodes on its node's host (one boot id): a node or device finding there
-    #: cannot tell the node from the host, and says so.
+    #: Where its nodes share one host (one boot id) with each other or other nodes: a node
+    #: or device finding there cannot tell the node from the host, and says so.
     host_shared_with: str = ""
+
+    def nodes(self) -> list[str]:
+        """The nodes a node or device subject names (twins: ``node1:lo, node2:lo``)."""
+        return [part.split(":", 1)[0] for part in self.subject.split(", ")]
 
     @property
     def worse(self) -> bool:
@@ -165,9 +169,7 @@ class Finding:
         elif not self.confirmed:
             text += " (one night: confirm on the next)"
         if self.host_shared_with:
-            node = self.subject.split(":", 1)[0]
-            text += (f"; {node} shares its host with {self.host_shared_with} (one booted "
-                     f"kernel): a change of that host reads as {node}'s")
+            text += "; " + self.host_shared_with
         if self.acknowledged:
             text += f"; acknowledged {self.acknowledged}"
         return text

@@ -103,9 +103,24 @@ def name_shared_hosts(found: list[fd.Finding], hosts: dict[str, tuple[str, ...]]
     """A node or device finding whose node shares its host with other nodes of the run
     names them: the words only, what pages is decided already."""
     for finding in found:
-        node = finding.subject.split(":", 1)[0]
-        if finding.kind in (fd.NODE, fd.DEVICE) and hosts.get(node):
-            finding.host_shared_with = fp.compact_nodes(hosts[node])
+        if finding.kind in (fd.NODE, fd.DEVICE):
+            finding.host_shared_with = host_clause(finding.nodes(), hosts)
+
+
+def host_clause(named: list[str], hosts: dict[str, tuple[str, ...]]) -> str:
+    """``node1 shares its host with node[2-4] …`` for the nodes a finding names that share
+    a host ('' where none does)."""
+    sharing = [node for node in named if hosts.get(node)]
+    if not sharing:
+        return ""
+    others = {n for node in sharing for n in hosts[node]} - set(named)
+    who = fp.compact_nodes(sharing)
+    if len(sharing) == 1:
+        return (f"{who} shares its host with {fp.compact_nodes(others)} (one booted kernel): "
+                f"a change of that host reads as {who}'s")
+    with_others = f" with {fp.compact_nodes(others)}" if others else ""
+    return (f"{who} share one host{with_others} (one booted kernel): a change of that host "
+            f"reads as theirs")
 
 
 def acknowledged(conn: Connection, run_id: int) -> dict[str, str]:

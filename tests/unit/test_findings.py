@@ -324,3 +324,15 @@ def test_a_node_finding_on_a_shared_host_says_it_cannot_tell_node_from_host() ->
     alone = fd.Finding(fd.NODE, "node7", lines, 19, evidence=9.5, confirmed=True)
     name_shared_hosts([alone], {"node1": ("node2",)})
     assert "shares" not in alone.summary()
+    # twins, as every 2-node case on node1 and node2 gives them: both named
+    hosts = {f"node{i}": tuple(f"node{j}" for j in range(1, 5) if j != i) for i in range(1, 5)}
+    twins = fd.Finding(fd.DEVICE, "node1:lo, node2:lo", lines, 6, evidence=10.6, confirmed=True)
+    pair = fd.Finding(fd.NODE, "node1, node2", lines, 6, evidence=10.6, confirmed=True)
+    name_shared_hosts([twins, pair], hosts)
+    assert twins.summary().endswith("; node[1-2] share one host with node[3-4] (one booted "
+                                    "kernel): a change of that host reads as theirs")
+    assert pair.host_shared_with == twins.host_shared_with
+    only_two = fd.Finding(fd.DEVICE, "node1:lo, node2:lo", lines, 6, evidence=10.6)
+    name_shared_hosts([only_two], {"node1": ("node2",), "node2": ("node1",)})
+    assert only_two.host_shared_with == ("node[1-2] share one host (one booted kernel): a "
+                                         "change of that host reads as theirs")
