@@ -15,12 +15,14 @@ def read_output(check, which: str = "stdout") -> str:
         with open(path, errors="replace") as handle:
             return handle.read()
     except OSError as exc:
-        raise SanityError(f"cannot read {which} {path}: {exc.strerror}") from exc
+        raise SanityError(f"cannot read {which} {path}: {exc.strerror}") from None
 
 
 def parsed(parse, text: str):
-    """Run a benchmark parser; its ValueError becomes a SanityError with the same reason."""
+    """Run a benchmark parser; its ValueError becomes a SanityError with the same reason
+    (ReFrame's error appends its cause's message to its own: a chained cause said it twice,
+    "sanity error: X: X")."""
     try:
         return parse(text)
     except ValueError as exc:
-        raise SanityError(str(exc)) from exc
+        raise SanityError(str(exc)) from None

@@ -92,3 +92,16 @@ def test_binding_errors_per_node_maps() -> None:
         "task 1 (local rank 0) on node2: mask 0x2, expected 0x1"]
     assert binding_errors(stderr.splitlines()[0], 2, [1], {"node1": [1], "node2": [0]}) == [
         "srun reported no cpu-bind mask for task 1"]
+
+
+def test_a_parser_error_is_said_once_in_the_sanity_error() -> None:
+    """ReFrame's errors append their cause's message; a chained ValueError made the
+    recorded reasons read "sanity error: X: X" (the quiet nights' ucx_perftest failures)."""
+    from reframe.core.exceptions import SanityError
+
+    from reframe_tests.common.output import parsed
+
+    with pytest.raises(SanityError) as raised:
+        parsed(ucx.parse, "# perfguard size=8\n")
+    assert str(raised.value) == ("message size 8: no 'Final:' row (output truncated or the "
+                                 "client failed)")
