@@ -139,10 +139,6 @@ class Finding:
     #: or device finding there cannot tell the node from the host, and says so.
     host_shared_with: str = ""
 
-    def nodes(self) -> list[str]:
-        """The nodes a node or device subject names (twins: ``node1:lo, node2:lo``)."""
-        return [part.split(":", 1)[0] for part in self.subject.split(", ")]
-
     @property
     def worse(self) -> bool:
         return statistics.fmean(line.side for line in self.lines) < 0

@@ -104,16 +104,17 @@ def name_shared_hosts(found: list[fd.Finding], hosts: dict[str, tuple[str, ...]]
     names them: the words only, what pages is decided already."""
     for finding in found:
         if finding.kind in (fd.NODE, fd.DEVICE):
-            finding.host_shared_with = host_clause(finding.nodes(), hosts)
+            finding.host_shared_with = host_clause(fd.subject_names(finding.subject), hosts)
 
 
-def host_clause(named: list[str], hosts: dict[str, tuple[str, ...]]) -> str:
-    """``node1 shares its host with node[2-4] …`` for the nodes a finding names that share
-    a host ('' where none does)."""
+def host_clause(named: set[str], hosts: dict[str, tuple[str, ...]]) -> str:
+    """``node1 shares its host with node[2-4] …`` for the nodes a finding names
+    (``findings.subject_names``: twins and devices' nodes) that share a host ('' where
+    none does)."""
     sharing = [node for node in named if hosts.get(node)]
     if not sharing:
         return ""
-    others = {n for node in sharing for n in hosts[node]} - set(named)
+    others = {n for node in sharing for n in hosts[node]} - named
     who = fp.compact_nodes(sharing)
     if len(sharing) == 1:
         return (f"{who} shares its host with {fp.compact_nodes(others)} (one booted kernel): "
