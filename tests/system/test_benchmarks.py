@@ -78,6 +78,29 @@ def test_real_nights_replays_the_recorded_nights(layout) -> None:
     assert left == []
 
 
+def test_the_quiet_nights_replay_as_docs_verdicts_says(layout) -> None:
+    """docs/verdicts.md's command for the quiet host's nights, run whole: its table rows
+    (nights, judged, quiet, false pages, test-failed, disturbed) and the faults' rows are
+    what the replay prints, so the page's figures stay true of the code."""
+    data = BENCHMARKS / "data" / "real-nights-quiet"
+    result = subprocess.run([sys.executable, str(BENCHMARKS / "real_nights.py"), "--data",
+                             str(data), "--dsn", layout.dsn_for("postgres")],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    docs = (BENCHMARKS.parent / "docs" / "verdicts.md").read_text()
+    command = ".venv/bin/python\nbenchmarks/real_nights.py --data benchmarks/data/real-nights-quiet"
+    assert f"`{command}`" in docs
+    assert "| 60 | 50 | 48 / 2 | 16 | 12 | 0 (0) |" in out and \
+        "| 60 | 50 | 48 / 2 | 16 | 12 | 0 (0) |" in docs, out
+    for fault, row in (("HCA at half bandwidth (6 trial(s))", "0% | 100% | 100% | 67%"),
+                       ("HCA half, 2 of 3 nights (12 trial(s))", "0% | 67% | 100% | 50%"),
+                       ("driver +0.3 µs small latency (3 trial(s))",
+                        "100% | 100% | 100% | 100%")):
+        assert f"| real nights | {fault} | {row} |" in out, out
+        assert f"| real nights, quiet | {fault} | {row} |" in docs
+
+
 def test_report_size_runs_on_its_own_cluster() -> None:
     out = run_benchmark("report_size.py")
     assert "| 200 | 400 |" in out and "judge and record per night" in out, out
