@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +36,8 @@ class Curve:
     better: str
     #: size → the judgement of that size
     sizes: dict[int, judge.Judgement]
+    #: size → its recent nights (the judged one last): what its evidence is read from
+    recent: dict[int, list[float]] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -52,6 +54,22 @@ class Curve:
         if states & {judge.REGRESSION, judge.IMPROVEMENT, judge.INCONCLUSIVE}:
             return judge.INCONCLUSIVE
         return judge.PASS
+
+    def distances(self) -> tuple[float, ...]:
+        """The evidence of a regressed (improved) curve: the worse-signed distances of
+        the recent nights (``judge.evidence``) of its band's middle size by strength
+        (the weaker middle one of an even band).
+        The sizes of a sweep move together (one run, one protocol), so they are one
+        line's worth of evidence, not a line each; and a curve is no stronger than its
+        band's typical size (it was taken as the cap of two nights, z 7.1, whatever its
+        sizes read: on 60 quiet real nights curves of two sizes at 2-3σ paged)."""
+        state = self.state
+        if state not in (judge.REGRESSION, judge.IMPROVEMENT):
+            return ()
+        band = [judge.evidence(self.recent[size], j, self.better)[1]
+                for size, j in self.sizes.items() if j.state == state and size in self.recent]
+        band.sort(key=lambda d: sum(d) / len(d) ** 0.5 if d else 0.0)
+        return band[(len(band) - 1) // 2] if band else ()
 
     def summary(self) -> str:
         parts = []
@@ -146,8 +164,9 @@ def _judge_sizes(curves: list[tuple[Curve, dict[int, list[float]], judge.Rule]])
     judged = judge.judge_all([series for _, _, series, _ in sized],
                              [curve.better for curve, _, _, _ in sized],
                              [rule for _, _, _, rule in sized])
-    for (curve, size, _, _), judgement in zip(sized, judged):
+    for (curve, size, series, rule), judgement in zip(sized, judged):
         curve.sizes[size] = judgement
+        curve.recent[size] = judge.split(series, rule)[1]
 
 
 def could_band(values: dict[int, list[float] | tuple[float, ...]], rule: judge.Rule) -> bool:

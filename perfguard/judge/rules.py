@@ -57,6 +57,12 @@ class Rule:
     noisy_level: float = 3.0
     #: Floor of the noise, relative to the centre (a flat history is not noise-free).
     min_noise: float = 0.001
+    #: A level the line's history reached on this many nights, coming back each time, is
+    #: a state of the line's own (``visits``), not a new change: judged inconclusive.
+    revisits: int = 3
+    #: How far (in noise) a history night must lie to count as such a visit: at least
+    #: this far, and at least half as far as the judged level.
+    revisit_floor: float = 3.0
     #: Baseline from the runs since the judged nodes' environment last changed only.
     same_fingerprint: bool = False
 
@@ -257,6 +263,14 @@ def judge(history: list[float], recent: list[float], better: str,
     size = f"{change:+.1%} vs {against}" if change is not None else ""
     level = _level(recent, value, centre, noise, better, rule)
     if len(beyond) >= rule.needed and level * mine > rule.level:
+        visited = visits(history, recent[:-1], centre, noise, abs(level), mine, better, rule)
+        if visited >= rule.revisits:
+            return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
+                             f"{size}; {len(beyond)} of the last {len(sides)} runs {what}, "
+                             f"{abs(level):.1f}σ on average, but {visited} of the "
+                             f"{len(history)} runs before were as far (past "
+                             f"{_visit_floor(abs(level), rule):.1f}σ) and came back: a "
+                             f"state this line returns to, not a new level", rule)
         state = REGRESSION if mine < 0 else IMPROVEMENT
         return Judgement(state, centre, noise, change, beyond,
                          f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
@@ -276,6 +290,32 @@ def judge(history: list[float], recent: list[float], better: str,
                      f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
                      f"more than {rule.k:g}σ, but only {abs(level):.1f}σ on average "
                      f"({rule.level:g}σ make a shift): confirm on the next", rule)
+
+
+def visits(history: list[float], before: list[float], centre: float, noise: float,
+           level: float, mine: int, better: str, rule: Rule) -> int:
+    """How many ``history`` nights lay at least as far out as a judged ``level`` (in
+    noise, on side ``mine``; at least half the level, and ``revisit_floor``) and were
+    followed by a night within ``k`` noise before the judged one (``before``: the recent
+    nights ahead of it). The baseline's noise leaves out far values as outliers; where a
+    line keeps going to a second state and back (shared-memory bandwidth halving for
+    minutes on a quiet host, 8 of 30 nights) those are no outliers, and judged against
+    the trimmed noise each return to it read as a new level and paged (docs/verdicts.md,
+    "Real nights on a quiet host"). A fault's nights have no return after them (the
+    regressed ones are not in the history at all: ``verdict._without``)."""
+    sign = 1 if better == "higher" else -1
+    far = _visit_floor(level, rule)
+    count, came_back = 0, False
+    for index, value in reversed(list(enumerate([*history, *before]))):
+        distance = sign * mine * (value - centre) / noise
+        count += index < len(history) and distance >= far and came_back
+        came_back = came_back or abs(distance) <= rule.k
+    return count
+
+
+def _visit_floor(level: float, rule: Rule) -> float:
+    """How far a history night must lie (in noise) to count as a visit of ``level``."""
+    return max(rule.revisit_floor, level / 2)
 
 
 def _noisy_note(noise: float, centre: float, rule: Rule) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
-import math
 
 from perfguard.errors import UsageError
 from perfguard.judge import findings as fd
@@ -31,8 +30,8 @@ def policy(data: dict | None = None) -> fd.Policy:
 def evidence_of(line: Line, rules: fd.Policy) -> tuple[dict, tuple[float, ...]]:
     """A judged line as findings read it (``Evidence``'s fields but its pooled z), and
     its recent nights' distances (pooled for all lines at once by ``find``). A curve that
-    regressed (judged size by size) counts as a two-night level at the most one night may
-    count."""
+    regressed (judged size by size) is a confirmed line with its band's typical size's
+    nights (``curves.Curve.distances``)."""
     fields = {
         "name": line_name(line.check, line.params, line.metric),
         "partition": line.partition,
@@ -43,8 +42,8 @@ def evidence_of(line: Line, rules: fd.Policy) -> tuple[dict, tuple[float, ...]]:
         "change": line.change_vs_centre}
     if line.metric.endswith(" curve") and line.status in (REGRESSION, IMPROVEMENT):
         side = -1 if line.status == REGRESSION else 1
-        return {**fields, "side": side, "confirmed": True, "nights": 2,
-                "z": -side * rules.night_cap * math.sqrt(2)}, ()
+        return ({**fields, "side": side, "confirmed": True,
+                 "nights": len(line.curve_distances)}, line.curve_distances)
     j = line.judgement
     if j is None or j.centre is None or line.better is None or not line.series:
         return fields, ()

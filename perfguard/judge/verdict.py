@@ -66,6 +66,8 @@ class Line:
     #: When each value of ``series`` was measured (its run's start): the findings line
     #: the nights of a run's lines up by them (None: not read).
     times: tuple | None = None
+    #: A whole curve's evidence: its band's recent nights in noise (curves.Curve.distances).
+    curve_distances: tuple[float, ...] = ()
 
     @property
     def change_vs_centre(self) -> float | None:
@@ -288,7 +290,8 @@ def _curve_lines(conn: Connection, run_id: int, rules: judge.Rules,
     judged = curves.judge_curves(conn, run_id, dataclasses.replace(rules, times=bool(levels)),
                                  moved_only=True, since=since if levels else None)
     return [Line(c.check, c.params, c.partition, c.environ, f"{c.metric} curve", None, c.unit,
-                 {}, None, None, None, c.state, c.summary(), better=c.better)
+                 {}, None, None, None, c.state, c.summary(), better=c.better,
+                 curve_distances=c.distances())
             for c in judged if c.state in (REGRESSION, IMPROVEMENT)]
 
 
