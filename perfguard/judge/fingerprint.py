@@ -56,17 +56,30 @@ def flatten(row: dict) -> dict[str, str]:
     return facts
 
 
-def fingerprints(conn: Connection, run_id: int) -> dict[str, dict[str, str]]:
-    rows = queries.rows(conn, "fingerprints_of_run", (run_id,))
+def fingerprint_rows(conn: Connection, run_id: int) -> list[dict]:
+    """The run's fingerprints as stored, a row per node (read once where several things
+    are taken from them: ``fingerprints``, ``hosts_sharing``)."""
+    return queries.rows(conn, "fingerprints_of_run", (run_id,))
+
+
+def fingerprints(conn: Connection, run_id: int,
+                 rows: list[dict] | None = None) -> dict[str, dict[str, str]]:
+    """Each node's fingerprint as flat fields (``rows``: ``fingerprint_rows``, where read)."""
+    rows = fingerprint_rows(conn, run_id) if rows is None else rows
     return {row["node"]: flatten(row) for row in rows}
 
 
 def hosts_shared(conn: Connection, run_id: int) -> dict[str, tuple[str, ...]]:
-    """Each node of the run that printed the same boot id as others (one booted kernel:
-    one host, as virtual nodes are) → those others. A finding can then not tell such a
-    node from its host, and says so."""
+    """``hosts_sharing`` of the run's fingerprints."""
+    return hosts_sharing(fingerprint_rows(conn, run_id))
+
+
+def hosts_sharing(rows: list[dict]) -> dict[str, tuple[str, ...]]:
+    """Each node of a run's fingerprint ``rows`` that printed the same boot id as others
+    (one booted kernel: one host, as virtual nodes are) → those others. A finding can then
+    not tell such a node from its host, and says so."""
     by_boot: dict[str, list[str]] = defaultdict(list)
-    for row in queries.rows(conn, "fingerprints_of_run", (run_id,)):
+    for row in rows:
         extra = row.get("extra")
         boot = extra.get("boot_id") if isinstance(extra, dict) else None
         if boot:

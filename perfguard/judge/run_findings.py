@@ -67,10 +67,12 @@ def moves(line: Line, recent: list[float]) -> dict:
             "recent": len(recent)}
 
 
-def night_changes(conn: Connection, run_id: int) -> dict[str, set[str]]:
+def night_changes(conn: Connection, run_id: int,
+                  rows: list[dict] | None = None) -> dict[str, set[str]]:
     """Each fingerprint change since the previous run of the system (every node against
-    its own last fingerprint) → the nodes it happened on."""
-    current = fp.fingerprints(conn, run_id)
+    its own last fingerprint) → the nodes it happened on (``rows``: the run's
+    fingerprints, where read already)."""
+    current = fp.fingerprints(conn, run_id, rows)
     row = queries.one(conn, "previous_run", (run_id,))
     if row is None or not current:
         return {}
@@ -89,9 +91,10 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     pooled = fd.pooled_zs([distances for _, distances in given], rules)
     evidence = [fd.Evidence(**({**fields, "z": z} if distances else fields))
                 for (fields, distances), z in zip(given, pooled)]
-    found = fd.findings(evidence, rules, environment=night_changes(conn, run_id),
+    fingerprints = fp.fingerprint_rows(conn, run_id)
+    found = fd.findings(evidence, rules, environment=night_changes(conn, run_id, fingerprints),
                         acknowledged=acknowledged(conn, run_id))
-    name_shared_hosts(found, fp.hosts_shared(conn, run_id))
+    name_shared_hosts(found, fp.hosts_sharing(fingerprints))
     paged = {id(e) for f in found if f.paged for e in f.lines}
     for line, given in zip(lines, evidence):
         line.paged = id(given) in paged if line.status == REGRESSION else None

@@ -65,6 +65,19 @@ def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
     assert left == []
 
 
+def test_layouts_measures_both_layouts_holding_the_same_values(layout) -> None:
+    """benchmarks/layouts.py (docs/scale.md's table of the two one-copy layouts) fills the
+    per-test-case table from the blocks, reads both (it fails where they differ) and
+    prints each one's row; its database is dropped afterwards."""
+    out = run_benchmark("layouts.py", "--dsn", layout.dsn_for("postgres"))
+    assert "| blocks: run × check × metric × point list (chosen) |" in out, out
+    assert "| rows: run × test case × metric |" in out and "| rows / blocks |" in out, out
+    with psycopg.connect(layout.dsn_for("postgres")) as conn:
+        left = conn.execute("SELECT datname FROM pg_database "
+                            "WHERE datname LIKE 'perfguard_bench_%'").fetchall()
+    assert left == []
+
+
 def test_real_nights_replays_the_recorded_nights(layout) -> None:
     """The recorded real nights (benchmarks/data/real-nights) through the real ingest and
     judge into a database of the test cluster's PostgreSQL, dropped afterwards."""
