@@ -32,6 +32,7 @@ import re
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +59,11 @@ def statements() -> dict[str, str]:
     return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2])}
 
 
-def best(action, repeat: int = 3) -> float:
+#: layouts.sql's statements by name.
+SQL_OF = statements()
+
+
+def best(action: Callable[[], object], repeat: int = 3) -> float:
     """The fastest of ``repeat`` timings of ``action``, in seconds."""
     durations = []
     for _ in range(repeat):
@@ -73,18 +78,17 @@ def grown(conn: psycopg.Connection, runs: int) -> list[int]:
     ingest), oldest first."""
     now = time.time()
     template, _, _ = bench.ingest(conn, bench.synthetic_report(now - 3600))
-    started = conn.execute("SELECT started_at FROM run WHERE id = %s", (template,)).fetchone()[0]
+    started = conn.execute(SQL_OF["run_start"], (template,)).fetchone()[0]
     bench.copy_runs(conn, template, [started - bench.RUN_SPACING * (i + 1)
                                      for i in range(runs - 1)])
     conn.commit()
-    return [r for (r,) in conn.execute("SELECT id FROM run ORDER BY started_at").fetchall()]
+    return [r for (r,) in conn.execute(SQL_OF["runs"]).fetchall()]
 
 
 def table_bytes(conn: psycopg.Connection) -> tuple[int, int]:
     """(the blocks' bytes, the per-test-case table's), indexes included."""
-    blocks = conn.execute("SELECT sum(pg_total_relation_size(relid)) FROM "
-                          "pg_partition_tree('sample_block') WHERE isleaf").fetchone()[0]
-    rows = conn.execute("SELECT pg_total_relation_size('per_testcase')").fetchone()[0]
+    blocks = conn.execute(SQL_OF["block_bytes"]).fetchone()[0]
+    rows = conn.execute(SQL_OF["row_bytes"]).fetchone()[0]
     return int(blocks), int(rows)
 
 
@@ -93,9 +97,8 @@ def write_times(conn: psycopg.Connection, run_id: int) -> tuple[float, float]:
     blocks = [bench.Block(check, metric, np.asarray(points, np.int32), cases, values)
               for check, metric, points, cases, values in db.packed_arrays(
                   conn.cursor(binary=True), numpy_ids=True).execute(
-                  "SELECT check_name, metric_id, point_ids, testcase_ids, point_values "
-                  "FROM sample_block WHERE run_id = %s", (run_id,)).fetchall()]
-    started = conn.execute("SELECT started_at FROM run WHERE id = %s", (run_id,)).fetchone()[0]
+                  SQL_OF["blocks_of_run"], (run_id,)).fetchall()]
+    started = conn.execute(SQL_OF["run_start"], (run_id,)).fetchone()[0]
     conn.commit()
 
     def into_blocks() -> None:
@@ -125,21 +128,22 @@ def read_times(conn: psycopg.Connection, runs: list[int], sql: dict[str, str]
     cursor = db.packed_arrays(conn.cursor(binary=True), numpy_ids=True)
     bound = {"runs": runs}
 
-    def by_blocks() -> int:
-        rows = cursor.execute(sql["curves_by_block"], bound).fetchall()
-        return sum(values.size for *_, values in rows)
+    def by_blocks() -> list[np.ndarray]:
+        return [values for *_, values in cursor.execute(sql["curves_by_block"],
+                                                          bound).fetchall()]
 
-    def by_rows() -> int:
+    def by_rows() -> list[np.ndarray]:
         groups: dict[tuple, list] = defaultdict(list)
         for check, metric, points, case, values in cursor.execute(
                 sql["curves_by_testcase"], bound).fetchall():
             groups[(check, metric, points)].append((case, values))
-        matrices = [np.stack([values for _, values in members])
-                    for members in groups.values()]
-        return sum(matrix.size for matrix in matrices)
+        return [np.stack([values for _, values in members]) for members in groups.values()]
 
-    read = by_blocks()
-    assert by_rows() == read, "the two layouts hold different values"
+    blocks, rows = by_blocks(), by_rows()
+    read = sum(matrix.size for matrix in blocks)
+    if read != sum(matrix.size for matrix in rows) or not np.isclose(
+            sum(float(m.sum()) for m in blocks), sum(float(m.sum()) for m in rows)):
+        raise SystemExit("the two layouts hold different values: the fill is wrong")
     return best(by_blocks), best(by_rows), read
 
 
@@ -152,7 +156,7 @@ def main() -> int:
     args = parser.parse_args()
     runs_wanted = 3 if args.smoke else args.runs
     admin = args.dsn or real_nights.embedded_admin()
-    sql = statements()
+    sql = SQL_OF
     name, dsn = bench.create_database(admin)
     try:
         with db.connect(dsn) as conn:
@@ -164,7 +168,7 @@ def main() -> int:
             conn.commit()
             fill = time.perf_counter() - start
             with psycopg.connect(dsn, autocommit=True) as maintenance:
-                maintenance.execute("VACUUM (ANALYZE) sample_block, per_testcase, testcase")
+                maintenance.execute(SQL_OF["analyze"])
             values = bench.count_samples(conn)
             blocks_bytes, rows_bytes = table_bytes(conn)
             write_blocks, write_rows = write_times(conn, runs[-1])

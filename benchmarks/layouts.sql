@@ -33,3 +33,22 @@ WHERE b.run_id = ANY(%(runs)s::bigint[]) AND b.point_ids <> '{0}'
 SELECT t.check_name, r.metric_id, r.point_ids, r.testcase_id, r.point_values
 FROM per_testcase r JOIN testcase t ON t.id = r.testcase_id
 WHERE r.run_id = ANY(%(runs)s::bigint[]) AND r.point_ids <> '{0}'
+
+-- name: run_start
+SELECT started_at FROM run WHERE id = %s
+
+-- name: runs
+SELECT id FROM run ORDER BY started_at
+
+-- name: block_bytes
+SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('sample_block') WHERE isleaf
+
+-- name: row_bytes
+SELECT pg_total_relation_size('per_testcase')
+
+-- name: blocks_of_run
+SELECT check_name, metric_id, point_ids, testcase_ids, point_values
+FROM sample_block WHERE run_id = %s
+
+-- name: analyze
+VACUUM (ANALYZE) sample_block, per_testcase, testcase

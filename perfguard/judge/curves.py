@@ -57,19 +57,25 @@ class Curve:
 
     def distances(self) -> tuple[float, ...]:
         """The evidence of a regressed (improved) curve: the worse-signed distances of
-        the recent nights (``judge.evidence``) of its band's middle size by strength
-        (the weaker middle one of an even band).
-        The sizes of a sweep move together (one run, one protocol), so they are one
-        line's worth of evidence, not a line each; and a curve is no stronger than its
-        band's typical size (it was taken as the cap of two nights, z 7.1, whatever its
-        sizes read: on 60 quiet real nights curves of two sizes at 2-3σ paged)."""
+        the recent nights (``judge.evidence``) of the middle size, by strength, of its
+        bands (runs of ``BAND`` or more consecutive sizes in its state; the weaker middle
+        one of an even count). The sizes of a sweep move together (one run, one
+        protocol), so they are one line's worth of evidence, not a line each; a size
+        alone outside a band is chance by the state's own rule and counts for nothing;
+        and a curve is no stronger than its band's typical size (it was taken as the cap
+        of two nights, z 7.1, whatever its sizes read: on 60 quiet real nights curves of
+        two sizes 2-3σ out paged)."""
         state = self.state
         if state not in (judge.REGRESSION, judge.IMPROVEMENT):
             return ()
-        band = [judge.evidence(self.recent[size], j, self.better)[1]
-                for size, j in self.sizes.items() if j.state == state and size in self.recent]
-        band.sort(key=lambda d: sum(d) / len(d) ** 0.5 if d else 0.0)
-        return band[(len(band) - 1) // 2] if band else ()
+        band = min(BAND, len(self.sizes))
+        sizes = [size for first, last, _ in self._ranges(state)
+                 for size in sorted(self.sizes) if first <= size <= last
+                 if len([s for s in self.sizes if first <= s <= last]) >= band]
+        nights = [judge.evidence(self.recent[size], self.sizes[size], self.better)[1]
+                  for size in sizes if size in self.recent]
+        nights.sort(key=lambda d: abs(sum(d)) / len(d) ** 0.5 if d else 0.0)
+        return nights[(len(nights) - 1) // 2] if nights else ()
 
     def summary(self) -> str:
         parts = []

@@ -69,11 +69,6 @@ def fingerprints(conn: Connection, run_id: int,
     return {row["node"]: flatten(row) for row in rows}
 
 
-def hosts_shared(conn: Connection, run_id: int) -> dict[str, tuple[str, ...]]:
-    """``hosts_sharing`` of the run's fingerprints."""
-    return hosts_sharing(fingerprint_rows(conn, run_id))
-
-
 def hosts_sharing(rows: list[dict]) -> dict[str, tuple[str, ...]]:
     """Each node of a run's fingerprint ``rows`` that printed the same boot id as others
     (one booted kernel: one host, as virtual nodes are) → those others. A finding can then

@@ -16,7 +16,8 @@ The rule (defaults measured by ``benchmarks/verdict_quality.py``, see docs/verdi
   ``k`` are chance; a level is not), so a single spike never alarms. A judged night beyond
   without that is ``inconclusive`` ("confirm on the next run"), as is a history shorter
   than ``min_history`` or noise so large that a change of ``max_detectable`` would go
-  unseen. Otherwise ``pass``.
+  unseen, and a level the history went to on ``revisits`` nights and came back from each
+  time (``visits``: a state of the line's own, not a new level). Otherwise ``pass``.
 """
 
 from __future__ import annotations
@@ -58,10 +59,11 @@ class Rule:
     #: Floor of the noise, relative to the centre (a flat history is not noise-free).
     min_noise: float = 0.001
     #: A level the line's history reached on this many nights, coming back each time, is
-    #: a state of the line's own (``visits``), not a new change: judged inconclusive.
+    #: a state of the line's own (``visits``), not a new change: judged inconclusive
+    #: (0: never).
     revisits: int = 3
-    #: How far (in noise) a history night must lie to count as such a visit: at least
-    #: this far, and at least half as far as the judged level.
+    #: How far (in noise) a history night must lie at least to count as such a visit
+    #: (and between half and twice the judged level: ``visit_range``).
     revisit_floor: float = 3.0
     #: Baseline from the runs since the judged nodes' environment last changed only.
     same_fingerprint: bool = False
@@ -264,13 +266,14 @@ def judge(history: list[float], recent: list[float], better: str,
     level = _level(recent, value, centre, noise, better, rule)
     if len(beyond) >= rule.needed and level * mine > rule.level:
         visited = visits(history, recent[:-1], centre, noise, abs(level), mine, better, rule)
-        if visited >= rule.revisits:
+        if rule.revisits and visited >= rule.revisits:
+            low, high = visit_range(abs(level), rule)
             return Judgement(INCONCLUSIVE, centre, noise, change, beyond,
                              f"{size}; {len(beyond)} of the last {len(sides)} runs {what}, "
                              f"{abs(level):.1f}σ on average, but {visited} of the "
-                             f"{len(history)} runs before were as far (past "
-                             f"{_visit_floor(abs(level), rule):.1f}σ) and came back: a "
-                             f"state this line returns to, not a new level", rule)
+                             f"{len(history)} runs before were at that level ({low:.1f}–"
+                             f"{high:.1f}σ) and came back: a state this line returns to, "
+                             f"not a new level", rule)
         state = REGRESSION if mine < 0 else IMPROVEMENT
         return Judgement(state, centre, noise, change, beyond,
                          f"{size}; {len(beyond)} of the last {len(sides)} runs {what} by "
@@ -294,28 +297,31 @@ def judge(history: list[float], recent: list[float], better: str,
 
 def visits(history: list[float], before: list[float], centre: float, noise: float,
            level: float, mine: int, better: str, rule: Rule) -> int:
-    """How many ``history`` nights lay at least as far out as a judged ``level`` (in
-    noise, on side ``mine``; at least half the level, and ``revisit_floor``) and were
+    """How many ``history`` nights lay at the judged ``level`` (in noise, on side
+    ``mine``: between half and twice as far out, and at least ``revisit_floor``) and were
     followed by a night within ``k`` noise before the judged one (``before``: the recent
     nights ahead of it). The baseline's noise leaves out far values as outliers; where a
-    line keeps going to a second state and back (shared-memory bandwidth halving for
-    minutes on a quiet host, 8 of 30 nights) those are no outliers, and judged against
-    the trimmed noise each return to it read as a new level and paged (docs/verdicts.md,
-    "Real nights on a quiet host"). A fault's nights have no return after them (the
-    regressed ones are not in the history at all: ``verdict._without``)."""
+    line keeps going to a second state and back (shared-memory bandwidth at −15 to −22 %
+    on 3 of its first 11 quiet nights) those are no outliers, and judged against the
+    trimmed noise each return to that state read as a new level and paged
+    (docs/verdicts.md, "A state the line returns to"). A spike far beyond the level is
+    no visit of it (three −12σ spikes would otherwise hide a −4.5σ fault), nor is a
+    level the line never left: a fault's nights have no return after them, and a key
+    figure's regressed nights are not in its history at all (``verdict._without``)."""
     sign = 1 if better == "higher" else -1
-    far = _visit_floor(level, rule)
+    low, high = visit_range(level, rule)
     count, came_back = 0, False
     for index, value in reversed(list(enumerate([*history, *before]))):
         distance = sign * mine * (value - centre) / noise
-        count += index < len(history) and distance >= far and came_back
+        count += index < len(history) and low <= distance <= high and came_back
         came_back = came_back or abs(distance) <= rule.k
     return count
 
 
-def _visit_floor(level: float, rule: Rule) -> float:
-    """How far a history night must lie (in noise) to count as a visit of ``level``."""
-    return max(rule.revisit_floor, level / 2)
+def visit_range(level: float, rule: Rule) -> tuple[float, float]:
+    """How far out (in noise) a history night must lie to count as a visit of ``level``:
+    between half and twice the level, and at least ``revisit_floor``."""
+    return max(rule.revisit_floor, level / 2), max(rule.revisit_floor, 2 * level)
 
 
 def _noisy_note(noise: float, centre: float, rule: Rule) -> str:

@@ -32,7 +32,7 @@ def test_fingerprints_from_a_real_run_and_cli_diff(migrated_dsn: str, demo_repor
     assert boot_ids == {Path("/proc/sys/kernel/random/boot_id").read_text().strip()}
     with psycopg.connect(migrated_dsn, row_factory=dict_row) as conn:
         run_id = conn.execute("SELECT id FROM run").fetchone()["id"]
-        shared = fingerprint.hosts_shared(conn, run_id)
+        shared = fingerprint.hosts_sharing(fingerprint.fingerprint_rows(conn, run_id))
     assert shared == {node: tuple(sorted(nodes - {node})) for node in nodes}, shared
     upgraded = sorted(nodes)[-1]
     for run in report["runs"]:  # the same nodes, UCX upgraded on one of them
