@@ -305,7 +305,8 @@ def visits(history: list[float], before: list[float], centre: float, noise: floa
     on 3 of its first 11 quiet nights) those are no outliers, and judged against the
     trimmed noise each return to that state read as a new level and paged
     (docs/verdicts.md, "A state the line returns to"). A spike far beyond the level is
-    no visit of it (three −12σ spikes would otherwise hide a −4.5σ fault), nor is a
+    no visit of it (three −12 % spikes on a 1 % line would otherwise hide a −4.5 %
+    fault), nor is a
     level the line never left: a fault's nights have no return after them, and a key
     figure's regressed nights are not in its history at all (``verdict._without``)."""
     sign = 1 if better == "higher" else -1

@@ -208,10 +208,10 @@ def explain(line: Line, stored: Line | None = None, run_id: int | None = None) -
         out.append(f"  rule: a run is beyond when {rule.k:g}σ ({plain(rule.k * j.noise)}) and "
                    f"{rule.min_change:.0%} from the median; {rule.needed} of the last "
                    f"{rule.confirm} runs beyond, this one included, and on average "
-                   f"{rule.level:g}σ ({plain(rule.level * j.noise)}) off, decide; "
-                   f"not where {rule.revisits} earlier runs were at that level (half to "
-                   f"twice as far out, at least {rule.revisit_floor:g}σ) and came back: a "
-                   f"state the line returns to")
+                   f"{rule.level:g}σ ({plain(rule.level * j.noise)}) off, decide"
+                   + (f"; not where {rule.revisits} earlier runs were at that level (half "
+                      f"to twice as far out, at least {rule.revisit_floor:g}σ) and came "
+                      f"back: a state the line returns to" if rule.revisits else ""))
         out.append("  last runs: " + ", ".join(
             f"{plain(v)} ({run_mark(v, i, j, line.better or 'lower', rule)})"
             for i, v in enumerate(recent)))

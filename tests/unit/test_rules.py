@@ -253,8 +253,8 @@ def test_a_state_the_line_returns_to_is_not_a_new_level() -> None:
 
 
 def test_spikes_far_beyond_a_level_are_no_visits_of_it() -> None:
-    """Three one-night spikes of −12σ in a steady line's history are no state it returns
-    to at −4.5σ: a fault of that size is a regression on its second night (counted as
+    """Three one-night spikes of −12 % in a steady 1 % line's history (13.5σ) are no
+    state it returns to at −4.5 % (5σ): a fault of that size is a regression on its second night (counted as
     visits, such spikes hid it for up to 30 nights; found in review)."""
     rng = random.Random(7)
     history = [1000.0 * (1 + rng.gauss(0, 0.01)) for _ in range(30)]
@@ -298,6 +298,9 @@ def test_a_curve_is_as_strong_as_its_bands_typical_size() -> None:
     from perfguard.judge.rules import evidence
 
     middle = evidence(mixed.recent[8192], mixed.sizes[8192], "higher")[1]
+    better = _curve({4096: -8.0, 8192: -4.0})  # an improvement: its weaker size too
+    assert better.state == "improvement"
+    assert better.distances() == evidence(better.recent[8192], better.sizes[8192], "higher")[1]
     isolated = _curve({512: 3.5, 1024: 3.5, 2: 9.0, 32: 9.0, 65536: 9.0})
     assert [isolated.sizes[s].state for s in (2, 32, 65536)] == ["regression"] * 3
     assert pooled_z(isolated.distances()) < DEFAULT_POLICY.critical_z(300)
