@@ -254,8 +254,8 @@ def test_a_state_the_line_returns_to_is_not_a_new_level() -> None:
 
 def test_spikes_far_beyond_a_level_are_no_visits_of_it() -> None:
     """Three one-night spikes of −12 % in a steady 1 % line's history (13.5σ) are no
-    state it returns to at −4.5 % (5σ): a fault of that size is a regression on its second night (counted as
-    visits, such spikes hid it for up to 30 nights; found in review)."""
+    state it returns to at −4.5 % (5σ): a fault of that size is a regression on its second
+    night (counted as visits, such spikes hid it for up to 30 nights; found in review)."""
     rng = random.Random(7)
     history = [1000.0 * (1 + rng.gauss(0, 0.01)) for _ in range(30)]
     for night in (5, 14, 22):
