@@ -63,14 +63,9 @@ def statements() -> dict[str, str]:
 SQL_OF = statements()
 
 
-def best(action: Callable[[], object], repeat: int = 3) -> float:
-    """The fastest of ``repeat`` timings of ``action``, in seconds."""
-    durations = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        action()
-        durations.append(time.perf_counter() - start)
-    return min(durations)
+def best(action: Callable[[], object]) -> float:
+    """The fastest of 3 timings of ``action`` (``ingest.timed``), in seconds."""
+    return min(bench.timed(action, 3))
 
 
 def grown(conn: psycopg.Connection, runs: int) -> list[int]:
@@ -87,9 +82,8 @@ def grown(conn: psycopg.Connection, runs: int) -> list[int]:
 
 def table_bytes(conn: psycopg.Connection) -> tuple[int, int]:
     """(the blocks' bytes, the per-test-case table's), indexes included."""
-    blocks = conn.execute(SQL_OF["block_bytes"]).fetchone()[0]
     rows = conn.execute(SQL_OF["row_bytes"]).fetchone()[0]
-    return int(blocks), int(rows)
+    return bench.bytes_on_disk(conn)[0], int(rows)
 
 
 def write_times(conn: psycopg.Connection, run_id: int) -> tuple[float, float]:

@@ -40,9 +40,6 @@ SELECT started_at FROM run WHERE id = %s
 -- name: runs
 SELECT id FROM run ORDER BY started_at
 
--- name: block_bytes
-SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('sample_block') WHERE isleaf
-
 -- name: row_bytes
 SELECT pg_total_relation_size('per_testcase')
 

@@ -45,10 +45,8 @@ class Curve:
         alone is inconclusive: at a false alarm in 200 per size, a curve of 23 sizes
         with independent noise would otherwise alarm one night in nine
         (benchmarks/ingest.py's synthetic curves flagged 2,000 of 10,000 curves)."""
-        band = min(BAND, len(self.sizes))
         for state in (judge.REGRESSION, judge.IMPROVEMENT):
-            if any(len([s for s in self.sizes if first <= s <= last]) >= band
-                   for first, last, _ in self._ranges(state)):
+            if self._bands(state):
                 return state
         states = {j.state for j in self.sizes.values()}
         if states & {judge.REGRESSION, judge.IMPROVEMENT, judge.INCONCLUSIVE}:
@@ -68,12 +66,8 @@ class Curve:
         state = self.state
         if state not in (judge.REGRESSION, judge.IMPROVEMENT):
             return ()
-        band = min(BAND, len(self.sizes))
-        sizes = [size for first, last, _ in self._ranges(state)
-                 for size in sorted(self.sizes) if first <= size <= last
-                 if len([s for s in self.sizes if first <= s <= last]) >= band]
         nights = [judge.evidence(self.recent[size], self.sizes[size], self.better)[1]
-                  for size in sizes if size in self.recent]
+                  for sizes in self._bands(state) for size in sizes if size in self.recent]
         nights.sort(key=lambda d: abs(sum(d)) / len(d) ** 0.5 if d else 0.0)
         return nights[(len(nights) - 1) // 2] if nights else ()
 
@@ -87,6 +81,14 @@ class Curve:
                     f" by {_percent_range(changes)}"
                 parts.append(f"{word} at {span}{size}")
         return "; ".join(parts)
+
+    def _bands(self, state: str) -> list[list[int]]:
+        """The sizes of each run of at least ``BAND`` consecutive sizes in ``state`` (all
+        sizes, if the curve has fewer): what makes the curve's state and its evidence."""
+        band = min(BAND, len(self.sizes))
+        runs = [[s for s in sorted(self.sizes) if first <= s <= last]
+                for first, last, _ in self._ranges(state)]
+        return [sizes for sizes in runs if len(sizes) >= band]
 
     def _ranges(self, state: str) -> list[tuple[int, int, list[float]]]:
         """Runs of consecutive sizes in ``state``: (first, last, |changes|)."""

@@ -306,9 +306,9 @@ def visits(history: list[float], before: list[float], centre: float, noise: floa
     trimmed noise each return to that state read as a new level and paged
     (docs/verdicts.md, "A state the line returns to"). A spike far beyond the level is
     no visit of it (three −12 % spikes on a 1 % line would otherwise hide a −4.5 %
-    fault), nor is a
-    level the line never left: a fault's nights have no return after them, and a key
-    figure's regressed nights are not in its history at all (``verdict._without``)."""
+    fault), nor is a level the line never left: a fault's nights have no return after
+    them, and a key figure's regressed nights are not in its history at all
+    (``verdict._without``)."""
     sign = 1 if better == "higher" else -1
     low, high = visit_range(level, rule)
     count, came_back = 0, False

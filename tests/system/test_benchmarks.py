@@ -31,6 +31,14 @@ def run_benchmark(name: str, *args: str) -> str:
     return result.stdout
 
 
+def bench_databases_left(layout) -> list[tuple]:
+    """The benchmark databases still on the test cluster's PostgreSQL (each benchmark drops
+    its own)."""
+    with psycopg.connect(layout.dsn_for("postgres")) as conn:
+        return conn.execute("SELECT datname FROM pg_database "
+                            "WHERE datname LIKE 'perfguard_bench_%'").fetchall()
+
+
 def test_verdict_quality_runs() -> None:
     out = run_benchmark("verdict_quality.py")
     assert "| synthetic IB-like, CV 1 %" in out and "| perfguard |" in out
@@ -59,10 +67,7 @@ def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
                      "a run of 200 test cases", "prune of the oldest month (sample_20",
                      "| samples stored | ingest samples/s |"):
         assert promised in out, out
-    with psycopg.connect(layout.dsn_for("postgres")) as conn:
-        left = conn.execute("SELECT datname FROM pg_database "
-                            "WHERE datname LIKE 'perfguard_bench_%'").fetchall()
-    assert left == []
+    assert bench_databases_left(layout) == []
 
 
 def test_layouts_measures_both_layouts_holding_the_same_values(layout) -> None:
@@ -72,10 +77,7 @@ def test_layouts_measures_both_layouts_holding_the_same_values(layout) -> None:
     out = run_benchmark("layouts.py", "--dsn", layout.dsn_for("postgres"))
     assert "| blocks: run × check × metric × point list (chosen) |" in out, out
     assert "| rows: run × test case × metric |" in out and "| rows / blocks |" in out, out
-    with psycopg.connect(layout.dsn_for("postgres")) as conn:
-        left = conn.execute("SELECT datname FROM pg_database "
-                            "WHERE datname LIKE 'perfguard_bench_%'").fetchall()
-    assert left == []
+    assert bench_databases_left(layout) == []
 
 
 def test_real_nights_replays_the_recorded_nights(layout) -> None:
@@ -85,10 +87,7 @@ def test_real_nights_replays_the_recorded_nights(layout) -> None:
     assert "| 13 | 3 | " in out and "| false pages |" in out, out
     assert "| real nights | HCA at half bandwidth (1 trial(s)) |" in out, out
     assert "| real nights | driver +0.3 µs small latency (1 trial(s)) |" in out, out
-    with psycopg.connect(layout.dsn_for("postgres")) as conn:
-        left = conn.execute("SELECT datname FROM pg_database "
-                            "WHERE datname LIKE 'perfguard_bench_%'").fetchall()
-    assert left == []
+    assert bench_databases_left(layout) == []
 
 
 def test_the_quiet_nights_replay_as_docs_verdicts_says(layout) -> None:
