@@ -19,7 +19,10 @@ from reframe_tests.common.pinning import AUTO_HCA, HCA_CHOICES, map_cpu, partiti
 # runs one measurement. `$srun_server` / `$srun_client` are set by the check.
 # Each job starts in its own window of 12 ports below the ephemeral range, so jobs
 # whose nodes share one network (the embedded cluster) never pick the same port; a
-# listener on the port that is not our (still running) server is not taken for it.
+# listener on the port that is not our (still running) server is not taken for it. A
+# port is free when no TCP socket holds it in any state (`ss -a`): a connection's local
+# end refuses the server's bind() as a listener does, and listeners alone (`ss -l`) let
+# the probe take such a port ("bind() failed: Address already in use").
 PAIR_FUNCTIONS = r"""
 pg_nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
 pg_server_node=${pg_nodes[0]}
@@ -28,7 +31,7 @@ pg_server_addr=$(scontrol show node "$pg_server_node" | grep -o 'NodeAddr=[^ ]*'
 pg_port=${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 1000 * 12))}
 pg_probe="srun -J perfguard-helper --overlap -N1 -n1 -w $pg_server_node"
 pg_port_free() {
-    $pg_probe bash -c "! ss -Hltn 'sport = :$1' | grep -q ."
+    $pg_probe bash -c "! ss -Hatn 'sport = :$1' | grep -q ."
 }
 pg_wait_listening() {  # PORT SERVER_PID; fails at once when the server step ends first
     $pg_probe timeout "${PG_READY_TIMEOUT:-60}" \

@@ -69,6 +69,10 @@ listening() {
     ss -Hltn "sport = :$1" | grep -q .
 }
 
+in_use() {  # PORT: held by any TCP socket (a connection's local end refuses bind() too)
+    ss -Hatn "sport = :$1" | grep -q .
+}
+
 wait_for_slot() {  # SLOT: every pair of the slot before it has ended
     local index
     for index in $(awk -v slot="$(($1 - 1))" '$1 == slot { print $2 }' "$table"); do
@@ -88,7 +92,7 @@ serve() {  # SLOT INDEX: a server per test, each announced once it listens
     wait_for_slot "$1"
     for spec in $PG_SWEEP_TESTS; do
         IFS=: read -r test size iterations <<< "$spec"
-        while listening "$port"; do port=$((port + 1)); done
+        while in_use "$port"; do port=$((port + 1)); done
         $PG_SWEEP_COMMAND -t "$test" -s "$size" -n "$iterations" -p "$port" </dev/null \
             > "$table.$2.$test.log" 2>&1 &
         pid=$! started=$SECONDS
