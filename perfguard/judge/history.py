@@ -267,7 +267,8 @@ def _segments(conn: Connection, bound: dict, key_figures: bool
     test cases (not failed, not superseded) split into series, per check, metric and
     point list: one at a time (a 100,000-line verdict's rows as Python ints, all at once,
     took 200 MB more)."""
-    blocks = queries.arrays(conn, "sample_blocks", {**bound, "key_figures": key_figures})
+    blocks = queries.arrays_in_parts(conn, "sample_blocks", {**bound, "key_figures": key_figures},
+                                     split=("runs", "times"))
     if not blocks:
         return
     # Only the checks that have such blocks; through judged_testcase PostgreSQL guesses

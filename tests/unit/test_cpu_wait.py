@@ -61,19 +61,19 @@ def case(**extra) -> dict:
 
 
 def test_a_disturbed_measurement_is_stored_as_such_with_its_reason() -> None:
-    tc = _checked_testcase(case(**{DISTURBED_VARIABLE: "CPUs contended: node1 80%"}), "t")
+    tc = _checked_testcase(case(**{DISTURBED_VARIABLE: "CPUs contended: node1 80%"}), "t", {})
     assert (tc.result, tc.fail_reason) == (DISTURBED_RESULT, "CPUs contended: node1 80%")
 
 
 def test_a_failed_test_case_stays_failed_whatever_its_cpus() -> None:
     tc = _checked_testcase(case(result="fail", fail_phase="sanity", fail_reason="no table",
-                                **{DISTURBED_VARIABLE: "CPUs contended: node1 80%"}), "t")
+                                **{DISTURBED_VARIABLE: "CPUs contended: node1 80%"}), "t", {})
     assert (tc.result, tc.fail_reason) == ("fail", "no table")
 
 
 def test_a_test_case_without_figures_is_not_disturbed() -> None:
     """MPI hello proves a binding and measures nothing: its pass stands."""
-    tc = _checked_testcase(case(perfvalues={}, **{DISTURBED_VARIABLE: "CPUs contended"}), "t")
+    tc = _checked_testcase(case(perfvalues={}, **{DISTURBED_VARIABLE: "CPUs contended"}), "t", {})
     assert tc.result == "pass"
 
 

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "perfguard"
 
 def test_every_query_is_named_somewhere_and_none_is_missing() -> None:
     code = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py"))
-    runners = "rows|shared_rows|first|arrays|tuples|one|execute|execute_many|sql"
+    runners = "rows|shared_rows|first|arrays|arrays_in_parts|tuples|one|execute|execute_many|sql"
     named = set(re.findall(rf"queries\.(?:{runners})\(\s*(?:conn,\s*)?"
                            r"\"(\w+)\"", code))
     files = {path.stem for path in QUERIES_DIR.glob("*.sql")}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
+from psycopg import sql
 from psycopg.adapt import Loader
 from psycopg.pq import Format
 from psycopg.types.json import JsonbLoader
@@ -332,6 +333,39 @@ NO_MERGE_JOINS = {**BULK, "enable_mergejoin": "off"}
 
 
 @contextmanager
+def snapshot_readers(conn: psycopg.Connection, count: int) -> Iterator[list]:
+    """``count`` more connections as ``conn``'s user, read-only, each seeing what ``conn``'s
+    transaction sees (its exported snapshot: a run pruned or stored meanwhile is seen by
+    all or none), closed afterwards; none (an empty list) where that cannot be: ``conn``
+    outside a transaction, or no connection to be had (then ``conn`` reads alone)."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
+        yield []
+        return
+    snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]
+    conninfo = psycopg.conninfo.make_conninfo(conn.info.dsn, password=conn.info.password)
+    readers: list[psycopg.Connection] = []
+    settings = conn.execute("SELECT name, current_setting(name) FROM unnest(%s::text[]) name",
+                            (sorted(HASH_JOINS),)).fetchall()  # as planned() set them
+    try:
+        for _ in range(count):
+            reader = psycopg.connect(conninfo, connect_timeout=5, autocommit=True)
+            readers.append(reader)
+            reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            reader.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
+            for name, value in settings:
+                reader.execute("SELECT set_config(%s, %s, true)", (name, value))
+    except psycopg.Error:
+        for reader in readers:
+            reader.close()
+        readers = []
+    try:
+        yield readers
+    finally:
+        for reader in readers:
+            reader.close()
+
+
+@contextmanager
 def planned(conn: psycopg.Connection, settings: dict[str, str]) -> Iterator[None]:
     """Planner ``settings`` (BULK, HASH_JOINS) for the queries of the block; what was
     set before is set again afterwards (blocks nest), also inside a caller's
@@ -356,8 +390,6 @@ def grant(conn: psycopg.Connection, user: str, kind: str, password: str | None) 
     """Make ``user`` a login role in the group of ``kind`` (writer: runs and verdicts, no
     DDL; reader: SELECT only); returns whether the role was created. Needs a role that
     may create roles (the schema owner on the embedded cluster, a DBA elsewhere)."""
-    from psycopg import sql
-
     exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (user,)).fetchone()
     role = sql.Identifier(user)
     if not exists:

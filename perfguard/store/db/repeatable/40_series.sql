@@ -98,17 +98,24 @@ RETURNS void LANGUAGE sql AS $$
     -- night of 2,000 test cases took seconds
     figures AS MATERIALIZED (
         SELECT k.started_at, k.testcase_id, k.metric_id, k.value
-        FROM runs JOIN key_figure k ON k.run_id = runs.id AND k.started_at = runs.started_at)
-    SELECT p_system, tc.check_name, tc.params, p.name, e.name, m.name, m.unit,
-           (v.started_at AT TIME ZONE 'UTC')::date,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY v.value), min(v.value), max(v.value),
-           count(*)
-    FROM figures v
-    JOIN judged_testcase tc ON tc.id = v.testcase_id AND tc.state = 'pass'
-    JOIN partition p ON p.id = tc.partition_id
-    JOIN environ e ON e.id = tc.environ_id
-    JOIN metric m ON m.id = v.metric_id
-    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8;
+        FROM runs JOIN key_figure k ON k.run_id = runs.id AND k.started_at = runs.started_at),
+    -- grouped by the variant (the digest of check and parameters) and ids, names joined
+    -- after: sorting on the parameters' jsonb took 24 ms of a 4,000-figure night, this 17
+    nights AS (
+        SELECT min(tc.check_name) AS check_name, (array_agg(tc.params))[1] AS params,
+               tc.partition_id, tc.environ_id, v.metric_id,
+               (v.started_at AT TIME ZONE 'UTC')::date AS night,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY v.value) AS median,
+               min(v.value) AS min, max(v.value) AS max, count(*) AS count
+        FROM figures v
+        JOIN judged_testcase tc ON tc.id = v.testcase_id AND tc.state = 'pass'
+        GROUP BY tc.variant, tc.partition_id, tc.environ_id, v.metric_id, 6)
+    SELECT p_system, n.check_name, n.params, p.name, e.name, m.name, m.unit, n.night,
+           n.median, n.min, n.max, n.count
+    FROM nights n
+    JOIN partition p ON p.id = n.partition_id
+    JOIN environ e ON e.id = n.environ_id
+    JOIN metric m ON m.id = n.metric_id;
 $$;
 
 GRANT EXECUTE ON FUNCTION recent_runs TO perfguard_grafana;
