@@ -10,9 +10,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+import psycopg
 
 from perfguard.present import dashboards
-from perfguard.store import db, report
+from perfguard.store import db, queries, report
 from perfguard.store.ingest import RunMeta, ingest_paths
 from tests.conftest import perfguard
 
@@ -209,3 +210,29 @@ def test_packed_arrays_load_what_psycopg_loads(migrated_dsn: str) -> None:
     assert all(type(i) is int for i in packed[2] + packed[7])
     assert packed[4] == generic[4] and packed[5] == generic[5] and packed[8] == generic[8]
     assert list(packed[6]) == generic[6]
+
+
+def test_blocks_read_in_parts_are_the_blocks_of_one_snapshot(migrated_dsn: str) -> None:
+    """The verdict reads its blocks on two connections (queries.arrays_in_parts): the
+    same rows as one read, and the second connection sees what the first one's
+    transaction sees, not a run stored meanwhile."""
+    nights = [datetime(2025, 9, day, 2, tzinfo=timezone.utc) for day in range(1, 8)]
+    with psycopg.connect(migrated_dsn) as conn:
+        for number, night in enumerate(nights[:6]):
+            store_run(conn, night, [float(number), 10.0 + number])
+    with db.connect(migrated_dsn) as judge:
+        judge.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        runs = [run for (run,) in judge.execute("SELECT id FROM run ORDER BY started_at")]
+        with psycopg.connect(migrated_dsn) as writer:  # committed after the judge's snapshot
+            store_run(writer, nights[6], [6.0, 16.0])
+            runs.append(writer.execute("SELECT max(id) FROM run").fetchone()[0])
+        bound = {"runs": runs, "times": nights, "checks": ["OldCheck"], "key_figures": True}
+
+        def values(rows: list) -> list:
+            return sorted(row[4].ravel().tolist() for row in rows)
+
+        whole = values(queries.arrays(judge, "sample_blocks", bound))
+        parts = values(queries.arrays_in_parts(judge, "sample_blocks", bound,
+                                               split=("runs", "times")))
+    assert whole == [[float(n), 10.0 + n] for n in range(6)]
+    assert parts == whole
