@@ -209,7 +209,6 @@ def load(path: Path) -> Report:
         return parse(raw, path)
 
 
-
 def _parsed(text: bytes) -> Any:
     """The report's JSON: orjson's parse (20 ms of a 5.5 MB report, 40 ms by json), or,
     where orjson refuses it, json's, which takes what ReFrame writes beside strict JSON

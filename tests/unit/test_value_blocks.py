@@ -3,10 +3,13 @@ binary COPY stream PostgreSQL reads them from."""
 
 from __future__ import annotations
 
+import json
 import struct
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from perfguard.store import report
 from perfguard.store.ingest import Block, _blocks, binary_copy
@@ -54,3 +57,53 @@ def test_binary_copy_is_postgresql_binary_copy_format() -> None:
     values = struct.pack(">iiIiiii", 2, 0, 701, 2, 1, 1, 1) + struct.pack(">idid", 8, 1.5, 8, 2.5)
     assert struct.pack(">i", len(values)) + values in row
     assert row.endswith(struct.pack(">iii", -1, -1, -1))
+
+
+def reframe_report(**case: object) -> dict:
+    """A run report of one test case, with what ReFrame's schema requires of it."""
+    return {"session_info": {"data_version": "4.2", "uuid": "u", "hostname": "h",
+                             "time_elapsed": 1.0, "time_start_unix": 1.0, "time_end_unix": 2.0},
+            "restored_cases": [], "runs": [{"num_cases": 1, "num_failures": 0, "testcases": [{
+                "name": "C", "unique_name": "C", "system": "sys:p", "partition": "p",
+                "environ": "e", "filename": "c.py", "result": "pass", "fail_phase": None,
+                "fail_reason": None, "job_completion_time_unix": 2.0, "time_total": 1.0,
+                "perfvalues": {}, **case}]}]}
+
+
+def parsed_series(entries: list[dict]) -> report.TestCase:
+    """The test case of a report with ``entries`` as its curves."""
+    return report.parse(reframe_report(**{report.SAMPLES_VARIABLE: entries}),
+                        Path("r.json")).testcases[0]
+
+
+def test_series_at_the_same_points_share_one_shape() -> None:
+    """A sweep's curves are hashed once for their points (report.Shape), and the shape is
+    what ingest groups them by: equal points, one shape; other points, another."""
+    tc = parsed_series([
+        {"metric": "bw", "coords": {"size": [1, 2, 4]}, "values": [1.0, 2.0, 3.0]},
+        {"metric": "lat", "coords": {"size": [1, 2, 4]}, "values": [4.0, 5.0, 6.0]},
+        {"metric": "bw", "coords": {"size": [1, 2]}, "values": [1.0, 2.0]}])
+    first, second, other = (series.signature() for series in tc.series)
+    assert first is second and first == (("size",), ((1, 2, 4),), 3)
+    assert other != first and hash(first) == hash((("size",), ((1, 2, 4),), 3))
+
+
+def test_a_curve_with_a_nan_or_an_object_as_a_point_is_named() -> None:
+    """A NaN in a curve fails its test case, naming the value; a point that is an object
+    is a malformed report, naming the coordinate."""
+    tc = parsed_series([{"metric": "bw", "coords": {"size": [1, 2]},
+                         "values": [1.0, float("nan")]}])
+    assert tc.result == "fail" and "values[1]: value nan is not finite" in tc.fail_reason
+    with pytest.raises(report.ReportError, match=r"coords\['size'\] must hold numbers"):
+        parsed_series([{"metric": "bw", "coords": {"size": [1, [2]]}, "values": [1.0, 2.0]}])
+
+
+def test_a_report_with_nan_as_reframe_writes_it_is_read(tmp_path: Path) -> None:
+    """ReFrame writes a failed figure as the bare ``NaN`` of json.dumps, which strict JSON
+    parsers (orjson) refuse: the report is read, and only its test case fails."""
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(reframe_report(
+        perfvalues={"p:bw": [float("nan"), 0, None, None, "MB/s"]})))
+    assert "[NaN, " in path.read_text()
+    [tc] = report.load(path).testcases
+    assert tc.result == "fail" and "value nan is not finite" in tc.fail_reason
