@@ -237,7 +237,7 @@ class _Segments:
         series, places, ids = cases.series[at], cases.places[at], cases.ids[at]
         order = np.lexsort((ids, -places, series))
         self.series, self.ids, places = series[order], ids[order], places[order]
-        self.values = np.concatenate([part[1] for part in parts]).astype(np.float64)[order]
+        self.values = np.concatenate([part[1] for part in parts], dtype=np.float64)[order]
         starts = np.flatnonzero(np.diff(self.series)) + 1
         self.firsts, self.lasts = [0, *starts.tolist()], [*starts.tolist(), len(ids)]
         #: Each row's run's place, as Python ints (sliced per series, looked up in nights).
@@ -342,15 +342,22 @@ def _point_series(curves, points: set[int], metrics: dict[int, str], run_id: int
                                      any(row[5] for row in merged), None, merged=merged))
             continue
         ((ids, testcases, runs, times, nights),) = rows
-        if ids not in kept_of:  # the columns in ``points``, once per point list
-            kept_of[ids] = [index for index, point in enumerate(ids) if point in points]
-        kept = kept_of[ids]
-        nights = np.asarray(nights, dtype=np.float64)
-        kept_ids = ids if len(kept) == len(ids) else tuple(ids[index] for index in kept)
-        nights = nights if len(kept) == len(ids) else nights[:, kept]
-        found.append(CurveNights(variant, check, metrics[metric], metric, run_id in runs, nights,
-                                 kept_ids, testcases[-1], tuple(times) if with_times else None))
+        # the columns in ``points``, once per point list (a segment's one tuple: by identity,
+        # not by hashing its 123 ids again for each of 12,000 curves)
+        kept, kept_ids = kept_of.get(id(ids)) or kept_of.setdefault(id(ids), _kept(ids, points))
+        nights = np.asarray(nights, dtype=np.float64)  # a view of its segment's values
+        found.append(CurveNights(variant, check, metrics[metric], metric, run_id in runs,
+                                 nights if kept is None else nights[:, kept], kept_ids,
+                                 testcases[-1], tuple(times) if with_times else None))
     return found
+
+
+def _kept(ids: tuple[int, ...], points: set[int]) -> tuple[list[int] | None, tuple[int, ...]]:
+    """(the columns of ``ids`` in ``points``, None for all of them; their ids)."""
+    kept = [index for index, point in enumerate(ids) if point in points]
+    if len(kept) == len(ids):
+        return None, ids
+    return kept, tuple(ids[index] for index in kept)
 
 
 def _merged(rows: list[tuple], metric: int, points: set[int], run_id: int,

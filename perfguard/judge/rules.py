@@ -197,14 +197,16 @@ def baselines(histories: list[list[float]]) -> list[tuple[float, float] | None]:
     return found
 
 
-def _medians(matrix: np.ndarray) -> np.ndarray:
-    """Each row's median: the middle value, or the two middle ones' sum halved (as
-    statistics.median; np.median's dispatch costs a single history 15 µs)."""
-    ordered = np.sort(matrix, axis=1)
-    middle = matrix.shape[1] // 2
-    if matrix.shape[1] % 2:
-        return ordered[:, middle]
-    return (ordered[:, middle - 1] + ordered[:, middle]) / 2
+def _medians(matrix: np.ndarray, axis: int = 1) -> np.ndarray:
+    """The medians along ``axis`` (each row's): the middle value, or the two middle ones'
+    sum halved (as statistics.median and np.median; np.median's dispatch costs a single
+    history 15 µs, and its partition of a verdict's 250,000 curve sizes' 30 nights 94 ms
+    where a sort takes 38)."""
+    ordered = np.sort(matrix, axis=axis)
+    middle = matrix.shape[axis] // 2
+    if matrix.shape[axis] % 2:
+        return np.take(ordered, middle, axis=axis)
+    return (np.take(ordered, middle - 1, axis=axis) + np.take(ordered, middle, axis=axis)) / 2
 
 
 def _stdevs(matrix: np.ndarray, kept: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -456,7 +458,7 @@ def movements(nights: np.ndarray, rule: Rule = DEFAULT_RULE) -> np.ndarray:
     earlier = nights[..., max(0, count - recent - rule.window):count - recent, :]
     if not recent or earlier.shape[-2] < rule.min_history:
         return np.zeros(nights.shape[:-2] + nights.shape[-1:], dtype=np.int64)
-    centre, last = np.median(earlier, axis=-2), nights[..., -1, :]
+    centre, last = _medians(earlier, axis=-2), nights[..., -1, :]
     with np.errstate(divide="ignore", invalid="ignore"):
         moved = (centre != 0) & (np.abs(last - centre) / np.abs(centre) > rule.min_change)
     return np.where(moved, np.sign(last - centre), 0).astype(np.int64)
