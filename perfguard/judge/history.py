@@ -345,6 +345,8 @@ def _point_series(curves, points: set[int], metrics: dict[int, str], run_id: int
         # the columns in ``points``, once per point list (a segment's one tuple: by identity,
         # not by hashing its 123 ids again for each of 12,000 curves)
         kept, kept_ids = kept_of.get(id(ids)) or kept_of.setdefault(id(ids), _kept(ids, points))
+        if not kept_ids:
+            continue  # none of its points is judged (a scaling curve by ranks, not sizes)
         nights = np.asarray(nights, dtype=np.float64)  # a view of its segment's values
         found.append(CurveNights(variant, check, metrics[metric], metric, run_id in runs,
                                  nights if kept is None else nights[:, kept], kept_ids,
