@@ -266,8 +266,9 @@ INGESTS = 3
 
 
 def checkpoint(conn: psycopg.Connection, report_started: float) -> dict:
-    """Ingest ``INGESTS`` new runs, a night apart from ``report_started`` on, judge the
-    last, time the dashboards, measure the disk."""
+    """Ingest ``INGESTS`` new runs, a night apart from ``report_started`` on (the later
+    checkpoints' nights lie ahead of today: the dashboards' year ends at the newest run),
+    judge the last, time the dashboards, measure the disk."""
     took = []
     for night in range(INGESTS):
         run_id, seconds, samples = ingest(conn, synthetic_report(report_started + night * 86400))

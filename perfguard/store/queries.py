@@ -61,16 +61,16 @@ def arrays_in_parts(conn: Connection, name: str, params: dict, split: tuple[str,
                     parts: int = 2) -> list:
     """``arrays``' rows, read in ``parts`` at once: the lists ``split`` of ``params`` (runs
     and their start times) cut alike, each part but the first on a connection of its own
-    in this transaction's snapshot (``db.snapshot_readers``). PostgreSQL sends a float8[]
-    an element at a time (array_send: 225 ms of a 4,000-line verdict's 8·10^6 curve
-    values), on the one core of the backend that reads it."""
+    (``db.parallel_readers``; alone where those would not see what ``conn`` sees).
+    PostgreSQL sends a float8[] an element at a time (array_send: 225 ms of a 4,000-line
+    verdict's 8·10^6 curve values), on the one core of the backend that reads it."""
     count = len(params[split[0]])
     if parts < 2 or count < 2 * parts:
         return arrays(conn, name, params)
     bounds = [count * part // parts for part in range(parts + 1)]
     pieces = [{**params, **{key: params[key][low:high] for key in split}}
               for low, high in zip(bounds, bounds[1:])]
-    with db.snapshot_readers(conn, parts - 1) as readers:
+    with db.parallel_readers(conn, parts - 1) as readers:
         if not readers:
             return arrays(conn, name, params)
         with ThreadPoolExecutor(len(readers)) as pool:

@@ -61,16 +61,16 @@ class Sample(NamedTuple):
 class Shape(tuple):
     """A series' points (coordinate names, columns, how many), hashed once: a report's
     12,000 curves share a few dozen, each looked up by ingestion twice (its point keys,
-    its block); a tuple of 123 sizes is hashed again at every lookup."""
+    its block); a tuple of 123 sizes is hashed again at every lookup. Equal to the plain
+    tuple, and hashed alike."""
+
+    def __new__(cls, points: tuple) -> Shape:
+        shape = super().__new__(cls, points)
+        shape.__dict__["hash"] = tuple.__hash__(shape)
+        return shape
 
     def __hash__(self) -> int:
         return self.__dict__["hash"]
-
-    @classmethod
-    def of(cls, points: tuple) -> Shape:
-        shape = cls(points)
-        shape.__dict__["hash"] = tuple.__hash__(points)
-        return shape
 
 
 @dataclass
@@ -460,7 +460,7 @@ def _one_series(entry: Any, where: str, shapes: dict[tuple, Shape]) -> Series:
         raise ReportError(f"{where}: coords[{name!r}] must hold numbers or strings, "
                           f"not objects or lists") from None
     if shape is None:
-        shape = shapes[points] = Shape.of(points)
+        shape = shapes[points] = Shape(points)
     return Series(str(entry["metric"]), str(entry.get("unit", "")), names, shape[1], values,
                   shape)
 
@@ -477,7 +477,7 @@ def _require_finite(values: list, where: str) -> None:
     try:
         if math.isfinite(sum(values)):  # a NaN or infinity carries through the sum
             return
-    except TypeError:
+    except (TypeError, OverflowError):  # not numbers; integers whose sum no float holds
         pass
     for index, value in enumerate(values):
         _finite(value, f"{where}.values[{index}]")

@@ -212,27 +212,37 @@ def test_packed_arrays_load_what_psycopg_loads(migrated_dsn: str) -> None:
     assert list(packed[6]) == generic[6]
 
 
-def test_blocks_read_in_parts_are_the_blocks_of_one_snapshot(migrated_dsn: str) -> None:
-    """The verdict reads its blocks on two connections (queries.arrays_in_parts): the
-    same rows as one read, and the second connection sees what the first one's
-    transaction sees, not a run stored meanwhile."""
+def blocks_read(conn, runs: list[int], times: list[datetime], parts: bool) -> list:
+    """The key-figure blocks of ``runs`` read as the verdict reads them, each block's
+    values, sorted."""
+    bound = {"runs": runs, "times": times, "checks": ["OldCheck"], "key_figures": True}
+    rows = queries.arrays_in_parts(conn, "sample_blocks", bound, split=("runs", "times")) \
+        if parts else queries.arrays(conn, "sample_blocks", bound)
+    return sorted(row[4].ravel().tolist() for row in rows)
+
+
+def test_blocks_read_in_parts_see_what_the_judge_sees(migrated_dsn: str) -> None:
+    """The verdict reads its blocks in two parts, the second on a connection of its own
+    (queries.arrays_in_parts): the same rows as one read; and alone where another
+    session would see other rows: a judge holding one snapshot (REPEATABLE READ) does
+    not see a run stored after it, a judge that has written sees its own rows."""
     nights = [datetime(2025, 9, day, 2, tzinfo=timezone.utc) for day in range(1, 8)]
     with psycopg.connect(migrated_dsn) as conn:
         for number, night in enumerate(nights[:6]):
             store_run(conn, night, [float(number), 10.0 + number])
+    with db.connect(migrated_dsn) as judge:
+        runs = [run for (run,) in judge.execute("SELECT id FROM run ORDER BY started_at")]
+        assert blocks_read(judge, runs, nights[:6], parts=True) == blocks_read(
+            judge, runs, nights[:6], parts=False) == [[float(n), 10.0 + n] for n in range(6)]
+        judge.execute("UPDATE sample_block SET point_values = '{{99}, {99}}' WHERE run_id = %s",
+                      (runs[-1],))  # not committed
+        assert [99.0, 99.0] in blocks_read(judge, runs, nights[:6], parts=True)
+        judge.rollback()
     with db.connect(migrated_dsn) as judge:
         judge.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         runs = [run for (run,) in judge.execute("SELECT id FROM run ORDER BY started_at")]
         with psycopg.connect(migrated_dsn) as writer:  # committed after the judge's snapshot
             store_run(writer, nights[6], [6.0, 16.0])
             runs.append(writer.execute("SELECT max(id) FROM run").fetchone()[0])
-        bound = {"runs": runs, "times": nights, "checks": ["OldCheck"], "key_figures": True}
-
-        def values(rows: list) -> list:
-            return sorted(row[4].ravel().tolist() for row in rows)
-
-        whole = values(queries.arrays(judge, "sample_blocks", bound))
-        parts = values(queries.arrays_in_parts(judge, "sample_blocks", bound,
-                                               split=("runs", "times")))
-    assert whole == [[float(n), 10.0 + n] for n in range(6)]
-    assert parts == whole
+        assert blocks_read(judge, runs, nights, parts=True) == [
+            [float(n), 10.0 + n] for n in range(6)]

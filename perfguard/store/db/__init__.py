@@ -16,6 +16,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 from psycopg.adapt import Loader
+from psycopg.conninfo import make_conninfo
 from psycopg.pq import Format
 from psycopg.types.json import JsonbLoader
 
@@ -333,30 +334,33 @@ NO_MERGE_JOINS = {**BULK, "enable_mergejoin": "off"}
 
 
 @contextmanager
-def snapshot_readers(conn: psycopg.Connection, count: int) -> Iterator[list]:
-    """``count`` more connections as ``conn``'s user, read-only, each seeing what ``conn``'s
-    transaction sees (its exported snapshot: a run pruned or stored meanwhile is seen by
-    all or none), closed afterwards; none (an empty list) where that cannot be: ``conn``
-    outside a transaction, or no connection to be had (then ``conn`` reads alone)."""
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
-        yield []
-        return
-    snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]
-    conninfo = psycopg.conninfo.make_conninfo(conn.info.dsn, password=conn.info.password)
+def parallel_readers(conn: psycopg.Connection, count: int) -> Iterator[list]:
+    """``count`` more connections as ``conn``'s user, read-only, with ``conn``'s planner
+    settings, closed afterwards: each sees the database as one more statement of
+    ``conn``'s would (READ COMMITTED: every statement takes its own snapshot). None (an
+    empty list, ``conn`` then reads alone) where another session would see something else:
+    ``conn``'s transaction has written (its rows are its own until it commits) or holds
+    one snapshot for all its statements (REPEATABLE READ, SERIALIZABLE); or where no
+    connection is to be had."""
+    state = conn.execute("SELECT pg_current_xact_id_if_assigned() IS NULL AND "
+                         "current_setting('transaction_isolation') = 'read committed'"
+                         ).fetchone()[0]
     readers: list[psycopg.Connection] = []
-    settings = conn.execute("SELECT name, current_setting(name) FROM unnest(%s::text[]) name",
-                            (sorted(HASH_JOINS),)).fetchall()  # as planned() set them
     try:
-        for _ in range(count):
-            reader = psycopg.connect(conninfo, connect_timeout=5, autocommit=True)
-            readers.append(reader)
-            reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            reader.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
-            for name, value in settings:
-                reader.execute("SELECT set_config(%s, %s, true)", (name, value))
-    except psycopg.Error:
+        if state:
+            settings = conn.execute("SELECT name, current_setting(name) FROM "
+                                    "unnest(%s::text[]) name", (sorted(HASH_JOINS),)).fetchall()
+            for _ in range(count):
+                readers.append(psycopg.connect(make_conninfo(
+                    conn.info.dsn, password=conn.info.password), connect_timeout=5))
+                readers[-1].read_only = True
+                for name, value in settings:  # as planned() set them
+                    readers[-1].execute("SELECT set_config(%s, %s, false)", (name, value))
+    except BaseException as exc:
         for reader in readers:
             reader.close()
+        if not isinstance(exc, psycopg.Error):
+            raise
         readers = []
     try:
         yield readers

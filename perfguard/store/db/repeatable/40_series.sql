@@ -99,8 +99,11 @@ RETURNS void LANGUAGE sql AS $$
     figures AS MATERIALIZED (
         SELECT k.started_at, k.testcase_id, k.metric_id, k.value
         FROM runs JOIN key_figure k ON k.run_id = runs.id AND k.started_at = runs.started_at),
-    -- grouped by the variant (the digest of check and parameters) and ids, names joined
-    -- after: sorting on the parameters' jsonb took 24 ms of a 4,000-figure night, this 17
+    -- grouped by the variant (the digest of check and parameters' text) and ids, names
+    -- joined after: sorting on the parameters' jsonb took 24 ms of a 4,000-figure night,
+    -- this 17. The same groups as by check and parameters while every parameter value is
+    -- a string (store/report.py `_params` reads them from ReFrame's display name): jsonb
+    -- that are equal then have one text
     nights AS (
         SELECT min(tc.check_name) AS check_name, (array_agg(tc.params))[1] AS params,
                tc.partition_id, tc.environ_id, v.metric_id,

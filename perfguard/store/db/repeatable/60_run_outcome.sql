@@ -23,8 +23,9 @@ $$;
 -- the run history panel read every test case and line of every run in view (366 ms at
 -- 2·10^7 samples, growing with the runs). A regression line counts as failing only
 -- through a paged finding; lines judged before findings (paged unknown) count as before.
--- A missed threshold is a line `fail` (key_verdict's status as the verdict recorded it;
--- ingest counted them once more through key_verdict: 23 ms of each night's report).
+-- `missed_thresholds`: the key figures (point {}) the recorded verdict found off their
+-- threshold (line status `fail`, key_verdict's), as ingest counted them through
+-- key_verdict before (23 ms of each night's report); a run never judged has none counted.
 CREATE OR REPLACE FUNCTION summarize_run(p_run bigint) RETURNS void LANGUAGE sql AS $$
     UPDATE run SET (judged_lines, failing_lines, regressions, improvements, inconclusive,
                     measured, paged_findings, blind_lines, missed_thresholds) = (
@@ -38,7 +39,7 @@ CREATE OR REPLACE FUNCTION summarize_run(p_run bigint) RETURNS void LANGUAGE sql
                    FILTER (WHERE v.value IS NOT NULL),
                (SELECT count(*) FROM finding f WHERE f.run_id = p_run AND f.paged),
                count(*) FILTER (WHERE v.blind_nights > 0),
-               count(*) FILTER (WHERE v.status = 'fail')
+               count(*) FILTER (WHERE v.status = 'fail' AND v.point = '{}')
         FROM verdict_line v WHERE v.run_id = p_run),
       (passed, failed, skipped, expected_failures, aborted, disturbed) = (
         SELECT count(*) FILTER (WHERE tc.state = 'pass'),
