@@ -254,7 +254,11 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
             if not _qualifies(kind, len(explained), total, policy):
                 continue  # it explains fewer lines each round: it never will
             kept[cause] = explained
-            key = (len(explained), -ORDER.index(kind), -total)
+            # the cause whose lines moved furthest in all: the faulty HCA, not the partner
+            # its lines met tonight (a pair Slurm changed) nor a neighbour whose own lines
+            # had an ordinary bad night beside the faulty ones
+            strength = round(sum(abs(lines[i].z) for i in explained), 6)
+            key = (strength, -ORDER.index(kind), -total)
             if best is None or key > best[0]:
                 best = (key, kind, subject, explained, total)
         by_cause = kept

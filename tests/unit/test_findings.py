@@ -41,6 +41,22 @@ def test_a_bad_hca_is_one_finding_naming_it_and_pages() -> None:
     assert found[0].summary().startswith("node7:mlx5_1: 6 of 6 line(s) worse, median -48.0%")
 
 
+def test_the_hca_whose_lines_moved_furthest_is_named_not_a_noisy_neighbour() -> None:
+    """An HCA at x8 moves its two large-message lines far (node6-node7 and node7-node8
+    @4M); its neighbour node8's own three lines had an ordinary bad night. node8:mlx5_1
+    takes part in four moved lines, node7:mlx5_1 in two: counted by lines it was named
+    (benchmarks/run_quality.py, PCIe x8 at seed 3: 90 % named); by how far they moved,
+    the faulty HCA is."""
+    lines = site_lines()
+    for i, line in enumerate(lines):
+        if line.name in ("osu_bw node6-node7 mlx5_1 @4M", "osu_bw node7-node8 mlx5_1 @4M"):
+            lines[i] = moved(line, 6.0)
+        elif line.name.startswith("osu_bw node8-node9 mlx5_1"):
+            lines[i] = moved(line, 1.5, confirmed=False, change=-0.03, nights=1)
+    found = fd.findings(lines)
+    assert [(f.subject, f.paged) for f in found if f.paged] == [("node7:mlx5_1", True)]
+
+
 def test_one_night_of_fabric_load_is_named_once_and_does_not_page() -> None:
     lines = [moved(line, 3.0, confirmed=False, change=-0.08, nights=1)
              for line in site_lines()]
