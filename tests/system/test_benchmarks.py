@@ -5,6 +5,7 @@ here only that they run to the end and print what they promise."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,24 @@ def bench_databases_left(layout) -> list[tuple]:
     with psycopg.connect(layout.dsn_for("postgres")) as conn:
         return conn.execute("SELECT datname FROM pg_database "
                             "WHERE datname LIKE 'perfguard_bench_%'").fetchall()
+
+
+def test_ingest_compares_a_revision_with_this_code(layout, tmp_path: Path) -> None:
+    """docs/scale.md's `benchmarks/ingest.py --against REV --worktree DIR`: REV's benchmark
+    from a git worktree, then this code's, on one PostgreSQL, and each figure side by side
+    (REV = HEAD here: the same code twice)."""
+    tree = tmp_path / "tree"
+    try:
+        out = run_benchmark("ingest.py", "--dsn", layout.dsn_for("postgres"), "--against",
+                            "HEAD", "--worktree", str(tree))
+    finally:
+        subprocess.run(["git", "-C", str(BENCHMARKS.parent), "worktree", "remove", "--force",
+                        str(tree)], capture_output=True)
+    assert f"=== HEAD: {tree / 'benchmarks' / 'ingest.py'}" in out, out
+    assert "| figure | HEAD | this code | this / HEAD |" in out, out
+    assert re.search(r"^\| ingest, samples/s \| [\d,.]+ \| [\d,.]+ \| \d+\.\d\d \|$", out,
+                     re.M), out
+    assert bench_databases_left(layout) == []
 
 
 def test_verdict_quality_runs() -> None:
