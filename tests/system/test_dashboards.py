@@ -249,6 +249,13 @@ def test_failing_run_shows_where_it_should(seeded: str) -> None:
         _, failing = run_panel(conn, "Failing test cases")
         assert [row[0] for row in failing] == ["OsuPt2PtCheck"]
         assert failing[0][5] == "core binding differs"
+        # Its figure is off its threshold in the recorded verdict too: with the test itself
+        # passed (ReFrame's own reference missed, which perfguard judges), still listed.
+        conn.execute("UPDATE testcase SET fail_phase = 'performance', fail_reason = "
+                     "'failed to meet reference: bandwidth=2950' WHERE result = 'fail'")
+        _, failing = run_panel(conn, "Failing test cases")
+        assert [(row[0], row[3]) for row in failing] == [("OsuPt2PtCheck", "pass")]
+        conn.rollback()
 
 
 def test_curve_scaling_heatmap_and_annotations(seeded: str) -> None:
