@@ -84,6 +84,17 @@ REAL_CVS = [statistics.stdev(v["values"] if isinstance(v, dict) else v)
 NIGHTS, WARMUP = 365, 40
 
 
+#: Each line's own spikes: on this share of its nights, this many of its noise worse.
+SPIKE_SHARE, SPIKE_SIGMAS = 0.01, (3, 6)
+#: Common-mode nights: on this share of nights every inter-node line is worse by a shift
+#: drawn from COMMON_SHIFT, times each line's own share of it from COMMON_JITTER.
+COMMON_SHARE, COMMON_SHIFT, COMMON_JITTER = 0.05, (0.05, 0.15), (0.7, 1.3)
+#: No value is drawn below this share of its line's level (a latency or bandwidth > 0).
+FLOOR = 0.05
+#: The noisy line (a small-message latency) and its fault: CV 40 %, a 3x level.
+NOISY_CV, NOISY_FACTOR = 0.40, 3.0
+
+
 @dataclass(frozen=True)
 class Noise:
     """The site's noise (each a command-line option; ``--independent`` sets the shared
@@ -240,16 +251,16 @@ def simulate_noise(site: Site, nights: int, noise: Noise, rng: np.random.Generat
     cvs = np.array([s.cv for s in site.specs])
     worse_sign = np.array([1.0 if s.better == "lower" else -1.0 for s in site.specs])
     t = _t(rng, noise.tail_df, (n, nights))
-    spikes = (rng.random((n, nights)) < 0.01) * rng.uniform(3, 6, (n, nights))
+    spikes = (rng.random((n, nights)) < SPIKE_SHARE) * rng.uniform(*SPIKE_SIGMAS, (n, nights))
     # a level wanders in proportion (multiplies), never to or below zero: added to the
     # relative noise, the CV-40 % line's walk reached the 5 % floor below, where an
     # ordinary night read +957 % (4 of seed 1's 12 false pages at 4,000 lines)
     drift = np.cumsum(rng.normal(0, noise.drift, (n, nights)), axis=1) * cvs[:, None]
     moved = cvs[:, None] * (t + worse_sign[:, None] * spikes)
-    common = rng.random(nights) < 0.05
+    common = rng.random(nights) < COMMON_SHARE
     inter = np.array([s.kind != "himeno" for s in site.specs])
-    shift = rng.uniform(0.05, 0.15, nights) * common
-    jitter = rng.uniform(0.7, 1.3, (n, nights))
+    shift = rng.uniform(*COMMON_SHIFT, nights) * common
+    jitter = rng.uniform(*COMMON_JITTER, (n, nights))
     moved += (worse_sign * inter)[:, None] * shift[None, :] * jitter
     node_f = noise.node_sd * _t(rng, noise.tail_df, (len(site.names), nights))
     leaf_f = noise.leaf_sd * _t(rng, noise.tail_df, (len(site.leaves), nights))
@@ -264,7 +275,7 @@ def simulate_noise(site: Site, nights: int, noise: Noise, rng: np.random.Generat
                                                    leaf_f[partner_leaf, columns], 0.0)
     shared += np.where(inter[:, None], leaves + fabric_f[None, :], 0.0)
     moved += worse_sign[:, None] * shared
-    values = np.maximum(1.0 + moved, 0.05) * np.exp(drift)
+    values = np.maximum(1.0 + moved, FLOOR) * np.exp(drift)
     values[rng.random((n, nights)) < noise.missing] = np.nan
     return values
 
@@ -351,7 +362,7 @@ def himeno_slow_node(site: Site, rng: random.Random, start: int):
 def noisy_line_3x(site: Site, rng: random.Random, start: int):
     index = site.noisy_line
     hit = np.arange(site.lines)[:, None] == index
-    return (np.where(hit, 3.0, 1.0) * np.ones(site.partners.shape),
+    return (np.where(hit, NOISY_FACTOR, 1.0) * np.ones(site.partners.shape),
             lambda f: f.subject == site.specs[index].name, {})
 
 
@@ -451,7 +462,7 @@ def prepared(site_name: str, nights: int, seed: int, noise_model: Noise
     _, nodes, hcas, gpus, leaf = SITES[site_name]
     site = build_site(nodes, hcas, gpus, leaf, random.Random(seed))
     site.noisy_line = next(i for i, s in enumerate(site.specs) if s.kind == "lat_small")
-    site.specs[site.noisy_line] = dataclasses.replace(site.specs[site.noisy_line], cv=0.40)
+    site.specs[site.noisy_line] = dataclasses.replace(site.specs[site.noisy_line], cv=NOISY_CV)
     site.base = np.array([s.value for s in site.specs])
     draws = np.random.default_rng(seed)
     site.partners = pick_partners(site, nights, noise_model, draws)

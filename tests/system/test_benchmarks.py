@@ -71,6 +71,20 @@ def test_run_quality_runs() -> None:
     assert "| 300 lines | driver +0.3 µs small latency |" in out and "| cause named |" in out
 
 
+def test_noisy_line_bound_runs() -> None:
+    """The bound on the noisy line's goal: its density is run_quality's draws' (within the
+    1 % critical distance of 2,000 draws), and more nights page more, a larger site less."""
+    out = run_benchmark("noisy_line_bound.py", "--pages", "1")
+    distance = float(re.search(r"Kolmogorov-Smirnov distance ([\d.]+)", out).group(1))
+    assert distance < 1.63 / 2000 ** 0.5, out
+    rows = {int(lines): [float(share) for share in shares] for lines, *shares in re.findall(
+        r"^\| (\d+) \| 1 \| [\d.e+-]+ \| ([\d.]+)% \| ([\d.]+)% \| ([\d.]+)% \| ([\d.]+)% \|$",
+        out, re.M)}
+    assert sorted(rows) == [300, 4000], out
+    assert all(a < b <= c for a, b, c in (row[:3] for row in rows.values())), out
+    assert rows[4000][2] < rows[300][2] and all(r[2] <= r[3] for r in rows.values()), out
+
+
 def test_fast_paths_runs() -> None:
     out = run_benchmark("fast_paths.py")
     assert "| could_band vs the curve's judgement (curves) | 500 |" in out, out
