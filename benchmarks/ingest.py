@@ -53,7 +53,7 @@ from perfguard.judge import rules as judge  # noqa: E402
 from perfguard.judge import run_findings  # noqa: E402
 from perfguard.judge import verdict as vd  # noqa: E402
 from perfguard.present import dashboards  # noqa: E402
-from perfguard.store import db  # noqa: E402
+from perfguard.store import db, queries  # noqa: E402
 from perfguard.store.ingest import Block, RunMeta, binary_copy, ingest_report  # noqa: E402
 
 CHECKS, VARIANTS = 20, 100
@@ -230,6 +230,19 @@ def time_verdict(conn: psycopg.Connection, run_id: int, repeat: int = 3) -> dict
             "lines": len(lines)}
 
 
+def time_history_reads(conn: psycopg.Connection, run_id: int, repeat: int = 3) -> None:
+    """What `perfguard thresholds derive --from-history 30` and `perfguard changepoints`
+    read: every key figure's last 30 values, and every key-figure series of the system."""
+    system = conn.execute("SELECT sy.name FROM run r JOIN system sy ON sy.id = r.system_id "
+                          "WHERE r.id = %s", (run_id,)).fetchone()[0]
+    derive = timed(lambda: queries.rows(conn, "key_figure_history",
+                                        {"run_id": run_id, "count": 30}), repeat)
+    series = timed(lambda: queries.rows(conn, "key_figure_series", {"system": system}),
+                   repeat)
+    print(f"history reads: thresholds from 30 runs of history {ms(derive)}; change points' "
+          f"series of the system {ms(series)}")
+
+
 def time_dashboards(conn: psycopg.Connection, newest_run: int) -> float:
     variant = conn.execute("SELECT params::text FROM testcase WHERE check_name = 'SynthCheck7' "
                            "AND params->>'variant' = '42' LIMIT 1").fetchone()[0]
@@ -280,6 +293,7 @@ def checkpoint(conn: psycopg.Connection, report_started: float) -> dict:
           f"(median of {INGESTS} reports, {min(took):.3f}–{max(took):.3f} s; parse + one "
           f"transaction + COPY + the night's rollup)")
     figures = time_verdict(conn, run_id)
+    time_history_reads(conn, run_id)
     figures["dashboards"] = time_dashboards(conn, run_id)
     sample_bytes, other = bytes_on_disk(conn)
     print(f"disk: samples with their curves {sample_bytes / 2 ** 30:.2f} GiB "
@@ -382,6 +396,10 @@ FIGURES = [
     ("GiB per 10^9 samples", r"^\| .* \| ([\d.]+) \|$"),
     ("verdict, 100,000 lines (ms)", r"^verdict of one run \(100,000 lines.*?median ([\d,]+) ms"),
     ("prune of a month (ms)", r"^prune of the oldest month .*: ([\d,]+) ms"),
+    ("thresholds from 30 runs of history (ms)",
+     r"^history reads: thresholds from 30 runs of history median ([\d,]+) ms"),
+    ("change points' series of the system (ms)",
+     r"^history reads: .*change points' series of the system median ([\d,]+) ms"),
 ]
 
 

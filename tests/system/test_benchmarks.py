@@ -98,6 +98,7 @@ def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
     for promised in ("ingest: 250,000 samples in", "verdict of one run (4,000 lines, 4,000 "
                      "judged against history)", "slowest dashboard query over one year",
                      "a run of 200 test cases", "prune of the oldest month (sample_20",
+                     "history reads: thresholds from 30 runs of history median",
                      "| samples stored | ingest samples/s |"):
         assert promised in out, out
     assert bench_databases_left(layout) == []

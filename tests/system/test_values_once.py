@@ -126,3 +126,21 @@ def test_ingest_stores_each_value_once(migrated_dsn: str, demo_report: Path,
                             (run,)).fetchone()[0]
     assert kinds == {"sample": "v", "sample_block": "p"}
     assert blocks == rows > 0
+
+
+def test_the_key_figures_series_are_series_value_at_point_zero(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """key_series_value (read by change-point detection and thresholds from history, which
+    through series_value unpacked every curve) holds series_value's key figures, row for
+    row, and no curve point."""
+    ingest(migrated_dsn, night_reports(demo_report, tmp_path, [1.0, 0.9]))
+    columns = ("run_id, started_at, system, check_name, params::text, partition, environ, "
+               "metric, unit, value, nodelist")
+    with db.connect(migrated_dsn) as conn:
+        keys = conn.execute(f"SELECT {columns} FROM key_series_value ORDER BY 1, 4, 5, 8, 10"
+                            ).fetchall()
+        at_zero = conn.execute(f"SELECT {columns} FROM series_value WHERE point_id = 0 "
+                               "ORDER BY 1, 4, 5, 8, 10").fetchall()
+        curve_points = conn.execute("SELECT count(*) FROM series_value WHERE point_id <> 0"
+                                    ).fetchone()[0]
+    assert keys == at_zero and len(keys) > 0 and curve_points > 0

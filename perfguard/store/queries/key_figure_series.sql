@@ -2,7 +2,7 @@
 -- run order: what change-point detection reads. `system`: one system, or NULL for all.
 SELECT v.system, v.check_name, v.params, v.partition, v.environ, v.metric, v.run_id,
        v.value, d.better
-FROM series_value v
+FROM key_series_value v
 JOIN metric_direction d ON d.check_name = v.check_name AND d.metric = v.metric
-WHERE v.point_id = 0 AND (%(system)s::text IS NULL OR v.system = %(system)s)
+WHERE %(system)s::text IS NULL OR v.system = %(system)s
 ORDER BY v.started_at, v.run_id

@@ -50,6 +50,21 @@ JOIN environ e ON e.id = tc.environ_id
 JOIN metric m ON m.id = s.metric_id
 JOIN point pt ON pt.id = s.point_id;
 
+-- series_value of the key figures alone, read from their own blocks: through
+-- series_value a `point_id = 0` is tested on every curve's values after they are
+-- unpacked (change-point detection took 1.5 s at 2·10^7 samples, thresholds from
+-- history over 2 min: one pass over every curve per key figure).
+CREATE OR REPLACE VIEW key_series_value AS
+SELECT r.id AS run_id, r.started_at, sy.name AS system, k.check_name, tc.params,
+       p.name AS partition, e.name AS environ, m.name AS metric, m.unit, k.value, tc.nodelist
+FROM run r
+JOIN system sy ON sy.id = r.system_id
+JOIN key_figure k ON k.run_id = r.id AND k.started_at = r.started_at
+JOIN judged_testcase tc ON tc.id = k.testcase_id AND tc.state = 'pass'
+JOIN partition p ON p.id = tc.partition_id
+JOIN environ e ON e.id = tc.environ_id
+JOIN metric m ON m.id = k.metric_id;
+
 -- Every pair measurement of every sweep (loopback: server = client), with the HCA and
 -- memory of its variant: the node × node matrix and each pair's history. A measurement
 -- that failed is metric 'failed' with the test that failed (tag_bw, tag_lat).
