@@ -52,7 +52,7 @@ from perfguard import paths  # noqa: E402
 from perfguard.judge import rules as judge  # noqa: E402
 from perfguard.judge import run_findings  # noqa: E402
 from perfguard.judge import verdict as vd  # noqa: E402
-from perfguard.present import dashboards  # noqa: E402
+from perfguard.present import dashboards, htmlreport  # noqa: E402
 from perfguard.store import db, queries  # noqa: E402
 from perfguard.store.ingest import Block, RunMeta, binary_copy, ingest_report  # noqa: E402
 
@@ -243,6 +243,15 @@ def time_history_reads(conn: psycopg.Connection, run_id: int, repeat: int = 3) -
           f"series of the system {ms(series)}")
 
 
+def time_presenting(conn: psycopg.Connection, run_id: int) -> None:
+    """What `perfguard verdict RUN` adds to the verdict (which curve point each key figure
+    is) and the run's HTML report (built once: seconds)."""
+    points = timed(lambda: queries.rows(conn, "key_points", {"run_id": run_id}), 3)
+    report = timed(lambda: htmlreport.build(conn, run_id), 1)
+    print(f"presenting: key points {ms(points)}; HTML report of the run "
+          f"{report[0] * 1000:,.0f} ms")
+
+
 def time_dashboards(conn: psycopg.Connection, newest_run: int) -> float:
     variant = conn.execute("SELECT params::text FROM testcase WHERE check_name = 'SynthCheck7' "
                            "AND params->>'variant' = '42' LIMIT 1").fetchone()[0]
@@ -294,6 +303,7 @@ def checkpoint(conn: psycopg.Connection, report_started: float) -> dict:
           f"transaction + COPY + the night's rollup)")
     figures = time_verdict(conn, run_id)
     time_history_reads(conn, run_id)
+    time_presenting(conn, run_id)
     figures["dashboards"] = time_dashboards(conn, run_id)
     sample_bytes, other = bytes_on_disk(conn)
     print(f"disk: samples with their curves {sample_bytes / 2 ** 30:.2f} GiB "
@@ -396,6 +406,8 @@ FIGURES = [
     ("GiB per 10^9 samples", r"^\| .* \| ([\d.]+) \|$"),
     ("verdict, 100,000 lines (ms)", r"^verdict of one run \(100,000 lines.*?median ([\d,]+) ms"),
     ("prune of a month (ms)", r"^prune of the oldest month .*: ([\d,]+) ms"),
+    ("key points of a run (ms)", r"^presenting: key points median ([\d,]+) ms"),
+    ("HTML report of a run (ms)", r"^presenting: .*HTML report of the run ([\d,]+) ms"),
     ("thresholds from 30 runs of history (ms)",
      r"^history reads: thresholds from 30 runs of history median ([\d,]+) ms"),
     ("change points' series of the system (ms)",

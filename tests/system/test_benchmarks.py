@@ -99,6 +99,7 @@ def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
                      "judged against history)", "slowest dashboard query over one year",
                      "a run of 200 test cases", "prune of the oldest month (sample_20",
                      "history reads: thresholds from 30 runs of history median",
+                     "presenting: key points median",
                      "| samples stored | ingest samples/s |"):
         assert promised in out, out
     assert bench_databases_left(layout) == []
