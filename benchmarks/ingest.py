@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -368,33 +369,41 @@ def main() -> int:
     if args.against:
         return compare(args)
     targets = [0] if args.smoke else [int(float(c)) for c in args.checkpoints.split(",")]
-    if args.dsn:
-        admin = args.dsn
-    else:
-        from perfguard.cluster.layout import ClusterLayout
-
-        layout = ClusterLayout.load(paths.state_dir())
-        if layout is None:
-            sys.exit("no embedded cluster: run `perfguard cluster up` or pass --dsn")
-        admin = layout.dsn_for("postgres")  # its password from the cluster's passfile
+    admin = admin_dsn(args)
     name, dsn = create_database(admin)
     try:
         run(dsn, targets, args.smoke)
     finally:
         if not args.keep:
-            with psycopg.connect(admin, autocommit=True) as conn:
-                try:  # FORCE ends what is left of our own sessions
-                    conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
-                except psycopg.errors.InsufficientPrivilege:
-                    # an autovacuum worker on it, which only a superuser may terminate
-                    # (seen after the 2·10^8 run): a plain DROP stops those itself
-                    conn.execute(f"DROP DATABASE {name}")
-                try:  # the dropped database's WAL is recycled now, where the role may
-                    conn.execute("CHECKPOINT")
-                except psycopg.errors.InsufficientPrivilege:
-                    print("(no CHECKPOINT: the role lacks pg_checkpoint; PostgreSQL recycles "
-                          "the dropped database's WAL at its next one)")
+            drop_database(admin, name)
     return 0
+
+
+def admin_dsn(args: argparse.Namespace) -> str:
+    """--dsn, or the embedded cluster's PostgreSQL as its perfguard role."""
+    if args.dsn:
+        return args.dsn
+    from perfguard.cluster.layout import ClusterLayout
+
+    layout = ClusterLayout.load(paths.state_dir())
+    if layout is None:
+        sys.exit("no embedded cluster: run `perfguard cluster up` or pass --dsn")
+    return layout.dsn_for("postgres")  # its password from the cluster's passfile
+
+
+def drop_database(admin: str, name: str) -> None:
+    with psycopg.connect(admin, autocommit=True) as conn:
+        try:  # FORCE ends what is left of our own sessions
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+        except psycopg.errors.InsufficientPrivilege:
+            # an autovacuum worker on it, which only a superuser may terminate
+            # (seen after the 2·10^8 run): a plain DROP stops those itself
+            conn.execute(f"DROP DATABASE {name}")
+        try:  # the dropped database's WAL is recycled now, where the role may
+            conn.execute("CHECKPOINT")
+        except psycopg.errors.InsufficientPrivilege:
+            print("(no CHECKPOINT: the role lacks pg_checkpoint; PostgreSQL recycles "
+                  "the dropped database's WAL at its next one)")
 
 
 #: What ``compare`` reads of each run's output: (name, pattern of its one number).
@@ -425,25 +434,100 @@ def compare(args: argparse.Namespace) -> int:
         subprocess.run(["git", "-C", str(here), "worktree", "add", "--detach", str(tree),
                         args.against], check=True)
     common = [*(["--dsn", args.dsn] if args.dsn else []), "--checkpoints", args.checkpoints,
-              *(["--smoke"] if args.smoke else [])]
-    outputs = []
-    for label, script in ((args.against, tree / "benchmarks" / "ingest.py"),
-                          ("this code", Path(__file__).resolve())):
-        print(f"=== {label}: {script}", flush=True)
-        began = time.perf_counter()
-        done = subprocess.run([sys.executable, str(script), *common], capture_output=True,
-                              text=True)
-        print(done.stdout + done.stderr, flush=True)
-        if done.returncode:
-            sys.exit(f"the benchmark of {label} failed (exit {done.returncode})")
-        print(f"=== {label}: {time.perf_counter() - began:.0f} s")
-        outputs.append(done.stdout)
+              *(["--smoke"] if args.smoke else []), "--keep"]
+    admin = admin_dsn(args)
+    outputs, kept = [], []
+    try:
+        for label, script in ((args.against, tree / "benchmarks" / "ingest.py"),
+                              ("this code", Path(__file__).resolve())):
+            print(f"=== {label}: {script}", flush=True)
+            before = _bench_databases(admin)
+            began = time.perf_counter()
+            done = subprocess.run([sys.executable, str(script), *common], capture_output=True,
+                                  text=True)
+            kept += sorted(_bench_databases(admin) - before)
+            print(done.stdout + done.stderr, flush=True)
+            if done.returncode:
+                sys.exit(f"the benchmark of {label} failed (exit {done.returncode})")
+            print(f"=== {label}: {time.perf_counter() - began:.0f} s")
+            outputs.append(done.stdout)
+        interleaved = _interleaved_verdicts(admin, [tree, here], kept, 2 if args.smoke else 10)
+    finally:
+        for name in kept:
+            drop_database(admin, name)
     print(f"\n| figure | {args.against} | this code | this / {args.against} |\n|---|---|---|---|")
     for name, pattern in FIGURES:
         old, new = (_figure(output, pattern) for output in outputs)
         ratio = f"{new / old:.2f}" if old and new is not None else "-"
         print(f"| {name} | {_shown(old)} | {_shown(new)} | {ratio} |")
+    for name, (old, new) in interleaved.items():
+        print(f"| {name}, interleaved (median ms) | {_shown(old)} | {_shown(new)} | "
+              f"{new / old:.2f} |")
     return 0
+
+
+def _bench_databases(admin: str) -> set[str]:
+    with psycopg.connect(admin) as conn:
+        return {name for (name,) in conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'perfguard_bench_%'")}
+
+
+#: One side of the interleaved verdicts: the perfguard of the working directory (a code
+#: tree) judges run RUN of DSN each time a line ("keys", "curves") comes on stdin.
+VERDICT_WORKER = """
+import sys, time
+from perfguard.judge import rules, verdict
+from perfguard.store import db
+conn, run = db.connect(sys.argv[1]), int(sys.argv[2])
+chosen = rules.load_rules(verdict.rules_file())
+verdict.verdict(conn, run, chosen)
+conn.rollback()
+print("ready", flush=True)
+for line in sys.stdin:
+    start = time.perf_counter()
+    verdict.verdict(conn, run, chosen, with_curves=line.strip() == "curves")
+    conn.rollback()
+    print(time.perf_counter() - start, flush=True)
+"""
+
+
+def _interleaved_verdicts(admin: str, trees: list[Path], names: list[str], rounds: int
+                          ) -> dict[str, tuple[float, float]]:
+    """Each tree's verdict of its database's newest 4,000-line run, the two taking turns
+    (``rounds`` each, either first in turn): the box's speed drifts over the minutes
+    between the two benchmarks (the same code read 650 and 860 ms an hour apart), and
+    turns see the same drift. Median ms of each, for the key figures and the curves."""
+    workers = []
+    for tree, name in zip(trees, names):
+        dsn = make_conninfo(admin, dbname=name)
+        with psycopg.connect(dsn) as conn:
+            newest = conn.execute(
+                "SELECT r.id FROM run r WHERE NOT EXISTS (SELECT 1 FROM testcase tc WHERE "
+                "tc.run_id = r.id AND tc.check_name LIKE 'LargeCheck%') "
+                "ORDER BY r.started_at DESC LIMIT 1").fetchone()[0]
+        workers.append(subprocess.Popen(
+            [sys.executable, "-c", VERDICT_WORKER, dsn, str(newest)], cwd=tree,
+            env={**os.environ, "PYTHONPATH": str(tree)}, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True))
+    try:
+        for worker in workers:
+            if worker.stdout.readline().strip() != "ready":
+                sys.exit("an interleaved verdict worker failed to start")
+        found = {}
+        for kind, label in (("keys", "verdict, 4,000 key-figure lines"),
+                            ("curves", "verdict, 4,000 lines with curves")):
+            times: list[list[float]] = [[], []]
+            for turn in range(rounds):
+                for side in ((0, 1) if turn % 2 == 0 else (1, 0)):
+                    workers[side].stdin.write(kind + "\n")
+                    workers[side].stdin.flush()
+                    times[side].append(float(workers[side].stdout.readline()))
+            found[label] = tuple(statistics.median(t) * 1000 for t in times)
+        return found
+    finally:
+        for worker in workers:
+            worker.stdin.close()
+            worker.wait()
 
 
 def _figure(output: str, pattern: str) -> float | None:

@@ -55,6 +55,8 @@ def test_ingest_compares_a_revision_with_this_code(layout, tmp_path: Path) -> No
     assert "| figure | HEAD | this code | this / HEAD |" in out, out
     assert re.search(r"^\| ingest, samples/s \| [\d,.]+ \| [\d,.]+ \| \d+\.\d\d \|$", out,
                      re.M), out
+    assert re.search(r"^\| verdict, 4,000 lines with curves, interleaved \(median ms\) \| "
+                     r"[\d,.]+ \| [\d,.]+ \| \d+\.\d\d \|$", out, re.M), out
     assert bench_databases_left(layout) == []
 
 
