@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from uuid import UUID
 
 import numpy as np
 
@@ -124,18 +125,19 @@ def _percent_range(changes: list[float]) -> str:
 def judge_curves(conn: Connection, run_id: int,
                  rules: judge.Rules = judge.DEFAULT_RULES,
                  moved_only: bool = False,
-                 since: Callable[[history.Series], history.Series] | None = None
-                 ) -> list[Curve]:
+                 since: Callable[[history.Series], history.Series] | None = None,
+                 variants: list[UUID] | None = None) -> list[Curve]:
     """The run's sized curves, each size judged against its own history. ``moved_only``:
     only the curves that could have regressed or improved (``could_band``: the verdict adds
     a line for no other curve), screened on their values before a series is named or a
     size judged, so that the quiet thousands cost a median per size. ``since``: each
-    series cut to the part it is judged on (an accepted new level)."""
+    series cut to the part it is judged on (an accepted new level). ``variants``: only
+    the curves of those test case variants (the few a report draws)."""
     sizes = dict(queries.tuples(conn, "sized_points"))
     checks = [c for (c,) in queries.tuples(conn, "checks_of_run", (run_id,))]
     better = {(c, m): b for c, m, b in queries.tuples(conn, "directions_of_checks", (checks,))}
     candidates = []
-    for curve in history.curves(conn, run_id, checks, sorted(sizes), rules):
+    for curve in history.curves(conn, run_id, checks, sorted(sizes), rules, variants):
         rule = rules.for_metric(curve.check, curve.metric)
         if (curve.check, curve.metric) in better and curve.measured:
             candidates.append((curve, rule))

@@ -105,15 +105,17 @@ def read(conn: Connection, run_id: int, checks: list[str], points: list[int],
 
 
 def curves(conn: Connection, run_id: int, checks: list[str], points: list[int],
-           rules: Rules) -> list[CurveNights]:
-    """The curves of ``checks`` at the (curve) ``points``, their series not yet named
-    (``named``). Each curve the judged run measured holds at least the values its rule
-    judges by, not every value ``read`` gives: they are read from as many newest runs,
-    and only the curves that found fewer there (new, or missing a night) again from all
-    recent runs. On a nightly schedule that halves what a verdict reads."""
+           rules: Rules, variants: list[UUID] | None = None) -> list[CurveNights]:
+    """The curves of ``checks`` at the (curve) ``points`` (of those ``variants`` only,
+    where given), their series not yet named (``named``). Each curve the judged run
+    measured holds at least the values its rule judges by, not every value ``read``
+    gives: they are read from as many newest runs, and only the curves that found fewer
+    there (new, or missing a night) again from all recent runs. On a nightly schedule
+    that halves what a verdict reads."""
     bound = _recent(conn, run_id, checks, points, rules)
     if bound is None:
         return []
+    bound["variants"] = variants
     judged = rules.values_judged()
     return _newest_first(
         bound, judged, lambda bound: _curves(conn, bound, points), lambda curve: curve.variant,

@@ -50,25 +50,55 @@ SELECT r.id, r.started_at, r.finished_at, r.trigger, r.labels, r.report_path,
 FROM run r JOIN system sy ON sy.id = r.system_id WHERE r.id = %s
 """
 
-# This run's sized curves, and for each check the latest earlier run that had it. The
-# runs' list is what reaches the blocks (series_value's `sample` unpacks each block it
-# reads): with only the OR below, every curve of the system was unpacked (28 s at 2·10^7
-# samples).
+# This run's sized curves (of the passed test cases): what there is to draw, by variant.
+CURVE_KEYS_SQL = """
+SELECT DISTINCT tc.check_name, tc.params, p.name AS partition, e.name AS environ,
+       m.name AS metric, tc.variant
+FROM run r
+JOIN sample_block b ON b.run_id = r.id AND b.started_at = r.started_at
+                   AND b.point_ids <> '{0}'
+CROSS JOIN LATERAL unnest(b.testcase_ids) AS t(id)
+JOIN judged_testcase tc ON tc.id = t.id AND tc.state = 'pass'
+JOIN partition p ON p.id = tc.partition_id
+JOIN environ e ON e.id = tc.environ_id
+JOIN metric m ON m.id = b.metric_id
+WHERE r.id = %(run)s
+  AND EXISTS (SELECT 1 FROM point pt WHERE pt.id = ANY(b.point_ids) AND pt.coords ? 'size'
+                                       AND jsonb_typeof(pt.coords->'size') = 'number')
+"""
+
+# The drawn curves' values (their variants): this run's, and for each check the latest
+# earlier run that had it; each test case's row of its blocks alone (the dashboards' way).
+# Through series_value the runs' every curve was unpacked first (5 s for 2,000 test cases
+# at 2·10^7 samples; with the runs not named as a list, every curve of the system: 28 s).
 CURVES_SQL = """
-WITH cur AS (SELECT r.id, r.started_at, r.system_id, sy.name AS system
-             FROM run r JOIN system sy ON sy.id = r.system_id WHERE r.id = %(run)s),
+WITH cur AS (SELECT r.id, r.started_at, r.system_id FROM run r WHERE r.id = %(run)s),
 checks AS (SELECT DISTINCT check_name FROM testcase WHERE run_id = %(run)s),
 prev AS (SELECT DISTINCT ON (tc.check_name) tc.check_name, tc.run_id
          FROM testcase tc JOIN run r ON r.id = tc.run_id, cur
          WHERE r.system_id = cur.system_id AND r.started_at < cur.started_at
            AND tc.check_name IN (SELECT check_name FROM checks)
-         ORDER BY tc.check_name, r.started_at DESC)
-SELECT v.run_id = cur.id AS mine, v.check_name, v.params, v.partition, v.environ, v.metric,
-       v.unit, (v.point->>'size')::bigint AS size, v.value
-FROM cur JOIN series_value v ON v.system = cur.system
-WHERE v.run_id = ANY(ARRAY(SELECT id FROM cur UNION SELECT run_id FROM prev))
-  AND v.point ? 'size' AND jsonb_typeof(v.point->'size') = 'number'
-  AND (v.run_id = cur.id OR (v.check_name, v.run_id) IN (SELECT check_name, run_id FROM prev))
+         ORDER BY tc.check_name, r.started_at DESC),
+cases AS (SELECT tc.id, tc.run_id, r.started_at, tc.check_name, tc.params,
+                 p.name AS partition, e.name AS environ
+          FROM judged_testcase tc JOIN run r ON r.id = tc.run_id
+          JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id
+          WHERE tc.variant = ANY(%(variants)s::uuid[]) AND tc.state = 'pass'
+            AND (tc.run_id = %(run)s
+                 OR (tc.check_name, tc.run_id) IN (SELECT check_name, run_id FROM prev)))
+SELECT c.run_id = %(run)s AS mine, c.check_name, c.params, c.partition, c.environ,
+       m.name AS metric, m.unit, (pt.coords->>'size')::bigint AS size, s.value
+FROM cases c
+JOIN sample_block b ON b.run_id = c.run_id AND b.started_at = c.started_at
+                   AND b.check_name = c.check_name AND b.point_ids <> '{0}'
+                   AND c.id = ANY(b.testcase_ids)
+JOIN metric m ON m.id = b.metric_id
+CROSS JOIN LATERAL unnest(b.point_ids,
+                          b.point_values[array_position(b.testcase_ids, c.id)
+                                         :array_position(b.testcase_ids, c.id)])
+    AS s(point_id, value)
+JOIN point pt ON pt.id = s.point_id AND pt.coords ? 'size'
+             AND jsonb_typeof(pt.coords->'size') = 'number'
 ORDER BY size
 """
 
@@ -238,32 +268,49 @@ def _nodes(conn: psycopg.Connection, run_id: int) -> dict[tuple, list[str]]:
 
 
 def _add_curves(conn: psycopg.Connection, report: Report) -> None:
-    """Each sized curve: this run, the previous run, the history band per size."""
+    """The curves the verdict flagged (its curve lines), and a quiet one of each check up
+    to MAX_QUIET_CURVES: this run, the previous run, the history band per size. Only the
+    drawn curves are judged and read (a run of 2,000 test cases judged and read all its
+    curves' 250,000 sizes for a dozen drawings: 12-17 s at 2·10^7 samples)."""
+    keys = {(row["check_name"], vd._frozen(row["params"]), row["partition"],
+             row["environ"], row["metric"]): row["variant"]
+            for row in conn.cursor(row_factory=dict_row).execute(
+                CURVE_KEYS_SQL, {"run": report.run["id"]})}
+    flagged_keys = {(line.check, vd._frozen(line.params), line.partition, line.environ,
+                     line.metric.removesuffix(" curve")) for line in report.lines
+                    if line.metric.endswith(" curve")
+                    and line.status in (judge.REGRESSION, judge.IMPROVEMENT)}
+    quiet: dict[str, tuple] = {}
+    for key in sorted(keys):
+        if key not in flagged_keys and key[0] not in quiet and len(quiet) < MAX_QUIET_CURVES:
+            quiet[key[0]] = key
+    drawn = [key for key in sorted(keys) if key in flagged_keys or key in quiet.values()]
+    report.curves_left_out = len(keys) - len(drawn)
+    if not drawn:
+        return
+    variants = sorted({keys[key] for key in drawn})
     mine: dict[tuple, dict[int, float]] = defaultdict(dict)
     previous: dict[tuple, dict[int, float]] = defaultdict(dict)
     units = {}
-    for row in conn.cursor(row_factory=dict_row).execute(CURVES_SQL,
-                                                          {"run": report.run["id"]}):
+    for row in conn.cursor(row_factory=dict_row).execute(
+            CURVES_SQL, {"run": report.run["id"], "variants": variants}):
         key = (row["check_name"], vd._frozen(row["params"]), row["partition"],
                row["environ"], row["metric"])
         (mine if row["mine"] else previous)[key][row["size"]] = row["value"]
         units[key] = row["unit"]
     judged = {(c.check, vd._frozen(c.params), c.partition, c.environ, c.metric): c
               for c in curves.judge_curves(conn, report.run["id"],
-                                           judge.load_rules(vd.rules_file()))}
+                                           judge.load_rules(vd.rules_file()),
+                                           variants=variants)}
     limits = _key_limits(report.lines)
-    drawn_quiet: set[str] = set()
-    for key in sorted(mine):
+    for key in drawn:
+        if key not in mine:
+            continue
         check, params, partition, environ, metric = key
         curve = judged.get(key)
         flagged = {s: j.state == judge.REGRESSION for s, j in (curve.sizes.items() if curve
                                                                  else [])
                    if j.state in (judge.REGRESSION, judge.IMPROVEMENT)}
-        if not flagged:  # every flagged curve is drawn; quiet ones one per check
-            if check in drawn_quiet or len(drawn_quiet) >= MAX_QUIET_CURVES:
-                report.curves_left_out += 1
-                continue
-            drawn_quiet.add(check)
         sizes = sorted(mine[key])
         band_sizes = [s for s in sizes if curve and s in curve.sizes and curve.sizes[s].band]
         band = (band_sizes, [curve.sizes[s].band[0] for s in band_sizes],
@@ -273,7 +320,7 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
         svg = plots.curve(name, units[key], sizes, [mine[key][s] for s in sizes],
                           ([s for s, _ in before], [v for _, v in before]) if before else None,
                           band, flagged, limits.get(key))
-        report.curves.append(CurvePlot(name, svg, bool(flagged)))
+        report.curves.append(CurvePlot(name, svg, key in flagged_keys))
     report.curves.sort(key=lambda c: (not c.flagged, c.name))
 
 
