@@ -391,15 +391,19 @@ def admin_dsn(args: argparse.Namespace) -> str:
     return layout.dsn_for("postgres")  # its password from the cluster's passfile
 
 
-def drop_database(admin: str, name: str) -> None:
+def drop_database(admin: str, name: str, checkpoint: bool = True) -> None:
+    """Drop database ``name`` (if it is there); then, with ``checkpoint``, have its WAL
+    recycled now where the role may."""
     with psycopg.connect(admin, autocommit=True) as conn:
         try:  # FORCE ends what is left of our own sessions
-            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         except psycopg.errors.InsufficientPrivilege:
             # an autovacuum worker on it, which only a superuser may terminate
             # (seen after the 2·10^8 run): a plain DROP stops those itself
-            conn.execute(f"DROP DATABASE {name}")
-        try:  # the dropped database's WAL is recycled now, where the role may
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        if not checkpoint:
+            return
+        try:
             conn.execute("CHECKPOINT")
         except psycopg.errors.InsufficientPrivilege:
             print("(no CHECKPOINT: the role lacks pg_checkpoint; PostgreSQL recycles "

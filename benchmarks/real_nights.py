@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import run_quality as rq  # noqa: E402
-from ingest import create_database  # noqa: E402
+from ingest import create_database, drop_database  # noqa: E402
 
 from perfguard import paths  # noqa: E402
 from perfguard.judge import findings as fd  # noqa: E402
@@ -207,16 +207,6 @@ def clone(admin: str, template: str) -> tuple[str, str]:
     return name, make_conninfo(admin, dbname=name)
 
 
-def drop(admin: str, name: str) -> None:
-    with psycopg.connect(admin, autocommit=True) as conn:
-        try:  # FORCE ends what is left of our own sessions
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        except psycopg.errors.InsufficientPrivilege:
-            # an autovacuum worker on it, which only a superuser may terminate (as in
-            # benchmarks/ingest.py): a plain DROP stops those itself
-            conn.execute(f"DROP DATABASE IF EXISTS {name}")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dsn", help="admin DSN of a PostgreSQL whose role may create "
@@ -253,7 +243,7 @@ def main() -> int:
             rows = detect(admin, nights, trials(nights, starts, nodes), snapshots, Path(tmp))
     finally:
         for name in [base, *snapshots.values()]:
-            drop(admin, name)
+            drop_database(admin, name, checkpoint=False)
     print_tables(nights, clean, rows, clean_s, time.monotonic() - started, args.data)
     return 0
 
@@ -285,7 +275,7 @@ def detect(admin: str, nights: list[Night], chosen: list[Trial], snapshots: dict
                         first, named = offset + 1, any(trial.named(f) for f in judged.paged)
                         break
         finally:
-            drop(admin, name)
+            drop_database(admin, name, checkpoint=False)
         out.setdefault(trial.fault, []).append((first, named))
     return out
 
