@@ -321,6 +321,34 @@ def test_run_quality_measures_the_sites_findings_policy(tmp_path) -> None:
     assert out.split() == ["0.01", "5"]
 
 
+def test_run_quality_counts_only_a_faults_own_page() -> None:
+    """A fault that moves nothing, from a night the site pages for its own noise: not
+    paged, not named (its trials counted that night's false page as the fault's page)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = """
+import random
+import numpy as np
+import run_quality as rq
+site, noise = rq.prepared("300", rq.NIGHTS, 1, rq.Noise())
+values = noise * site.base[:, None]
+night = next(n for n in range(rq.WARMUP + 20, noise.shape[1] - 3)
+             if any(f.paged for f in rq.night_findings(site, values, n, {})))
+class At(random.Random):
+    def randrange(self, *bounds):
+        return night
+def nothing(site, rng, start):
+    return np.ones(site.partners.shape), lambda finding: False, {}
+print(*rq.fault_trials(site, noise, nothing, 1, At()))
+"""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=root / "benchmarks", check=True).stdout
+    assert [float(x) for x in out.split()] == [0.0, 0.0, 0.0, 0.0]
+
+
 def test_a_node_finding_on_a_shared_host_says_it_cannot_tell_node_from_host() -> None:
     """Recorded on a quiet host (benchmarks/data/real-nights-quiet, night 27): the four
     virtual nodes share one kernel, the host slowed and the finding named node1:lo as if
