@@ -240,7 +240,8 @@ def main() -> int:
                         db.upgrade(conn)
                     clean.append(replay(conn, night.report, Path(tmp)))
             clean_s = time.monotonic() - started
-            rows = detect(admin, nights, trials(nights, starts, nodes), snapshots, Path(tmp))
+            rows = detect(admin, nights, trials(nights, starts, nodes), snapshots, Path(tmp),
+                          clean)
     finally:
         for name in [base, *snapshots.values()]:
             drop_database(admin, name, checkpoint=False)
@@ -254,9 +255,11 @@ def snapshot(admin: str, base: str) -> str:
 
 
 def detect(admin: str, nights: list[Night], chosen: list[Trial], snapshots: dict[int, str],
-           folder: Path) -> dict[str, list[tuple[int | None, bool]]]:
+           folder: Path, clean: list[Judged]) -> dict[str, list[tuple[int | None, bool]]]:
     """Per fault, each trial's (first night paged 1-3, or None; whether the cause was
-    named by a finding that paged)."""
+    named by a finding that paged). The fault's pages are those that name its cause or
+    that the same night did not page without it (``clean``): a night that pages for its
+    own noise is no page of the fault (run_quality.fault_trials, likewise)."""
     out: dict[str, list[tuple[int | None, bool]]] = {}
     for trial in chosen:
         name, dsn = clone(admin, snapshots[trial.start])
@@ -271,8 +274,11 @@ def detect(admin: str, nights: list[Night], chosen: list[Trial], snapshots: dict
                     if rq.shows_on(trial.shows, trial.start, index + 1)[index]:
                         trial.apply(report, index)
                     judged = replay(conn, report, folder)
-                    if judged.paged:
-                        first, named = offset + 1, any(trial.named(f) for f in judged.paged)
+                    anyway = {(f["kind"], f["subject"]) for f in clean[index].paged}
+                    own = [f for f in judged.paged
+                           if trial.named(f) or (f["kind"], f["subject"]) not in anyway]
+                    if own:
+                        first, named = offset + 1, any(trial.named(f) for f in own)
                         break
         finally:
             drop_database(admin, name, checkpoint=False)
