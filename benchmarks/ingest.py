@@ -455,7 +455,7 @@ def compare(args: argparse.Namespace) -> int:
                 sys.exit(f"the benchmark of {label} failed (exit {done.returncode})")
             print(f"=== {label}: {time.perf_counter() - began:.0f} s")
             outputs.append(done.stdout)
-        interleaved = _interleaved_verdicts(admin, [tree, here], kept, 2 if args.smoke else 10)
+        interleaved = _interleaved_verdicts(admin, [tree, here], kept, args.smoke)
     finally:
         for name in kept:
             drop_database(admin, name)
@@ -477,53 +477,61 @@ def _bench_databases(admin: str) -> set[str]:
 
 
 #: One side of the interleaved verdicts: the perfguard of the working directory (a code
-#: tree) judges run RUN of DSN each time a line ("keys", "curves") comes on stdin.
+#: tree) judges a run of DSN each time a line ("keys RUN", "curves RUN") comes on stdin.
 VERDICT_WORKER = """
 import sys, time
 from perfguard.judge import rules, verdict
 from perfguard.store import db
-conn, run = db.connect(sys.argv[1]), int(sys.argv[2])
+conn = db.connect(sys.argv[1])
 chosen = rules.load_rules(verdict.rules_file())
-verdict.verdict(conn, run, chosen)
-conn.rollback()
+for run in sys.argv[2:]:
+    verdict.verdict(conn, int(run), chosen)
+    conn.rollback()
 print("ready", flush=True)
 for line in sys.stdin:
+    kind, run = line.split()
     start = time.perf_counter()
-    verdict.verdict(conn, run, chosen, with_curves=line.strip() == "curves")
+    verdict.verdict(conn, int(run), chosen, with_curves=kind == "curves")
     conn.rollback()
     print(time.perf_counter() - start, flush=True)
 """
 
+#: What the interleaved verdicts judge: (label, kind, the run: its test cases' checks
+#: LIKE, newest first; turns each).
+TURNS = [("verdict, 4,000 key-figure lines", "keys", "NOT LIKE", 10),
+         ("verdict, 4,000 lines with curves", "curves", "NOT LIKE", 10),
+         ("verdict, 100,000 lines", "keys", "LIKE", 3)]
 
-def _interleaved_verdicts(admin: str, trees: list[Path], names: list[str], rounds: int
+
+def _interleaved_verdicts(admin: str, trees: list[Path], names: list[str], smoke: bool
                           ) -> dict[str, tuple[float, float]]:
-    """Each tree's verdict of its database's newest 4,000-line run, the two taking turns
-    (``rounds`` each, either first in turn): the box's speed drifts over the minutes
-    between the two benchmarks (the same code read 650 and 860 ms an hour apart), and
-    turns see the same drift. Median ms of each, for the key figures and the curves."""
-    workers = []
+    """Each tree's verdicts of its database's newest 4,000-line run and its large run,
+    the two trees taking turns (either first in turn): the box's speed drifts over the
+    minutes between the two benchmarks (the same code read 650 and 860 ms an hour apart),
+    and turns see the same drift. Median ms of each."""
+    workers, runs = [], []
     for tree, name in zip(trees, names):
         dsn = make_conninfo(admin, dbname=name)
         with psycopg.connect(dsn) as conn:
-            newest = conn.execute(
-                "SELECT r.id FROM run r WHERE NOT EXISTS (SELECT 1 FROM testcase tc WHERE "
-                "tc.run_id = r.id AND tc.check_name LIKE 'LargeCheck%') "
+            runs.append({like: conn.execute(
+                "SELECT r.id FROM run r WHERE EXISTS (SELECT 1 FROM testcase tc WHERE "
+                f"tc.run_id = r.id AND tc.check_name {like} 'LargeCheck%') "
                 "ORDER BY r.started_at DESC LIMIT 1").fetchone()[0]
+                for like in ("LIKE", "NOT LIKE")})
         workers.append(subprocess.Popen(
-            [sys.executable, "-c", VERDICT_WORKER, dsn, str(newest)], cwd=tree,
-            env={**os.environ, "PYTHONPATH": str(tree)}, stdin=subprocess.PIPE,
+            [sys.executable, "-c", VERDICT_WORKER, dsn, *map(str, runs[-1].values())],
+            cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, text=True))
     try:
         for worker in workers:
             if worker.stdout.readline().strip() != "ready":
                 sys.exit("an interleaved verdict worker failed to start")
         found = {}
-        for kind, label in (("keys", "verdict, 4,000 key-figure lines"),
-                            ("curves", "verdict, 4,000 lines with curves")):
+        for label, kind, like, turns in TURNS:
             times: list[list[float]] = [[], []]
-            for turn in range(rounds):
+            for turn in range(1 if smoke else turns):
                 for side in ((0, 1) if turn % 2 == 0 else (1, 0)):
-                    workers[side].stdin.write(kind + "\n")
+                    workers[side].stdin.write(f"{kind} {runs[side][like]}\n")
                     workers[side].stdin.flush()
                     times[side].append(float(workers[side].stdout.readline()))
             found[label] = tuple(statistics.median(t) * 1000 for t in times)
