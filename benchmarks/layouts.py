@@ -168,7 +168,7 @@ def main() -> int:
             write_blocks, write_rows = write_times(conn, runs[-1])
             read_blocks, read_rows, read = read_times(conn, runs[-JUDGED_RUNS:], sql)
     finally:
-        real_nights.drop(admin, name)
+        bench.drop_database(admin, name, checkpoint=False)
     per_run = values // len(runs)
     print(f"two layouts of {values:,} values ({len(runs)} runs of {per_run:,}); the "
           f"per-test-case table filled from the blocks in {fill:.1f} s\n")
