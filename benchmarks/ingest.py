@@ -246,8 +246,9 @@ def time_history_reads(conn: psycopg.Connection, run_id: int, repeat: int = 3) -
 
 def time_presenting(conn: psycopg.Connection, run_id: int) -> None:
     """What `perfguard verdict RUN` adds to the verdict (which curve point each key figure
-    is) and the run's HTML report (built once: seconds)."""
+    is) and the run's HTML report (built once, its verdict recorded before: seconds)."""
     points = timed(lambda: queries.rows(conn, "key_points", {"run_id": run_id}), 3)
+    vd.stored_verdict(conn, run_id)  # recorded first, as `perfguard run` has it
     report = timed(lambda: htmlreport.build(conn, run_id), 1)
     print(f"presenting: key points {ms(points)}; HTML report of the run "
           f"{report[0] * 1000:,.0f} ms")
@@ -449,10 +450,15 @@ def compare(args: argparse.Namespace) -> int:
             began = time.perf_counter()
             done = subprocess.run([sys.executable, str(script), *common], capture_output=True,
                                   text=True)
-            kept += sorted(_bench_databases(admin) - before)
+            new = sorted(_bench_databases(admin) - before)
+            kept += new
             print(done.stdout + done.stderr, flush=True)
             if done.returncode:
                 sys.exit(f"the benchmark of {label} failed (exit {done.returncode})")
+            if len(new) != 1:  # another benchmark on this PostgreSQL made one meanwhile
+                sys.exit(f"the benchmark of {label} left {len(new)} new benchmark databases "
+                         f"({', '.join(new) or 'none'}), not one: run --against alone on "
+                         "its PostgreSQL")
             print(f"=== {label}: {time.perf_counter() - began:.0f} s")
             outputs.append(done.stdout)
         interleaved = _interleaved_verdicts(admin, [tree, here], kept, args.smoke)

@@ -434,10 +434,10 @@ def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
                  rng: random.Random) -> tuple[float, float, float, float]:
     """Shares of trials paged within 1, 2 and 3 nights, and with the cause named. The
     fault is paged on the first night a paging finding names its cause or holds a line it
-    moved; named, when that night's pages name the cause. A page of other lines that night
-    (the site's own false pages, ~2 % of nights at 4,000 lines) is neither: counted as the
-    fault's page it made 3 of 30 GDR-off trials "not named" at 4,000 lines, and could as
-    well have counted a fault as paged that was not."""
+    moved since its first night; named, when that night's pages name the cause. A page of
+    other lines that night (the site's own false pages, ~2 % of nights at 4,000 lines) is
+    neither: counted as the fault's page it made 3 of 30 GDR-off trials "not named" at
+    4,000 lines, and could as well have counted a fault as paged that was not."""
     first = [0, 0, 0]
     named = 0
     for _ in range(trials):
@@ -448,8 +448,8 @@ def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
         for offset in range(3):
             env = environment if offset == 0 else {}
             found = night_findings(site, faulted * site.base[:, None], start + offset, env)
-            moved = {site.specs[i].name
-                     for i in np.flatnonzero(multiplier[:, start + offset] != 1.0)}
+            moved = {site.specs[i].name for i in np.flatnonzero(
+                (multiplier[:, start:start + offset + 1] != 1.0).any(axis=1))}
             ours = [f for f in found if f.paged and (
                 names_cause(f) or any(line.name in moved for line in f.lines))]
             if ours:

@@ -7,5 +7,5 @@ WHERE tc.run_id = $run
        OR EXISTS (SELECT 1 FROM verdict_line v
                   WHERE v.run_id = tc.run_id AND v.check_name = tc.check_name
                     AND v.params = tc.params AND v.partition = p.name AND v.environ = e.name
-                    AND v.status = 'fail'))
+                    AND v.status = 'fail' AND v.point = '{}'))
 ORDER BY 1, 2

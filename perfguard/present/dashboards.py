@@ -230,9 +230,9 @@ def _panels(source: object) -> list:
                 at(6, 30, 18, 8)),
         a_table(6, "Failing test cases of run $run", "failing_testcases_of_run",
                 at(0, 38, 24, 8))
-        .description("The test cases that failed as a test (phase, reason), or with a figure "
-                     "off its threshold in the run's recorded verdict, as the Run history "
-                     "counts them; a run never judged shows its failed tests only."),
+        .description("The test cases that failed as a test (phase, reason), or with a key "
+                     "figure off its threshold in the run's recorded verdict, as the Run "
+                     "history counts them; a run never judged shows its failed tests only."),
         a_table(7, "Verdict of run $run: every line that is not a plain pass",
                 "verdict_of_run", at(0, 46, 24, 10))
         .description("What `perfguard verdict RUN` prints, as stored when the run was judged: "

@@ -40,8 +40,9 @@ MAX_SPARKLINES = 100
 #: What figures of the embedded cluster are (system `local`): said wherever they are shown.
 ONE_HOST = ("These are one host's figures, not a fabric's: the embedded cluster's virtual "
             "nodes share this host's CPUs and talk over its loopback.")
-#: Curves drawn: flagged ones first (up to this many), then quiet ones (the first of each
-#: check): a run of thousands of test cases stays a file a browser opens at once.
+#: Curves drawn: the verdict's flagged ones (all), then quiet ones (the first of each
+#: check, up to this many): a run of thousands of test cases stays a file a browser opens
+#: at once.
 MAX_QUIET_CURVES = 12
 
 RUN_SQL = """
