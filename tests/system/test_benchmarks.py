@@ -32,18 +32,19 @@ def run_benchmark(name: str, *args: str) -> str:
     return result.stdout
 
 
-def bench_databases_left(layout) -> list[tuple]:
-    """The benchmark databases still on the test cluster's PostgreSQL (each benchmark drops
-    its own)."""
+def bench_databases(layout) -> set[str]:
+    """The benchmark databases on this worker's test cluster's PostgreSQL (each benchmark
+    drops its own; one an earlier run left, crashed, is not this test's)."""
     with psycopg.connect(layout.dsn_for("postgres")) as conn:
-        return conn.execute("SELECT datname FROM pg_database "
-                            "WHERE datname LIKE 'perfguard_bench_%'").fetchall()
+        return {name for (name,) in conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'perfguard_bench_%'")}
 
 
 def test_ingest_compares_a_revision_with_this_code(layout, tmp_path: Path) -> None:
     """docs/scale.md's `benchmarks/ingest.py --against REV --worktree DIR`: REV's benchmark
     from a git worktree, then this code's, on one PostgreSQL, and each figure side by side
     (REV = HEAD here: the same code twice)."""
+    before = bench_databases(layout)
     tree = tmp_path / "tree"
     try:
         out = run_benchmark("ingest.py", "--dsn", layout.dsn_for("postgres"), "--against",
@@ -57,7 +58,7 @@ def test_ingest_compares_a_revision_with_this_code(layout, tmp_path: Path) -> No
                      re.M), out
     assert re.search(r"^\| verdict, 4,000 lines with curves, interleaved \(median ms\) \| "
                      r"[\d,.]+ \| [\d,.]+ \| \d+\.\d\d \|$", out, re.M), out
-    assert bench_databases_left(layout) == []
+    assert bench_databases(layout) <= before
 
 
 def test_verdict_quality_runs() -> None:
@@ -96,6 +97,7 @@ def test_fast_paths_runs() -> None:
 def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
     """With the cluster's own role and passfile (no PGPASSFILE): the DSN's options
     survive into the benchmark's database, which is dropped afterwards."""
+    before = bench_databases(layout)
     out = run_benchmark("ingest.py", "--dsn", layout.dsn_for("postgres"))
     for promised in ("ingest: 250,000 samples in", "verdict of one run (4,000 lines, 4,000 "
                      "judged against history)", "slowest dashboard query over one year",
@@ -104,27 +106,29 @@ def test_ingest_runs_against_a_database_with_a_passfile(layout) -> None:
                      "presenting: key points median",
                      "| samples stored | ingest samples/s |"):
         assert promised in out, out
-    assert bench_databases_left(layout) == []
+    assert bench_databases(layout) <= before
 
 
 def test_layouts_measures_both_layouts_holding_the_same_values(layout) -> None:
     """benchmarks/layouts.py (docs/scale.md's table of the two one-copy layouts) fills the
     per-test-case table from the blocks, reads both (it fails where they differ) and
     prints each one's row; its database is dropped afterwards."""
+    before = bench_databases(layout)
     out = run_benchmark("layouts.py", "--dsn", layout.dsn_for("postgres"))
     assert "| blocks: run × check × metric × point list (chosen) |" in out, out
     assert "| rows: run × test case × metric |" in out and "| rows / blocks |" in out, out
-    assert bench_databases_left(layout) == []
+    assert bench_databases(layout) <= before
 
 
 def test_real_nights_replays_the_recorded_nights(layout) -> None:
     """The recorded real nights (benchmarks/data/real-nights) through the real ingest and
     judge into a database of the test cluster's PostgreSQL, dropped afterwards."""
+    before = bench_databases(layout)
     out = run_benchmark("real_nights.py", "--dsn", layout.dsn_for("postgres"))
     assert "| 13 | 3 | " in out and "| false pages |" in out, out
     assert "| real nights | HCA at half bandwidth (1 trial(s)) |" in out, out
     assert "| real nights | driver +0.3 µs small latency (1 trial(s)) |" in out, out
-    assert bench_databases_left(layout) == []
+    assert bench_databases(layout) <= before
 
 
 def test_the_quiet_nights_replay_as_docs_verdicts_says(layout) -> None:
