@@ -145,7 +145,11 @@ class Finding:
 
     @property
     def change(self) -> float | None:
-        changes = [line.change for line in self.lines if line.change is not None]
+        """The median of how far its lines moved, each as a share of its own baseline and
+        signed by its side (negative: worse): a node's latencies 30 % up and bandwidths
+        30 % down are -30 %, where their changes' own signs gave a median near 0 %."""
+        changes = [line.side * abs(line.change) for line in self.lines
+                   if line.change is not None]
         return statistics.median(changes) if changes else None
 
     def members(self) -> list[list[str]]:
@@ -153,9 +157,9 @@ class Finding:
         return [[line.name, *line.nodes, *line.devices] for line in self.lines]
 
     def summary(self) -> str:
-        """``node37:mlx5_1: 14 of 16 lines worse, median -48.2 % …``"""
+        """``node37:mlx5_1: 14 of 16 line(s) worse by a median 48.2%, …``"""
         what = "worse" if self.worse else "better"
-        change = f", median {self.change:+.1%}" if self.change is not None else ""
+        change = f" by a median {abs(self.change):.1%}" if self.change is not None else ""
         text = (f"{self.subject}: {len(self.lines)} of {self.covered} line(s) {what}{change}, "
                 f"evidence z {self.evidence:.1f}")
         if self.environment:

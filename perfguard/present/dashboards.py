@@ -227,7 +227,12 @@ def _panels(source: object) -> list:
             model.Threshold(value=None, color="green"),
             model.Threshold(value=1, color="orange")])),
         a_table(10, "Findings of run $run: what pages, by cause", "findings_of_run",
-                at(6, 30, 18, 8)),
+                at(6, 30, 18, 8))
+        .description("What pages and why, as stored when the run was judged. change = the "
+                     "median of how far the finding's lines moved, each against its own "
+                     "baseline, negative = worse.")
+        .override_by_name("change", [model.DynamicConfigValue("unit", "percentunit"),
+                                     model.DynamicConfigValue("decimals", 1)]),
         a_table(6, "Failing test cases of run $run", "failing_testcases_of_run",
                 at(0, 38, 24, 8))
         .description("The test cases that failed as a test (phase, reason), or with a key "

@@ -140,7 +140,7 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
         conn.execute(  # lines are test-failed there, so judging finds none of its own)
             "INSERT INTO finding (run_id, ordinal, kind, subject, summary, lines, evidence, "
             "critical, change, confirmed, paged, environment) SELECT max(id), 0, 'device', "
-            "'node1:mlx4_0', 'node1:mlx4_0: 3 of 4 line(s) worse, median -40.0%', 3, 9.1, "
+            "'node1:mlx4_0', 'node1:mlx4_0: 3 of 4 line(s) worse by a median 40.0%', 3, 9.1, "
             "4.4, -0.4, true, true, '{}' FROM run WHERE trigger = 'nightly'")
     # One degraded run is no change point for E-Divisive (tests/system/test_history_verdicts.py
     # detects real ones): the change point `perfguard changepoints` would store at the degraded run.

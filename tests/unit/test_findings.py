@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -38,7 +39,7 @@ def test_a_bad_hca_is_one_finding_naming_it_and_pages() -> None:
         lines[i] = moved(lines[i], 6.0)
     found = fd.findings(lines)
     assert [(f.subject, f.paged, len(f.lines)) for f in found] == [("node7:mlx5_1", True, 6)]
-    assert found[0].summary().startswith("node7:mlx5_1: 6 of 6 line(s) worse, median -48.0%")
+    assert found[0].summary().startswith("node7:mlx5_1: 6 of 6 line(s) worse by a median 48.0%")
 
 
 def test_the_hca_whose_lines_moved_furthest_is_named_not_a_noisy_neighbour() -> None:
@@ -349,6 +350,25 @@ print(*rq.fault_trials(site, noise, nothing, 1, At()))
     assert [float(x) for x in out.split()] == [0.0, 0.0, 0.0, 0.0]
 
 
+def test_a_findings_change_is_how_far_its_lines_moved_whatever_their_metric() -> None:
+    """Recorded (a held-out night of the embedded cluster, 2026-11-27): node1's finding
+    held latencies up 185-390 % and bandwidths down 16-46 %, and said "median -0.8%" (the
+    median of their changes' own signs), a page that read as nothing moved. Each line
+    counts as how far it moved, signed by its side: worse by a median 30 % here."""
+    def line(name: str, change: float) -> fd.Evidence:
+        return fd.Evidence(name, "compute", name, ("node1", "node2"), ("node1:lo",), -1,
+                           True, 5.0, 2, change)
+
+    lines = [line("osu_latency", 0.30), line("tag_lat", 0.35), line("osu_bw", -0.30),
+             line("osu_bibw", -0.25), line("osu_mbw_mr", -0.31)]
+    finding = fd.Finding(fd.DEVICE, "node1:lo", lines, 18, evidence=4.7, confirmed=True)
+    assert finding.change == -0.30
+    assert finding.summary().startswith("node1:lo: 5 of 18 line(s) worse by a median 30.0%,")
+    better = fd.Finding(fd.DEVICE, "node1:lo", [dataclasses.replace(x, side=1) for x in lines],
+                        18)
+    assert better.change == 0.30 and "line(s) better by a median 30.0%" in better.summary()
+
+
 def test_a_node_finding_on_a_shared_host_says_it_cannot_tell_node_from_host() -> None:
     """Recorded on a quiet host (benchmarks/data/real-nights-quiet, night 27): the four
     virtual nodes share one kernel, the host slowed and the finding named node1:lo as if
@@ -362,7 +382,7 @@ def test_a_node_finding_on_a_shared_host_says_it_cannot_tell_node_from_host() ->
     line = fd.Finding(fd.LINE, "osu_latency 0", lines[:1], 1, evidence=5.0, confirmed=True)
     name_shared_hosts([device, line], {"node1": ("node2", "node3", "node4")})
     assert device.summary() == (
-        "node1:lo: 3 of 19 line(s) worse, median +31.5%, evidence z 9.5; node1 shares its "
+        "node1:lo: 3 of 19 line(s) worse by a median 31.5%, evidence z 9.5; node1 shares its "
         "host with node[2-4] (one booted kernel): a change of that host reads as node1's")
     assert "shares its host" not in line.summary()
     alone = fd.Finding(fd.NODE, "node7", lines, 19, evidence=9.5, confirmed=True)
