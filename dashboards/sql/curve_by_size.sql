@@ -5,7 +5,7 @@ WITH latest AS (
     AND EXISTS (SELECT 1 FROM testcase tc WHERE tc.run_id = r.id
                 AND tc.check_name = '$check' AND tc.params::text = '$variant')
   ORDER BY r.started_at DESC LIMIT 2)
-SELECT (pt.coords->>'size')::bigint AS size,
+SELECT pt.size,
        max(s.value) FILTER (WHERE l.rank = 1) AS latest,
        max(s.value) FILTER (WHERE l.rank = 2) AS previous,
        max(th.reference) AS reference
@@ -18,7 +18,7 @@ JOIN metric m ON m.id = b.metric_id AND m.name = '$metric'
 CROSS JOIN LATERAL unnest(b.point_ids, b.point_values[array_position(b.testcase_ids, tc.id)
                                                      :array_position(b.testcase_ids, tc.id)])
   AS s(point_id, value)
-JOIN point pt ON pt.id = s.point_id AND pt.coords ? 'size'
+JOIN sized_point pt ON pt.id = s.point_id
 LEFT JOIN threshold_limit th ON th.system = '$system' AND th.check_name = '$check'
   AND th.metric = '$metric' AND th.point = pt.coords AND th.valid_to IS NULL
 GROUP BY 1 ORDER BY 1

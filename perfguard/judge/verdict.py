@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -277,18 +278,35 @@ def _variant(line: Line) -> tuple:
     return line.check, _frozen(line.params), line.partition, line.environ
 
 
-def _curve_lines(conn: Connection, run_id: int, rules: judge.Rules,
-                 levels: list[tuple] = ()) -> list[Line]:
-    """A line per size sweep that regressed or improved somewhere (a curve within its
-    noise adds nothing to its key figure's line); an accepted level cuts its history."""
+def curves_since(levels: list[tuple]) -> Callable[[history.Series], history.Series] | None:
+    """Each size's series of a curve cut at the accepted level that covers the curve (as
+    its verdict line reads it), for ``curves.judge_curves``; None without levels."""
+    if not levels:
+        return None
 
     def since(series: history.Series) -> history.Series:
         row = {"nodelist": series.nodes, "params": series.params, "check_name": series.check,
                "metric": f"{series.metric} curve"}
         return _since(series, _accepted(row, levels))
+    return since
 
+
+def levels_as_judged(conn: Connection, run_id: int) -> list[tuple]:
+    """The accepted levels the run's stored verdict was judged with (accepted before its
+    last judgement): what its report marks the curves' sizes against, so that a later
+    accept changes neither until the run is judged again (``--rejudge``)."""
+    [judged_at] = queries.one(conn, "judged_at", {"run": run_id})
+    levels = accepted_levels(conn, run_id)
+    return levels if judged_at is None else [level for level in levels
+                                             if level[3] <= judged_at]
+
+
+def _curve_lines(conn: Connection, run_id: int, rules: judge.Rules,
+                 levels: list[tuple] = ()) -> list[Line]:
+    """A line per size sweep that regressed or improved somewhere (a curve within its
+    noise adds nothing to its key figure's line); an accepted level cuts its history."""
     judged = curves.judge_curves(conn, run_id, dataclasses.replace(rules, times=bool(levels)),
-                                 moved_only=True, since=since if levels else None)
+                                 moved_only=True, since=curves_since(levels))
     return [Line(c.check, c.params, c.partition, c.environ, f"{c.metric} curve", None, c.unit,
                  {}, None, None, None, c.state, c.summary(), better=c.better,
                  curve_distances=c.distances())

@@ -10,6 +10,7 @@ the same verdict serves CI job summaries.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -18,7 +19,6 @@ from pathlib import Path
 
 import jinja2
 import psycopg
-from psycopg.rows import dict_row
 
 from perfguard import __version__, states
 from perfguard.judge import curves, run_findings
@@ -28,7 +28,7 @@ from perfguard.judge import sweep as sw
 from perfguard.judge import verdict as vd
 from perfguard.present import plots
 from perfguard.present import text as tx
-from perfguard.store import db
+from perfguard.store import db, queries
 
 #: Lines shown with evidence at the top (the rest sit in the full table); an inconclusive
 #: line whose series is still too short for a baseline is only counted (it is learning).
@@ -44,95 +44,6 @@ ONE_HOST = ("These are one host's figures, not a fabric's: the embedded cluster'
 #: check, up to this many): a run of thousands of test cases stays a file a browser opens
 #: at once.
 MAX_QUIET_CURVES = 12
-
-RUN_SQL = """
-SELECT r.id, r.started_at, r.finished_at, r.trigger, r.labels, r.report_path,
-       r.reframe_version, sy.name AS system
-FROM run r JOIN system sy ON sy.id = r.system_id WHERE r.id = %s
-"""
-
-# This run's sized curves (of the passed test cases): what there is to draw, by variant.
-CURVE_KEYS_SQL = """
-SELECT DISTINCT tc.check_name, tc.params, p.name AS partition, e.name AS environ,
-       m.name AS metric, tc.variant
-FROM run r
-JOIN sample_block b ON b.run_id = r.id AND b.started_at = r.started_at
-                   AND b.point_ids <> '{0}'
-CROSS JOIN LATERAL unnest(b.testcase_ids) AS t(id)
-JOIN judged_testcase tc ON tc.id = t.id AND tc.state = 'pass'
-JOIN partition p ON p.id = tc.partition_id
-JOIN environ e ON e.id = tc.environ_id
-JOIN metric m ON m.id = b.metric_id
-WHERE r.id = %(run)s
-  AND EXISTS (SELECT 1 FROM point pt WHERE pt.id = ANY(b.point_ids) AND pt.coords ? 'size'
-                                       AND jsonb_typeof(pt.coords->'size') = 'number')
-"""
-
-# The drawn curves' values (their variants): this run's, and for each check the latest
-# earlier run that had it; each test case's row of its blocks alone (the dashboards' way).
-# Through series_value the runs' every curve was unpacked first (5 s for 2,000 test cases
-# at 2·10^7 samples; with the runs not named as a list, every curve of the system: 28 s).
-CURVES_SQL = """
-WITH cur AS (SELECT r.id, r.started_at, r.system_id FROM run r WHERE r.id = %(run)s),
-checks AS (SELECT DISTINCT check_name FROM testcase WHERE run_id = %(run)s),
-prev AS (SELECT DISTINCT ON (tc.check_name) tc.check_name, tc.run_id
-         FROM testcase tc JOIN run r ON r.id = tc.run_id, cur
-         WHERE r.system_id = cur.system_id AND r.started_at < cur.started_at
-           AND tc.check_name IN (SELECT check_name FROM checks)
-         ORDER BY tc.check_name, r.started_at DESC),
-cases AS (SELECT tc.id, tc.run_id, r.started_at, tc.check_name, tc.params,
-                 p.name AS partition, e.name AS environ
-          FROM judged_testcase tc JOIN run r ON r.id = tc.run_id
-          JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id
-          WHERE tc.variant = ANY(%(variants)s::uuid[]) AND tc.state = 'pass'
-            AND (tc.run_id = %(run)s
-                 OR (tc.check_name, tc.run_id) IN (SELECT check_name, run_id FROM prev)))
-SELECT c.run_id = %(run)s AS mine, c.check_name, c.params, c.partition, c.environ,
-       m.name AS metric, m.unit, (pt.coords->>'size')::bigint AS size, s.value
-FROM cases c
-JOIN sample_block b ON b.run_id = c.run_id AND b.started_at = c.started_at
-                   AND b.check_name = c.check_name AND b.point_ids <> '{0}'
-                   AND c.id = ANY(b.testcase_ids)
-JOIN metric m ON m.id = b.metric_id
-CROSS JOIN LATERAL unnest(b.point_ids,
-                          b.point_values[array_position(b.testcase_ids, c.id)
-                                         :array_position(b.testcase_ids, c.id)])
-    AS s(point_id, value)
-JOIN point pt ON pt.id = s.point_id AND pt.coords ? 'size'
-             AND jsonb_typeof(pt.coords->'size') = 'number'
-ORDER BY size
-"""
-
-HIMENO_SQL = """
-SELECT tc.params->>'size' AS size, (pt.coords->>'nodes')::int AS nodes,
-       (pt.coords->>'ranks')::int AS ranks, s.value AS mflops
-FROM judged_testcase tc
-JOIN run r ON r.id = tc.run_id
-JOIN sample s ON s.run_id = r.id AND s.started_at = r.started_at
-             AND s.check_name = tc.check_name AND s.testcase_id = tc.id
-JOIN metric m ON m.id = s.metric_id AND m.name = 'mflops'
-JOIN point pt ON pt.id = s.point_id AND pt.coords ? 'nodes' AND pt.coords ? 'ranks'
-WHERE tc.run_id = %s AND tc.check_name = 'HimenoCheck' AND tc.state = 'pass'
-ORDER BY 1, 2, 3
-"""
-
-#: The allreduce scaling series' key figure (its smallest size) per node count, software
-#: and SHARP: seed 003's chart.
-ALLREDUCE_SQL = """
-SELECT (k.params->>'nodes')::int AS nodes, coalesce(k.params->>'sharp', 'off') AS sharp,
-       k.value
-FROM key_verdict k
-WHERE k.run_id = %s AND k.check_name = 'OsuAllreduceScalingCheck' AND k.metric = 'latency'
-  AND k.testcase_state = 'pass'
-ORDER BY 1, 2
-"""
-
-NODES_SQL = """
-SELECT tc.check_name, tc.params, p.name AS partition, e.name AS environ, tc.nodelist
-FROM judged_testcase tc JOIN partition p ON p.id = tc.partition_id
-JOIN environ e ON e.id = tc.environ_id WHERE tc.run_id = %s
-"""
-
 
 @dataclass
 class CurvePlot:
@@ -230,14 +141,11 @@ def _learning(line: vd.Line) -> bool:
 def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None) -> Report:
     """Everything the report shows, from the database (and the run's ReFrame report for
     the failed cases' directories)."""
-    run = conn.cursor(row_factory=dict_row).execute(RUN_SQL, (run_id,)).fetchone()
+    run = queries.first(conn, "report_run", (run_id,))
     lines = vd.stored_verdict(conn, run_id)
     if baseline_id is None:
-        row = conn.execute("SELECT id FROM run WHERE system_id = (SELECT system_id FROM run "
-                           "WHERE id = %(r)s) AND started_at < (SELECT started_at FROM run "
-                           "WHERE id = %(r)s) ORDER BY started_at DESC LIMIT 1",
-                           {"r": run_id}).fetchone()
-        baseline_id = row[0] if row else None
+        previous = queries.tuples(conn, "previous_run", (run_id,))
+        baseline_id = previous[0][0] if previous else None
     else:
         vd.with_baseline(lines, vd.stored_verdict(conn, baseline_id))
     current = fp.fingerprints(conn, run_id)
@@ -253,19 +161,17 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
         _add_curves(conn, report)
     _add_scaling(conn, report)
     _add_allreduce(conn, report)
-    _add_heatmap(conn, report)
+    _add_heatmap(report)
     _add_sweep(conn, report)
     report.failed_cases = _failed_cases(run.get("report_path"))
     return report
 
 
 def _nodes(conn: psycopg.Connection, run_id: int) -> dict[tuple, list[str]]:
-    rows = conn.execute(
-        "SELECT tc.check_name, tc.params, p.name, e.name, tc.nodelist FROM testcase tc "
-        "JOIN partition p ON p.id = tc.partition_id JOIN environ e ON e.id = tc.environ_id "
-        "WHERE tc.run_id = %s", (run_id,))
+    """(check, params, partition, environ) → the nodes its judged test case ran on."""
     return {(check, vd._frozen(params), partition, environ): list(nodes or [])
-            for check, params, partition, environ, nodes in rows}
+            for check, params, partition, environ, nodes
+            in queries.tuples(conn, "testcase_nodes", (run_id,))}
 
 
 def _add_curves(conn: psycopg.Connection, report: Report) -> None:
@@ -275,8 +181,7 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
     curves' 250,000 sizes for a dozen drawings: 12-17 s at 2·10^7 samples)."""
     keys = {(row["check_name"], vd._frozen(row["params"]), row["partition"],
              row["environ"], row["metric"]): row["variant"]
-            for row in conn.cursor(row_factory=dict_row).execute(
-                CURVE_KEYS_SQL, {"run": report.run["id"]})}
+            for row in queries.rows(conn, "report_curve_keys", {"run": report.run["id"]})}
     flagged_keys = {(line.check, vd._frozen(line.params), line.partition, line.environ,
                      line.metric.removesuffix(" curve")) for line in report.lines
                     if line.metric.endswith(" curve")
@@ -293,16 +198,17 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
     mine: dict[tuple, dict[int, float]] = defaultdict(dict)
     previous: dict[tuple, dict[int, float]] = defaultdict(dict)
     units = {}
-    for row in conn.cursor(row_factory=dict_row).execute(
-            CURVES_SQL, {"run": report.run["id"], "variants": variants}):
+    for row in queries.rows(conn, "report_curves",
+                            {"run": report.run["id"], "variants": variants}):
         key = (row["check_name"], vd._frozen(row["params"]), row["partition"],
                row["environ"], row["metric"])
         (mine if row["mine"] else previous)[key][row["size"]] = row["value"]
         units[key] = row["unit"]
+    levels = vd.levels_as_judged(conn, report.run["id"])  # its sizes as its line reads them
+    rules = dataclasses.replace(judge.load_rules(vd.rules_file()), times=bool(levels))
     judged = {(c.check, vd._frozen(c.params), c.partition, c.environ, c.metric): c
-              for c in curves.judge_curves(conn, report.run["id"],
-                                           judge.load_rules(vd.rules_file()),
-                                           variants=variants)}
+              for c in curves.judge_curves(conn, report.run["id"], rules, variants=variants,
+                                           since=vd.curves_since(levels))}
     limits = _key_limits(report.lines)
     for key in drawn:
         if key not in mine:
@@ -340,7 +246,8 @@ def _key_limits(lines: list[vd.Line]) -> dict[tuple, tuple[int, float, bool]]:
 
 def _add_scaling(conn: psycopg.Connection, report: Report) -> None:
     by_size: dict[str, list[dict]] = defaultdict(list)
-    for size, nodes, ranks, mflops in conn.execute(HIMENO_SQL, (report.run["id"],)):
+    for size, nodes, ranks, mflops in queries.tuples(conn, "report_himeno",
+                                                        (report.run["id"],)):
         by_size[size].append({"nodes": nodes, "ranks": ranks, "mflops": mflops})
     for size, rows in sorted(by_size.items()):
         base = min(rows, key=lambda r: r["ranks"])
@@ -351,17 +258,16 @@ def _add_scaling(conn: psycopg.Connection, report: Report) -> None:
 
 def _add_allreduce(conn: psycopg.Connection, report: Report) -> None:
     by_sharp: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for nodes, sharp, latency in conn.execute(ALLREDUCE_SQL, (report.run["id"],)):
+    for nodes, sharp, latency in queries.tuples(conn, "report_allreduce",
+                                                   (report.run["id"],)):
         by_sharp[sharp].append((nodes, latency))
     if by_sharp:
         report.allreduce = plots.allreduce_scaling(dict(by_sharp))
 
 
-def _add_heatmap(conn: psycopg.Connection, report: Report) -> None:
+def _add_heatmap(report: Report) -> None:
     """Node × (check, metric): this run's change against the history median, averaged
     over the variants that ran on the node: a slow node shows as a red row."""
-    nodes_of = {(c, vd._frozen(p), part, env): nodes
-                for c, p, part, env, nodes in conn.execute(NODES_SQL, (report.run["id"],))}
     cells: dict[tuple[str, str], list[float]] = defaultdict(list)
     for line in report.lines:
         j = line.judgement
@@ -371,7 +277,7 @@ def _add_heatmap(conn: psycopg.Connection, report: Report) -> None:
         if line.better == "lower":
             change = -change  # red is worse either way
         key = (line.check, vd._frozen(line.params), line.partition, line.environ)
-        for node in nodes_of.get(key, []):
+        for node in report.nodes.get(key, []):
             cells[(node, f"{line.check} {line.metric}")].append(change)
     if not cells:
         return
@@ -399,8 +305,7 @@ def _add_sweep(conn: psycopg.Connection, report: Report) -> None:
                                           nodes, nodes, values, unit, centre=None))
     report.sweep_findings = [
         sw.Finding(kind, subject, hca, evidence) for kind, subject, hca, evidence in
-        conn.execute("SELECT kind, subject, hca, evidence FROM sweep_finding WHERE run_id = %s "
-                     "ORDER BY id", (report.run["id"],))] or sw.blame(state)
+        queries.tuples(conn, "sweep_findings_of_run", (report.run["id"],))] or sw.blame(state)
 
 
 def _failed_cases(report_path: str | None) -> list[dict]:

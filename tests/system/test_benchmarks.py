@@ -88,6 +88,26 @@ def test_noisy_line_bound_runs() -> None:
     assert rows[4000][2] < rows[300][2] and all(r[2] <= r[3] for r in rows.values()), out
 
 
+def test_real_tails_runs() -> None:
+    """The real nights' tails against the findings' t and the synthetic site: every set a
+    row per distance, shares falling with the distance, and (what docs/verdicts.md says of
+    these recordings) the real sets beyond 6 noise far more often than the t(3) the
+    findings read them with, and than the synthetic site."""
+    out = run_benchmark("real_tails.py")
+    rows = {(name, float(k)): (float(real), float(model)) for name, k, real, model in
+            re.findall(r"^\| ([\w -]+?) \| ([\d.]+) \| ([\d.]+)% \| ([\d.]+)% \|", out, re.M)}
+    names = {name for name, _ in rows}
+    sets = {path.name for path in (BENCHMARKS / "data").glob("real-nights*")}
+    assert names == sets | {"run_quality 300 lines"}, out
+    for name in names:
+        shares = [rows[(name, k)][0] for k in (3.0, 4.5, 6.0, 9.0)]
+        assert shares == sorted(shares, reverse=True), out
+    synthetic = rows[("run_quality 300 lines", 6.0)][0]
+    for name in sets:
+        real, model = rows[(name, 6.0)]
+        assert real > 10 * model and real > 3 * synthetic, out
+
+
 def test_fast_paths_runs() -> None:
     out = run_benchmark("fast_paths.py")
     assert "| could_band vs the curve's judgement (curves) | 500 |" in out, out

@@ -362,8 +362,8 @@ def test_a_step_on_every_line_is_one_finding_that_pages(
     assert result.returncode == 1, result.stdout
     block = result.stdout.split("findings (")[1].split("\n\n")[0]
     # the demo's lines all ran between node1 and node2: a cause that names both
-    paged = re.findall(r"^  PAGE  (\S+(?:, \S+)*): (\d+) of \d+ line\(s\) worse, "
-                       r"median -\d+\.\d%", block, re.M)
+    paged = re.findall(r"^  PAGE  (\S+(?:, \S+)*): (\d+) of \d+ line\(s\) worse "
+                       r"by a median \d+\.\d%", block, re.M)
     assert len(paged) == 1 and int(paged[0][1]) >= 2, block
     assert re.search(rf"^run {runs[-1]}: FAIL \(1 finding\(s\) paged: {re.escape(paged[0][0])}",
                      result.stdout, re.M), result.stdout[-500:]
@@ -434,6 +434,33 @@ def test_an_accepted_new_level_stops_the_regression_and_says_who_accepted_it(
                      explained), explained
     listed = perfguard("accept", "--list", "--dsn", migrated_dsn).stdout
     assert f"* from run {runs[20]}: by {ME} " in listed
+
+
+def test_the_report_marks_a_curves_sizes_as_its_verdict_judged_them(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """Every curve 10 % slower for three nights, accepted as the new level: the report of
+    the last night marks the regressed sizes while its stored verdict is the one judged
+    before the accept (a report written after the accept is the same), and none once the
+    run is judged again with the level, as its verdict then says (before, the marks were
+    judged against the whole history: red sizes under a verdict that passed)."""
+    from perfguard.present import htmlreport
+
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 23,
+                        curve_factors=[1.0] * 20 + [0.9] * 3, slower=True)
+
+    def marked() -> list[str]:
+        with psycopg.connect(migrated_dsn) as conn:
+            report = htmlreport.build(conn, runs[-1])
+        return [c.name for c in report.curves if ">regressed<" in c.svg]
+
+    before = marked()
+    assert before, "no curve marked regressed on the third slow night"
+    assert perfguard("accept", "*", "--from-run", str(runs[20]), "--reason",
+                     "firmware 20.41 costs 10 %", "--dsn", migrated_dsn).returncode == 0
+    assert marked() == before  # the verdict as judged, before the accept
+    assert perfguard("verdict", str(runs[-1]), "--rejudge", "--dsn",
+                     migrated_dsn).returncode == 0
+    assert marked() == []
 
 
 def test_a_fault_stays_out_of_the_baseline_and_the_line_passes_when_it_is_gone(

@@ -33,3 +33,11 @@ def test_the_judge_reads_and_writes_only_through_named_queries() -> None:
         assert not re.search(r"^\s*(?:import|from) psycopg", code, re.M), path.name
         assert not re.search(r"\b(?:SELECT|INSERT INTO|DELETE FROM|UPDATE \w+ SET)\b", code), \
             path.name
+
+
+def test_the_reports_hold_no_statement_of_their_own() -> None:
+    """What the CLI, the HTML report and the dashboards' builder read is a named query
+    (or a dashboards/sql file), not a statement in the code."""
+    for path in (PACKAGE / "present").glob("*.py"):
+        assert not re.search(r"\b(?:SELECT|INSERT INTO|DELETE FROM|UPDATE \w+ SET)\b",
+                             path.read_text()), path.name

@@ -35,6 +35,13 @@ LEFT JOIN LATERAL (SELECT 0::bigint AS id, s.ref_value AS reference,
                           reference_direction(s.ref_lower, s.ref_upper) AS direction
                    ) own ON th.id IS NULL AND s.ref_value IS NOT NULL;
 
+-- The points that are a size of a curve ({"size": 65536}) and that size: one definition
+-- for the judge's curves, the report's and the dashboard's (a point of another shape,
+-- {"size": "64K"} or {"nodes": 4}, is no size).
+CREATE OR REPLACE VIEW sized_point AS
+SELECT id, coords, (coords->>'size')::bigint AS size FROM point
+WHERE coords ? 'size' AND jsonb_typeof(coords->'size') = 'number';
+
 -- Every judged value (last attempts that passed) as a point of its series: system, check,
 -- variant, partition, environ, metric and point.
 CREATE OR REPLACE VIEW series_value AS
