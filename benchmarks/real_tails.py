@@ -1,0 +1,122 @@
+"""How heavy the real nights' tails are, against the tail the findings read them with.
+
+    .venv/bin/python benchmarks/real_tails.py [--data DIR ...] [--smoke]
+
+The findings read each night's distance from a line's baseline (in the baseline's noise,
+``perfguard.judge.rules.baseline``) through a Student-t of ``tail_df`` degrees of freedom
+of unit variance (``perfguard.judge.findings``), so a night 6 noise out is taken as one
+that noise alone gives about 2 times in 1,000. Whether that holds is a property of the
+site's lines, which a synthetic benchmark cannot tell (it draws the tails it assumes).
+Here every key figure of the recorded real nights (``benchmarks/data/real-nights*``) is
+judged night by night as the line rule takes its baseline (the ``window`` nights before,
+from ``min_history`` on, the noise at least ``min_noise`` of the centre) and the share of
+line-nights beyond k noise is set beside what the findings' t, and a normal, would give,
+and beside benchmarks/run_quality.py's synthetic site (300 lines, its correlated noise,
+as many nights as the real sets) measured the same way: the model the rules were tuned
+on.
+Nights are taken as recorded: a fault's nights (none here) and disturbed test cases
+(``real-nights-psi``) are not left out as the verdict would leave them, so the shares are
+an upper bound on what the judge sees on the sets where that happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import run_quality as rq  # noqa: E402
+from real_nights import cases, load_nights  # noqa: E402
+
+from perfguard.judge import findings as fd  # noqa: E402
+from perfguard.judge import rules as judge  # noqa: E402
+
+SETS = sorted((ROOT / "benchmarks" / "data").glob("real-nights*"))
+#: Distances (in noise) whose share of line-nights beyond is compared.
+DISTANCES = (3.0, 4.5, 6.0, 9.0)
+SMOKE_NIGHTS = 20
+#: Nights of the synthetic site: as many as a real set has.
+SYNTHETIC_NIGHTS = 60
+
+
+def series(folder: Path, nights: int | None = None) -> dict[str, list[float]]:
+    """Each key figure of the passed test cases, night by night in the order they ran."""
+    found: dict[str, list[float]] = defaultdict(list)
+    for night in load_nights(folder)[:nights]:
+        for case in cases(night.report):
+            if case.get("result") != "pass":
+                continue
+            for key, entry in (case.get("perfvalues") or {}).items():
+                if entry and entry[0] is not None:
+                    found[f"{case['name']} {key.rsplit(':', 1)[-1]}"].append(float(entry[0]))
+    return found
+
+
+def distances(values: list[float], rule: judge.Rule = judge.DEFAULT_RULE) -> list[float]:
+    """Each night's distance from the baseline of the nights before it, in their noise."""
+    out = []
+    for night in range(rule.min_history, len(values)):
+        centre, noise = judge.baseline(values[max(0, night - rule.window):night])
+        noise = max(noise, rule.min_noise * abs(centre))
+        out.append(abs(values[night] - centre) / noise)
+    return out
+
+
+def model_share(distance: float, df: float) -> float:
+    """The share of nights beyond ``distance`` (either side) a unit-variance t of ``df``
+    degrees of freedom gives: how the findings read a night."""
+    return float(2 * stats.t.sf(distance * np.sqrt(df / (df - 2)), df))
+
+
+def synthetic(nights: int, seed: int = 1) -> dict[str, list[float]]:
+    """run_quality's 300-line site with its default (correlated) noise: each line's values
+    (its base times the noise), its missing nights left out."""
+    site, noise = rq.prepared("300", nights, seed, rq.Noise())
+    values = site.base[:, None] * noise
+    return {spec.name: [v for v in row if not np.isnan(v)]
+            for spec, row in zip(site.specs, values.tolist())}
+
+
+def table(name: str, lines: dict[str, list[float]], df: float) -> list[str]:
+    found = np.array([d for values in lines.values() for d in distances(values)])
+    rows = [f"{name}: {len(found)} line-nights judged"]
+    for k in DISTANCES:
+        seen = float(np.mean(found > k)) if len(found) else 0.0
+        model, normal = model_share(k, df), float(2 * stats.norm.sf(k))
+        ratio = f"{seen / model:,.0f}x" if model else "-"
+        rows.append(f"| {name} | {k:g} | {seen:.2%} | {model:.3%} | {ratio} | "
+                    f"{normal:.1e} |")
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, action="append",
+                        help="a set of recorded nights (repeatable; default: every set)")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"the first {SMOKE_NIGHTS} nights of each set")
+    args = parser.parse_args()
+    df = fd.DEFAULT_POLICY.tail_df
+    print(f"| set | beyond k noise | real share | t({df:g}) the findings read | real / t | "
+          f"normal |")
+    print("|---|---|---|---|---|---|")
+    nights = SMOKE_NIGHTS if args.smoke else None
+    named = [(folder.name, series(folder, nights)) for folder in args.data or SETS]
+    named.append(("run_quality 300 lines", synthetic(nights or SYNTHETIC_NIGHTS)))
+    for name, lines in named:
+        head, *rows = table(name, lines, df)
+        print("\n".join(rows))
+        print(f"  ({head})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
