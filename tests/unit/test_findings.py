@@ -352,7 +352,7 @@ print(*rq.fault_trials(site, noise, nothing, 1, At()))
 
 def test_a_findings_change_is_how_far_its_lines_moved_whatever_their_metric() -> None:
     """Recorded (a held-out night of the embedded cluster, 2026-11-27): node1's finding
-    held latencies up 185-390 % and bandwidths down 16-46 %, and said "median -0.8%" (the
+    held latencies up 15-394 % and bandwidths down 16-46 %, and said "median -0.8%" (the
     median of their changes' own signs), a page that read as nothing moved. Each line
     counts as how far it moved, signed by its side: worse by a median 30 % here."""
     def line(name: str, change: float) -> fd.Evidence:
