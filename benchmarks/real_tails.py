@@ -62,12 +62,10 @@ def series(folder: Path, nights: int | None = None) -> dict[str, list[float]]:
 
 def distances(values: list[float], rule: judge.Rule = judge.DEFAULT_RULE) -> list[float]:
     """Each night's distance from the baseline of the nights before it, in their noise."""
-    out = []
-    for night in range(rule.min_history, len(values)):
-        centre, noise = judge.baseline(values[max(0, night - rule.window):night])
-        noise = max(noise, rule.min_noise * abs(centre))
-        out.append(abs(values[night] - centre) / noise)
-    return out
+    nights = range(rule.min_history, len(values))
+    bases = judge.baselines([values[max(0, night - rule.window):night] for night in nights])
+    return [abs(values[night] - centre) / max(noise, rule.min_noise * abs(centre))
+            for night, (centre, noise) in zip(nights, bases)]
 
 
 def model_share(distance: float, df: float) -> float:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -278,17 +277,18 @@ def _variant(line: Line) -> tuple:
     return line.check, _frozen(line.params), line.partition, line.environ
 
 
-def curves_since(levels: list[tuple]) -> Callable[[history.Series], history.Series] | None:
-    """Each size's series of a curve cut at the accepted level that covers the curve (as
-    its verdict line reads it), for ``curves.judge_curves``; None without levels."""
-    if not levels:
-        return None
-
+def judge_curves_since(conn: Connection, run_id: int, rules: judge.Rules,
+                       levels: list[tuple], **options: Any) -> list[curves.Curve]:
+    """``curves.judge_curves`` (``options``: ``moved_only``, ``variants``) with each size's
+    series cut at the accepted level that covers its curve, as the curve's verdict line
+    reads it: the verdict and the report's marks alike."""
     def since(series: history.Series) -> history.Series:
         row = {"nodelist": series.nodes, "params": series.params, "check_name": series.check,
                "metric": f"{series.metric} curve"}
         return _since(series, _accepted(row, levels))
-    return since
+
+    return curves.judge_curves(conn, run_id, dataclasses.replace(rules, times=bool(levels)),
+                               since=since if levels else None, **options)
 
 
 def levels_as_judged(conn: Connection, run_id: int) -> list[tuple]:
@@ -305,8 +305,7 @@ def _curve_lines(conn: Connection, run_id: int, rules: judge.Rules,
                  levels: list[tuple] = ()) -> list[Line]:
     """A line per size sweep that regressed or improved somewhere (a curve within its
     noise adds nothing to its key figure's line); an accepted level cuts its history."""
-    judged = curves.judge_curves(conn, run_id, dataclasses.replace(rules, times=bool(levels)),
-                                 moved_only=True, since=curves_since(levels))
+    judged = judge_curves_since(conn, run_id, rules, levels, moved_only=True)
     return [Line(c.check, c.params, c.partition, c.environ, f"{c.metric} curve", None, c.unit,
                  {}, None, None, None, c.state, c.summary(), better=c.better,
                  curve_distances=c.distances())

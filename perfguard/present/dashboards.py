@@ -154,6 +154,9 @@ def _panels(source: object) -> list:
     from grafana_foundation_sdk.models import common as shared
     from grafana_foundation_sdk.models import dashboard as model
     from grafana_foundation_sdk.models import xychart as xy
+    # a column of shares (0.05) shown as a percent with one decimal (5.0%)
+    percent = [model.DynamicConfigValue("unit", "percentunit"),
+               model.DynamicConfigValue("decimals", 1)]
 
     def at(x: int, y: int, w: int, h: int) -> model.GridPos:
         return model.GridPos(x=x, y=y, w=w, h=h)
@@ -231,8 +234,7 @@ def _panels(source: object) -> list:
         .description("What pages and why, as stored when the run was judged. change = the "
                      "median of how far the finding's lines moved, each against its own "
                      "baseline, negative = worse.")
-        .override_by_name("change", [model.DynamicConfigValue("unit", "percentunit"),
-                                     model.DynamicConfigValue("decimals", 1)]),
+        .override_by_name("change", percent),
         a_table(6, "Failing test cases of run $run", "failing_testcases_of_run",
                 at(0, 38, 24, 8))
         .description("The test cases that failed as a test (phase, reason), or with a key "
@@ -243,8 +245,7 @@ def _panels(source: object) -> list:
         .description("What `perfguard verdict RUN` prints, as stored when the run was judged: "
                      "the worst first. baseline = median of the series' history, change = "
                      "against it.")
-        .override_by_name("change", [model.DynamicConfigValue("unit", "percentunit"),
-                                     model.DynamicConfigValue("decimals", 1)])
+        .override_by_name("change", percent)
         .override_by_name("status", [
             model.DynamicConfigValue("custom.cellOptions", {"type": "color-background"}),
             model.DynamicConfigValue("mappings", [{"type": "value", "options": states}])]),

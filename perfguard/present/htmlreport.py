@@ -10,7 +10,6 @@ the same verdict serves CI job summaries.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -21,9 +20,9 @@ import jinja2
 import psycopg
 
 from perfguard import __version__, states
-from perfguard.judge import curves, run_findings
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
+from perfguard.judge import run_findings
 from perfguard.judge import sweep as sw
 from perfguard.judge import verdict as vd
 from perfguard.present import plots
@@ -204,11 +203,10 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
                row["environ"], row["metric"])
         (mine if row["mine"] else previous)[key][row["size"]] = row["value"]
         units[key] = row["unit"]
-    levels = vd.levels_as_judged(conn, report.run["id"])  # its sizes as its line reads them
-    rules = dataclasses.replace(judge.load_rules(vd.rules_file()), times=bool(levels))
     judged = {(c.check, vd._frozen(c.params), c.partition, c.environ, c.metric): c
-              for c in curves.judge_curves(conn, report.run["id"], rules, variants=variants,
-                                           since=vd.curves_since(levels))}
+              for c in vd.judge_curves_since(  # its sizes as its verdict line reads them
+                  conn, report.run["id"], judge.load_rules(vd.rules_file()),
+                  vd.levels_as_judged(conn, report.run["id"]), variants=variants)}
     limits = _key_limits(report.lines)
     for key in drawn:
         if key not in mine:
