@@ -143,9 +143,12 @@ def main(argv: list[str]) -> int:
             text = (catalogue_dir / entry["stderr"]).read_text()
             sys.stderr.write("".join(line for line in text.splitlines(keepends=True)
                                      if not line.startswith("cpu-bind=")))
+            sys.stderr.flush()
+        PRINTED.touch()
     crash = entry.get("crash")
     if crash and os.environ.get("SLURM_PROCID", "0") == str(crash["rank"]):
         sys.stdout.flush()
+        wait_for_rank0()
         signal.signal(getattr(signal, crash["signal"]), signal.SIG_DFL)
         os.kill(os.getpid(), getattr(signal, crash["signal"]))
     time.sleep(entry.get("hold_s", 0))
@@ -155,6 +158,21 @@ def main(argv: list[str]) -> int:
             time.sleep(float(duration))
         link.close()
     return entry.get("exit", 0)
+
+
+#: Rank 0 has printed its recorded output (this job step's marker in the job's directory,
+#: which every node shares).
+PRINTED = Path(f".replay-printed-{os.environ.get('SLURM_JOB_ID', '0')}."
+               f"{os.environ.get('SLURM_STEP_ID', '0')}")
+
+
+def wait_for_rank0(limit_s: float = 30.0) -> None:
+    """A recorded crash of another rank came after rank 0's output (OMB's title): wait for
+    it, or srun kills rank 0 on the crash before a slow start has printed anything and the
+    replay is of another failure than the recording's."""
+    deadline = time.monotonic() + limit_s
+    while not PRINTED.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":
