@@ -39,6 +39,8 @@ class Curve:
     sizes: dict[int, judge.Judgement]
     #: size → its recent nights (the judged one last): what its evidence is read from
     recent: dict[int, list[float]] = field(default_factory=dict)
+    #: size → the nights its baseline was taken from (``judge.judged_history``)
+    history: dict[int, list[float]] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -56,21 +58,39 @@ class Curve:
 
     def distances(self) -> tuple[float, ...]:
         """The evidence of a regressed (improved) curve: the worse-signed distances of
-        the recent nights (``judge.evidence``) of the middle size, by strength, of its
-        bands (runs of ``BAND`` or more consecutive sizes in its state; the weaker middle
-        one of an even count). The sizes of a sweep move together (one run, one
-        protocol), so they are one line's worth of evidence, not a line each; a size
-        alone outside a band is chance by the state's own rule and counts for nothing;
-        and a curve is no stronger than its band's typical size (it was taken as the cap
-        of two nights, z 7.1, whatever its sizes read: on 60 quiet real nights curves of
-        two sizes 2-3σ out paged)."""
+        the recent nights (``judge.evidence``) of its typical size (``typical_size``)."""
+        size = self.typical_size()
+        if size is None:
+            return ()
+        return judge.evidence(self.recent[size], self.sizes[size], self.better)[1]
+
+    def history_distances(self) -> tuple[float, ...]:
+        """The typical size's baseline nights in its noise from its centre (what the
+        findings learn the curve's far nights from: ``findings.far_shares``)."""
+        size = self.typical_size()
+        if size is None:
+            return ()
+        return judge.history_distances(self.history.get(size, []), self.sizes[size])
+
+    def typical_size(self) -> int | None:
+        """The middle size, by strength, of a regressed (improved) curve's bands (runs
+        of ``BAND`` or more consecutive sizes in its state; the weaker middle one of an
+        even count). The sizes of a sweep move together (one run, one protocol), so they
+        are one line's worth of evidence, not a line each; a size alone outside a band is
+        chance by the state's own rule and counts for nothing; and a curve is no stronger
+        than its band's typical size (it was taken as the cap of two nights, z 7.1,
+        whatever its sizes read: on 60 quiet real nights curves of two sizes 2-3σ out
+        paged)."""
         state = self.state
         if state not in (judge.REGRESSION, judge.IMPROVEMENT):
-            return ()
-        nights = [judge.evidence(self.recent[size], self.sizes[size], self.better)[1]
-                  for sizes in self._bands(state) for size in sizes if size in self.recent]
-        nights.sort(key=lambda d: abs(sum(d)) / len(d) ** 0.5 if d else 0.0)
-        return nights[(len(nights) - 1) // 2] if nights else ()
+            return None
+        strengths = []
+        for size in [size for sizes in self._bands(state) for size in sizes
+                     if size in self.recent]:
+            d = judge.evidence(self.recent[size], self.sizes[size], self.better)[1]
+            strengths.append((abs(sum(d)) / len(d) ** 0.5 if d else 0.0, size))
+        strengths.sort(key=lambda found: found[0])
+        return strengths[(len(strengths) - 1) // 2][1] if strengths else None
 
     def summary(self) -> str:
         parts = []
@@ -177,6 +197,7 @@ def _judge_sizes(curves: list[tuple[Curve, dict[int, list[float]], judge.Rule]])
     for (curve, size, series, rule), judgement in zip(sized, judged):
         curve.sizes[size] = judgement
         curve.recent[size] = judge.split(series, rule)[1]
+        curve.history[size] = judge.judged_history(series, rule)
 
 
 def could_band(values: dict[int, list[float] | tuple[float, ...]], rule: judge.Rule) -> bool:

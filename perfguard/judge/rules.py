@@ -433,6 +433,14 @@ def evidence(recent: list[float], j: Judgement, better: str) -> tuple[int, tuple
     return mine, tuple(sign * (v - j.centre) / j.noise for v in (agreeing if mine else [value]))
 
 
+def history_distances(history: list[float], j: Judgement) -> tuple[float, ...]:
+    """Each of a baseline's nights in its noise from its centre, unsigned (() without a
+    baseline)."""
+    if j.centre is None or not j.noise:
+        return ()
+    return tuple(abs(v - j.centre) / j.noise for v in history)
+
+
 def split(series: list[float] | tuple[float, ...],
           rule: Rule = DEFAULT_RULE) -> tuple[list[float], list[float]]:
     """A series up to the judged run (oldest first) → (earlier runs, the recent runs)."""

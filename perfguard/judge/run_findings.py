@@ -27,11 +27,13 @@ def policy(data: dict | None = None) -> fd.Policy:
     return fd.policy_of(judge.read_rules_file(rules_file()) if data is None else data)
 
 
-def evidence_of(line: Line, rules: fd.Policy) -> tuple[dict, tuple[float, ...]]:
-    """A judged line as findings read it (``Evidence``'s fields but its pooled z), and
-    its recent nights' distances (pooled for all lines at once by ``find``). A curve that
-    regressed (judged size by size) is a confirmed line with its band's typical size's
-    nights (``curves.Curve.distances``)."""
+def evidence_of(line: Line, rules: fd.Policy
+                ) -> tuple[dict, tuple[float, ...], tuple[float, ...]]:
+    """A judged line as findings read it (``Evidence``'s fields but its pooled z), its
+    recent nights' distances (pooled for all lines at once by ``find``) and its
+    baseline's (what its far nights are learnt from: ``findings.far_shares``). A curve
+    that regressed (judged size by size) is a confirmed line with its band's typical
+    size's nights (``curves.Curve.distances``)."""
     fields = {
         "name": line_name(line.check, line.params, line.metric),
         "partition": line.partition,
@@ -43,14 +45,15 @@ def evidence_of(line: Line, rules: fd.Policy) -> tuple[dict, tuple[float, ...]]:
     if line.metric.endswith(" curve") and line.status in (REGRESSION, IMPROVEMENT):
         side = -1 if line.status == REGRESSION else 1
         return ({**fields, "side": side, "confirmed": True,
-                 "nights": len(line.curve_distances)}, line.curve_distances)
+                 "nights": len(line.curve_distances)}, line.curve_distances, line.curve_history)
     j = line.judgement
     if j is None or j.centre is None or line.better is None or not line.series:
-        return fields, ()
+        return fields, (), ()
     recent = judge.split(line.series, j.rule)[1]
     side, distances = judge.evidence(recent, j, line.better)
-    return {**fields, "side": side, "confirmed": line.status in (REGRESSION, IMPROVEMENT),
-            "nights": len(distances), **moves(line, recent)}, distances
+    history = judge.history_distances(judge.judged_history(line.series, j.rule), j)
+    return ({**fields, "side": side, "confirmed": line.status in (REGRESSION, IMPROVEMENT),
+             "nights": len(distances), **moves(line, recent)}, distances, history)
 
 
 def moves(line: Line, recent: list[float]) -> dict:
@@ -88,9 +91,10 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     paged finding is marked ``paged`` (a regression elsewhere does not fail the run)."""
     rules = policy() if rules is None else rules
     given = [evidence_of(line, rules) for line in lines]
-    pooled = fd.pooled_zs([distances for _, distances in given], rules)
+    pooled = fd.pooled_zs([distances for _, distances, _ in given], rules,
+                          fd.far_shares_of([history for *_, history in given], rules))
     evidence = [fd.Evidence(**({**fields, "z": z} if distances else fields))
-                for (fields, distances), z in zip(given, pooled)]
+                for (fields, distances, _), z in zip(given, pooled)]
     fingerprints = fp.fingerprint_rows(conn, run_id)
     found = fd.findings(evidence, rules, environment=night_changes(conn, run_id, fingerprints),
                         acknowledged=acknowledged(conn, run_id))

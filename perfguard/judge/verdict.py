@@ -66,8 +66,10 @@ class Line:
     #: When each value of ``series`` was measured (its run's start): the findings line
     #: the nights of a run's lines up by them (None: not read).
     times: tuple | None = None
-    #: A whole curve's evidence: its band's recent nights in noise (curves.Curve.distances).
+    #: A whole curve's evidence: its band's recent nights in noise (curves.Curve.distances),
+    #: and its baseline's nights (curves.Curve.history_distances).
     curve_distances: tuple[float, ...] = ()
+    curve_history: tuple[float, ...] = ()
 
     @property
     def change_vs_centre(self) -> float | None:
@@ -308,7 +310,7 @@ def _curve_lines(conn: Connection, run_id: int, rules: judge.Rules,
     judged = judge_curves_since(conn, run_id, rules, levels, moved_only=True)
     return [Line(c.check, c.params, c.partition, c.environ, f"{c.metric} curve", None, c.unit,
                  {}, None, None, None, c.state, c.summary(), better=c.better,
-                 curve_distances=c.distances())
+                 curve_distances=c.distances(), curve_history=c.history_distances())
             for c in judged if c.state in (REGRESSION, IMPROVEMENT)]
 
 

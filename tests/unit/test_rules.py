@@ -306,3 +306,26 @@ def test_a_curve_is_as_strong_as_its_bands_typical_size() -> None:
     assert pooled_z(isolated.distances()) < DEFAULT_POLICY.critical_z(300)
     assert [mixed.sizes[s].state for s in (4096, 8192)] == ["regression"] * 2
     assert mixed.distances() == middle
+
+
+def test_a_curves_far_nights_are_its_typical_sizes() -> None:
+    """A curve's far nights (findings.far_shares) are learnt from the baseline nights
+    of the size its evidence is read from: the held-out real nights' intra-node
+    osu_bibw curve, a line with a second state, paged on night 25 read through the t."""
+    from perfguard.judge.findings import DEFAULT_POLICY, far_shares_of, pooled_zs
+
+    curve = _curve({4096: 8.0, 8192: 4.0, 16384: 4.0})
+    assert curve.typical_size() == 8192
+    judged = curve.sizes[8192]
+    history = curve.history[8192]
+    assert len(history) == 20
+    assert curve.history_distances() == tuple(abs(v - judged.centre) / judged.noise
+                                              for v in history)
+    assert far_shares_of([curve.history_distances()], DEFAULT_POLICY)[0] == 0.0
+    for night in (3, 9, 15):  # a second state, three times in 20 nights
+        curve.history[8192][night] = judged.centre - 20 * judged.noise
+    [share] = far_shares_of([curve.history_distances()], DEFAULT_POLICY)
+    assert 0.14 < share < 0.15
+    [alone] = pooled_zs([curve.distances()], DEFAULT_POLICY)
+    [with_its_far_nights] = pooled_zs([curve.distances()], DEFAULT_POLICY, [share])
+    assert with_its_far_nights < alone
