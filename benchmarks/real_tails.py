@@ -14,6 +14,11 @@ line-nights beyond k noise is set beside what the findings' t, and a normal, wou
 and beside benchmarks/run_quality.py's synthetic site (300 lines, its correlated noise,
 as many nights as the real sets) measured the same way: the model the rules were tuned
 on.
+Then how often each way of reading a night calls it rarer than 1 in 100, 1,000 and
+10,000: the t alone, and the t mixed with the line's own far nights as the findings now
+read it (``findings.far_night_probability`` with the share ``findings.far_shares`` learns
+from the same baseline's nights). A reading that is right calls a night rarer than 1 in
+1,000 on about 1 line-night in 1,000.
 Nights are taken as recorded: a fault's nights (none here) and disturbed test cases
 (``real-nights-psi``) are not left out as the verdict would leave them, so the shares are
 an upper bound on what the judge sees on the sets where that happens.
@@ -45,6 +50,8 @@ DISTANCES = (3.0, 4.5, 6.0, 9.0)
 SMOKE_NIGHTS = 20
 #: Nights of the synthetic site: as many as a real set has.
 SYNTHETIC_NIGHTS = 60
+#: Chances (either side) below which a reading calls a night rare.
+RARER_THAN = (1e-2, 1e-3, 1e-4)
 
 
 def series(folder: Path, nights: int | None = None) -> dict[str, list[float]]:
@@ -66,6 +73,32 @@ def distances(values: list[float], rule: judge.Rule = judge.DEFAULT_RULE) -> lis
     bases = judge.baselines([values[max(0, night - rule.window):night] for night in nights])
     return [abs(values[night] - centre) / max(noise, rule.min_noise * abs(centre))
             for night, (centre, noise) in zip(nights, bases)]
+
+
+def chances(values: list[float], policy: fd.Policy = fd.DEFAULT_POLICY,
+            rule: judge.Rule = judge.DEFAULT_RULE) -> np.ndarray:
+    """For each night judged as ``distances`` judges it, its chance (either side) read
+    through the t alone and through the t mixed with the far nights of the baseline's own
+    nights: rows (t, with far nights)."""
+    nights = range(rule.min_history, len(values))
+    windows = [values[max(0, night - rule.window):night] for night in nights]
+    found = []
+    for night, window, (centre, noise) in zip(nights, windows, judge.baselines(windows)):
+        noise = max(noise, rule.min_noise * abs(centre))
+        [share] = fd.far_shares_of([tuple(abs(v - centre) / noise for v in window)], policy)
+        distance = np.array([abs(values[night] - centre) / noise] * 2)
+        found.append(2 * fd.far_night_probability(distance, np.array([0.0, share]), policy))
+    return np.array(found).reshape(-1, 2).T
+
+
+def calibration(name: str, lines: dict[str, list[float]]) -> list[str]:
+    """How often each reading calls a night rarer than each of ``RARER_THAN``."""
+    both = np.hstack([chances(values) for values in lines.values()])
+    rows = []
+    for reading, row in zip(("t alone", "with its far nights"), both):
+        shares = " | ".join(f"{float(np.mean(row < level)):.2%}" for level in RARER_THAN)
+        rows.append(f"| {name} | {reading} | {shares} |")
+    return rows
 
 
 def model_share(distance: float, df: float) -> float:
@@ -113,6 +146,11 @@ def main() -> int:
         head, *rows = table(name, lines, df)
         print("\n".join(rows))
         print(f"  ({head})", file=sys.stderr)
+    print()
+    print("| set | reading | rarer than 1 in 100 | 1 in 1,000 | 1 in 10,000 |")
+    print("|---|---|---|---|---|")
+    for name, lines in named:
+        print("\n".join(calibration(name, lines)))
     return 0
 
 
