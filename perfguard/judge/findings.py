@@ -133,6 +133,9 @@ class Evidence:
     moves: tuple[float, ...] = ()
     nights_at: tuple = ()
     recent: int = 0
+    #: Its history's share of far nights beyond the t's (``far_shares``): its nights are
+    #: read with them, and a line alone says so.
+    far: float = 0.0
 
 
 @dataclass
@@ -180,6 +183,9 @@ class Finding:
             text += " (one night: fabric load or a shared change)"
         elif not self.confirmed:
             text += " (one night: confirm on the next)"
+        if self.kind == LINE and self.lines[0].far:
+            text += (f"; read with its far nights (its history far from its baseline on "
+                     f"about {self.lines[0].far:.0%} of nights)")
         if self.host_shared_with:
             text += "; " + self.host_shared_with
         if self.acknowledged:

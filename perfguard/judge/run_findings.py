@@ -91,10 +91,10 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     paged finding is marked ``paged`` (a regression elsewhere does not fail the run)."""
     rules = policy() if rules is None else rules
     given = [evidence_of(line, rules) for line in lines]
-    pooled = fd.pooled_zs([distances for _, distances, _ in given], rules,
-                          fd.far_shares_of([history for *_, history in given], rules))
-    evidence = [fd.Evidence(**({**fields, "z": z} if distances else fields))
-                for (fields, distances, _), z in zip(given, pooled)]
+    far = fd.far_shares_of([history for *_, history in given], rules)
+    pooled = fd.pooled_zs([distances for _, distances, _ in given], rules, far)
+    evidence = [fd.Evidence(**({**fields, "z": z, "far": float(share)} if distances else fields))
+                for (fields, distances, _), z, share in zip(given, pooled, far)]
     fingerprints = fp.fingerprint_rows(conn, run_id)
     found = fd.findings(evidence, rules, environment=night_changes(conn, run_id, fingerprints),
                         acknowledged=acknowledged(conn, run_id))

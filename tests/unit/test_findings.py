@@ -424,3 +424,16 @@ def test_a_line_that_was_far_before_reads_its_far_nights_as_its_own() -> None:
     assert fd.pooled_zs([tonight], off, fd.far_shares_of([far], off)) == [as_the_t_says]
     # a history too short to learn from reads as the t says
     assert fd.far_shares_of([far[-7:]], policy)[0] == 0.0
+
+
+def test_a_line_read_with_its_far_nights_says_so() -> None:
+    """A confirmed line that does not page because its history had far nights says why
+    (its regression is listed, its finding a watch): the words name the far nights."""
+    line = fd.Evidence("OsuLatency latency", "p", "g", ("node1", "node2"), (), -1, True,
+                       3.3, 2, 0.8, far=0.098)
+    [finding] = fd.findings([line])
+    assert not finding.paged
+    assert ("; read with its far nights (its history far from its baseline on about 10% "
+            "of nights)") in finding.summary(), finding.summary()
+    plain = fd.findings([dataclasses.replace(line, far=0.0)])[0]
+    assert "far nights" not in plain.summary()
