@@ -67,28 +67,34 @@ def series(folder: Path, nights: int | None = None) -> dict[str, list[float]]:
     return found
 
 
+def judged_nights(values: list[float], rule: judge.Rule = judge.DEFAULT_RULE
+                  ) -> list[tuple[float, list[float], float, float]]:
+    """Each night from ``min_history`` on as the line rule judges it: (its value, the
+    ``window`` nights before it, their centre, their noise at least ``min_noise`` of the
+    centre)."""
+    nights = range(rule.min_history, len(values))
+    windows = [values[max(0, night - rule.window):night] for night in nights]
+    return [(values[night], window, centre, max(noise, rule.min_noise * abs(centre)))
+            for night, window, (centre, noise) in zip(nights, windows,
+                                                      judge.baselines(windows))]
+
+
 def distances(values: list[float], rule: judge.Rule = judge.DEFAULT_RULE) -> list[float]:
     """Each night's distance from the baseline of the nights before it, in their noise."""
-    nights = range(rule.min_history, len(values))
-    bases = judge.baselines([values[max(0, night - rule.window):night] for night in nights])
-    return [abs(values[night] - centre) / max(noise, rule.min_noise * abs(centre))
-            for night, (centre, noise) in zip(nights, bases)]
+    return [abs(value - centre) / noise
+            for value, _, centre, noise in judged_nights(values, rule)]
 
 
-def chances(values: list[float], policy: fd.Policy = fd.DEFAULT_POLICY,
-            rule: judge.Rule = judge.DEFAULT_RULE) -> np.ndarray:
+def chances(values: list[float], policy: fd.Policy = fd.DEFAULT_POLICY) -> np.ndarray:
     """For each night judged as ``distances`` judges it, its chance (either side) read
     through the t alone and through the t mixed with the far nights of the baseline's own
     nights: rows (t, with far nights)."""
-    nights = range(rule.min_history, len(values))
-    windows = [values[max(0, night - rule.window):night] for night in nights]
-    found = []
-    for night, window, (centre, noise) in zip(nights, windows, judge.baselines(windows)):
-        noise = max(noise, rule.min_noise * abs(centre))
-        [share] = fd.far_shares_of([tuple(abs(v - centre) / noise for v in window)], policy)
-        distance = np.array([abs(values[night] - centre) / noise] * 2)
-        found.append(2 * fd.far_night_probability(distance, np.array([0.0, share]), policy))
-    return np.array(found).reshape(-1, 2).T
+    judged = judged_nights(values)
+    shares = fd.far_shares_of([tuple(abs(v - centre) / noise for v in window)
+                               for _, window, centre, noise in judged], policy)
+    far = np.array([abs(value - centre) / noise for value, _, centre, noise in judged])
+    return np.vstack([2 * fd.far_night_probability(far, np.zeros(len(far)), policy),
+                      2 * fd.far_night_probability(far, shares, policy)])
 
 
 def calibration(name: str, lines: dict[str, list[float]]) -> list[str]:

@@ -411,13 +411,15 @@ def night_findings(site: Site, values: np.ndarray, night: int,
         judged.append((i, j, side, distances, moves,
                        tuple(at[-len(moves):].tolist()) if moves else (), len(recent),
                        judge.history_distances(history[-rules[i].window:], j)))
-    zs = fd.pooled_zs([distances for _, _, _, distances, *_ in judged], POLICY,
-                      fd.far_shares_of([far for *_, far in judged], POLICY))
+    shares = fd.far_shares_of([far for *_, far in judged], POLICY)
+    zs = fd.pooled_zs([distances for _, _, _, distances, *_ in judged], POLICY, shares)
     evidence = [fd.Evidence(site.specs[i].name, "compute", site.specs[i].group,
                             site.nodes_on(i, night), site.devices_on(i, night), side,
                             j.state in (judge.REGRESSION, judge.IMPROVEMENT), z,
-                            len(distances), j.change, moves, at, recent if moves else 0)
-                for (i, j, side, distances, moves, at, recent, _), z in zip(judged, zs)]
+                            len(distances), j.change, moves, at, recent if moves else 0,
+                            float(share))
+                for (i, j, side, distances, moves, at, recent, _), z, share
+                in zip(judged, zs, shares)]
     return fd.findings(evidence, POLICY, groups=site.leaves, environment=environment)
 
 

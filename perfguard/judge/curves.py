@@ -59,18 +59,19 @@ class Curve:
     def distances(self) -> tuple[float, ...]:
         """The evidence of a regressed (improved) curve: the worse-signed distances of
         the recent nights (``judge.evidence``) of its typical size (``typical_size``)."""
-        size = self.typical_size()
-        if size is None:
-            return ()
-        return judge.evidence(self.recent[size], self.sizes[size], self.better)[1]
+        return self.evidence()[0]
 
-    def history_distances(self) -> tuple[float, ...]:
-        """The typical size's baseline nights in its noise from its centre (what the
-        findings learn the curve's far nights from: ``findings.far_shares``)."""
+    def evidence(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """``distances``, and the typical size's baseline nights in its noise from its
+        centre (what the findings learn the curve's far nights from:
+        ``findings.far_shares``); ((), ()) for a curve that neither regressed nor
+        improved."""
         size = self.typical_size()
         if size is None:
-            return ()
-        return judge.history_distances(self.history.get(size, []), self.sizes[size])
+            return (), ()
+        j = self.sizes[size]
+        return (judge.evidence(self.recent[size], j, self.better)[1],
+                judge.history_distances(self.history.get(size, []), j))
 
     def typical_size(self) -> int | None:
         """The middle size, by strength, of a regressed (improved) curve's bands (runs
@@ -85,11 +86,11 @@ class Curve:
         if state not in (judge.REGRESSION, judge.IMPROVEMENT):
             return None
         strengths = []
-        for size in [size for sizes in self._bands(state) for size in sizes
-                     if size in self.recent]:
-            d = judge.evidence(self.recent[size], self.sizes[size], self.better)[1]
-            strengths.append((abs(sum(d)) / len(d) ** 0.5 if d else 0.0, size))
-        strengths.sort(key=lambda found: found[0])
+        for band in self._bands(state):
+            for size in (size for size in band if size in self.recent):
+                d = judge.evidence(self.recent[size], self.sizes[size], self.better)[1]
+                strengths.append((abs(sum(d)) / len(d) ** 0.5 if d else 0.0, size))
+        strengths.sort(key=lambda found: found[0])  # stable: ties keep the sizes' order
         return strengths[(len(strengths) - 1) // 2][1] if strengths else None
 
     def summary(self) -> str:

@@ -84,10 +84,11 @@ class Policy:
     #: residual, read alone) whose history has more far nights than the Student-t gives
     #: reads each night through a mixture: the t, and at the share of far nights its
     #: history has beyond the t's, a tail falling as the ``far_tail`` power of the
-    #: distance (``far_night_probability``); 0 turns it off. A node's, leaf's or the
-    #: fabric's effect keeps the t: a median of many lines, its far nights are what
-    #: findings page (a congested leaf; read so, run_quality's leaf paged within 2
-    #: nights in 85-90 % of trials, not 95-100 %), and on the real nights none paged.
+    #: distance (``far_night_probability``); 0 turns it off; nothing is learnt from
+    #: fewer than ``effect_nights`` history nights. A node's, leaf's or the fabric's
+    #: effect keeps the t: a median of many lines, its far nights are what findings
+    #: page (a congested leaf; read so, run_quality's leaf paged within 2 nights in
+    #: 85-90 % of trials, not 95-100 %), and no page of the real nights came from one.
     far: float = 6.0
     far_tail: float = 2.0
 
@@ -133,8 +134,8 @@ class Evidence:
     moves: tuple[float, ...] = ()
     nights_at: tuple = ()
     recent: int = 0
-    #: Its history's share of far nights beyond the t's (``far_shares``): its nights are
-    #: read with them, and a line alone says so.
+    #: Its history's share of far nights beyond the t's (``far_shares``): its own nights
+    #: are read with them.
     far: float = 0.0
 
 
@@ -150,6 +151,9 @@ class Finding:
     paged: bool = False
     #: "by who on date: why" where an admin acknowledged the cause: shown, never paged.
     acknowledged: str = ""
+    #: A line alone: the share of far nights its evidence was read with (its residual's
+    #: where the night effects judged it, else its own: ``NightEffects.far_share``).
+    far: float = 0.0
     #: Where its nodes share one host (one boot id) with each other or other nodes: a node
     #: or device finding there cannot tell the node from the host, and says so.
     host_shared_with: str = ""
@@ -183,9 +187,9 @@ class Finding:
             text += " (one night: fabric load or a shared change)"
         elif not self.confirmed:
             text += " (one night: confirm on the next)"
-        if self.kind == LINE and self.lines[0].far:
+        if self.far:
             text += (f"; read with its far nights (its history far from its baseline on "
-                     f"about {self.lines[0].far:.0%} of nights)")
+                     f"about {self.far:.0%} of nights)")
         if self.host_shared_with:
             text += "; " + self.host_shared_with
         if self.acknowledged:
@@ -359,9 +363,7 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
         found.append(finding)
         moved -= set(explained)
     # a line alone is a finding once the line rule confirmed it (a level, not one night)
-    found += [Finding(LINE, lines[i].name, [lines[i]], 1,
-                      evidence=effects.evidence(LINE, lines[i].name, [i], lines[i].side < 0))
-              for i in sorted(moved) if lines[i].confirmed]
+    found += [_alone(lines, i, effects) for i in sorted(moved) if lines[i].confirmed]
     critical = policy.critical_z(len(lines))
     for finding in found:
         _decide(finding, critical, environment, policy)
@@ -372,6 +374,13 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
             if acknowledges(cause, finding.subject, finding.members()))
         finding.paged = finding.paged and not finding.acknowledged
     return sorted(found, key=lambda f: (not f.paged, -abs(f.evidence)))
+
+
+def _alone(lines: list[Evidence], index: int, effects: NightEffects) -> Finding:
+    """The finding of one line alone, with the far nights its evidence was read with."""
+    line = lines[index]
+    return Finding(LINE, line.name, [line], 1, far=effects.far_share(index),
+                   evidence=effects.evidence(LINE, line.name, [index], line.side < 0))
 
 
 def _levels_of_their_own(found: list[Finding], lines: list[Evidence],
@@ -394,8 +403,7 @@ def _levels_of_their_own(found: list[Finding], lines: list[Evidence],
         median = statistics.median(changes) if changes else 0.0
         for line in [line for line in finding.lines if line.confirmed and line.side < 0
                      and line.change is not None and abs(line.change) > 2 * median]:
-            own = Finding(LINE, line.name, [line], 1, evidence=effects.evidence(
-                LINE, line.name, [index[id(line)]], True))
+            own = _alone(lines, index[id(line)], effects)
             _decide(own, critical, environment, policy)
             if own.paged and len(finding.lines) > 1:
                 finding.lines.remove(line)
@@ -541,7 +549,9 @@ class NightEffects:
 
     The larger of the two is the cause's evidence (a bound of two tests: the page's bar
     barely moves). Each night counts as a line's night does (Student-t of ``tail_df``,
-    at most ``night_cap``); the recent nights that agree with tonight's within
+    at most ``night_cap``; a residual, and a line read alone, mixed with the far nights
+    of its residual's history, ``Policy.far``; a shared effect with the t alone); the
+    recent nights that agree with tonight's within
     ``agree`` of their noise are combined (Stouffer), as the line rule's are. The nodes
     of a line are tonight's on every night (the history keeps values, not the pairs
     Slurm picked: a line whose partner changed is taken as through the same nodes, which
@@ -591,6 +601,7 @@ class NightEffects:
                         seen.shape[1] - 1 - np.argmax(seen[:, ::-1], axis=1)], 0.0)
         levels = 1.0 + np.abs(last)
         shares = far_shares(standard[:, self.history], self.policy)
+        self.shares = np.where([bool(line.moves) for line in lines], shares, np.nan)
         self.residual = np.array(self._pooled_rows(standard[:, self.recent_at], levels, shares))
         # fabric load moves each line by its own share of the fabric's shift (-10 % here,
         # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread, a
@@ -670,6 +681,13 @@ class NightEffects:
         0.1 % (a flat history is not noise-free)."""
         return np.maximum(_spreads(moves[:, self.history]), 1e-3)
 
+    def far_share(self, index: int) -> float:
+        """The far nights line ``index`` alone is read with: its residual's where the
+        effects are usable and it has moves, else its own (``Evidence.far``)."""
+        if self.usable and not np.isnan(self.shares[index]):
+            return float(self.shares[index])
+        return self.lines[index].far
+
     def evidence(self, kind: str, subject: str, covered: list[int], worse: bool) -> float:
         """A cause's evidence, worse > 0: the larger (for a worse finding; else the
         smaller) of its shared effect's and its lines' residuals' (see the class)."""
@@ -697,12 +715,12 @@ class NightEffects:
     def _pooled_rows(self, nights: np.ndarray, levels: np.ndarray | None = None,
                      shares: np.ndarray | None = None) -> list[float]:
         """Each row's recent nights (in noise, worse > 0; NaN: not run), tonight last:
-        those that agree with its last night, each through the Student-t and capped,
-        combined (``pooled_zs``). ``levels``: each row's level tonight against its
-        baseline (3 for a 3x latency; at least 1): nights beyond ``beyond`` on tonight's
-        side agree within ``agree`` noise times that, as the line rule's nights do (two
-        nights of a 3x level on a line of CV 40 % are 4 of its noise apart as often as
-        not). ``shares``: each row's far nights (``far_shares``)."""
+        those that agree with its last night, each through the Student-t (mixed with the
+        row's far nights, ``shares``: ``far_shares``) and capped, combined
+        (``pooled_zs``). ``levels``: each row's level tonight against its baseline (3 for
+        a 3x latency; at least 1): nights beyond ``beyond`` on tonight's side agree within
+        ``agree`` noise times that, as the line rule's nights do (two nights of a 3x level
+        on a line of CV 40 % are 4 of its noise apart as often as not)."""
         last = np.array([row[~np.isnan(row)][-1] if (~np.isnan(row)).any() else np.nan
                          for row in nights])
         window = self.policy.agree * np.maximum(1.0, np.abs(last) / 8)

@@ -67,7 +67,7 @@ class Line:
     #: the nights of a run's lines up by them (None: not read).
     times: tuple | None = None
     #: A whole curve's evidence: its band's recent nights in noise (curves.Curve.distances),
-    #: and its baseline's nights (curves.Curve.history_distances).
+    #: and its baseline's nights (curves.Curve.evidence).
     curve_distances: tuple[float, ...] = ()
     curve_history: tuple[float, ...] = ()
 
@@ -310,8 +310,9 @@ def _curve_lines(conn: Connection, run_id: int, rules: judge.Rules,
     judged = judge_curves_since(conn, run_id, rules, levels, moved_only=True)
     return [Line(c.check, c.params, c.partition, c.environ, f"{c.metric} curve", None, c.unit,
                  {}, None, None, None, c.state, c.summary(), better=c.better,
-                 curve_distances=c.distances(), curve_history=c.history_distances())
-            for c in judged if c.state in (REGRESSION, IMPROVEMENT)]
+                 curve_distances=recent, curve_history=history)
+            for c in judged if c.state in (REGRESSION, IMPROVEMENT)
+            for recent, history in [c.evidence()]]
 
 
 def with_key_points(conn: Connection, run_id: int, lines: list[Line]) -> list[Line]:

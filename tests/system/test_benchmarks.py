@@ -108,15 +108,15 @@ def test_real_tails_runs() -> None:
         real, model = rows[(name, 6.0)]
         assert real > 10 * model and real > 3 * synthetic, out
     # read with each line's own far nights, a real night is called rarer than 1 in 1,000
-    # less than 0.6 times as often as the t alone calls it (a third on the whole sets), and
-    # still more often than 1 in 1,000: the reading is better, not right
+    # less than 0.6 times as often as the t alone calls it (at most a third on the whole
+    # sets), and still more often than 1 in 1,000: the reading is better, not right
     readings = {(name, reading): [float(x) for x in shares] for name, reading, *shares in
                 re.findall(r"^\| ([\w -]+?) \| (t alone|with its far nights) \| ([\d.]+)% \| "
                            r"([\d.]+)% \| ([\d.]+)% \|", out, re.M)}
     assert {name for name, _ in readings} == names, out
     for name in sets:
         alone, learnt = readings[(name, "t alone")], readings[(name, "with its far nights")]
-        assert all(far < t for far, t in zip(learnt, alone)), out
+        assert all(far <= t for far, t in zip(learnt, alone)), out
         assert 0.1 < learnt[1] < 0.6 * alone[1], out
 
 

@@ -231,7 +231,14 @@ def test_a_judged_line_hands_its_nights_to_the_findings() -> None:
     fields, _, history = run_findings.evidence_of(line, fd.DEFAULT_POLICY)
     assert fields["nights_at"] == times and fields["recent"] == 3
     # its baseline's nights in its noise: what its far nights are learnt from
-    assert history == rules.history_distances(series[:-3], judged) and len(history) == 9
+    assert history == tuple(abs(v - judged.centre) / judged.noise for v in series[:-3])
+    assert len(history) == 9
+    # a regressed curve: its typical size's nights, and that size's baseline's
+    curve = dataclasses.replace(line, metric="bandwidth curve", status="regression",
+                                curve_distances=(5.0, 6.0), curve_history=(0.5, 9.0, 1.0))
+    given, distances, far = run_findings.evidence_of(curve, fd.DEFAULT_POLICY)
+    assert (distances, far) == ((5.0, 6.0), (0.5, 9.0, 1.0))
+    assert given["side"] == -1 and given["confirmed"] and given["nights"] == 2
     assert fields["moves"][-1] == (judged.centre - 89.0) / judged.centre  # 11 % worse
     assert len(fields["moves"]) == len(series)
 
@@ -426,14 +433,32 @@ def test_a_line_that_was_far_before_reads_its_far_nights_as_its_own() -> None:
     assert fd.far_shares_of([far[-7:]], policy)[0] == 0.0
 
 
-def test_a_line_read_with_its_far_nights_says_so() -> None:
-    """A confirmed line that does not page because its history had far nights says why
-    (its regression is listed, its finding a watch): the words name the far nights."""
-    line = fd.Evidence("OsuLatency latency", "p", "g", ("node1", "node2"), (), -1, True,
-                       3.3, 2, 0.8, far=0.098)
-    [finding] = fd.findings([line])
-    assert not finding.paged
-    assert ("; read with its far nights (its history far from its baseline on about 10% "
-            "of nights)") in finding.summary(), finding.summary()
-    plain = fd.findings([dataclasses.replace(line, far=0.0)])[0]
-    assert "far nights" not in plain.summary()
+def test_a_line_read_with_its_far_nights_does_not_page_and_says_so() -> None:
+    """A line confirmed two nights 12-14 of its noise worse: where its history (its
+    residual, after the fabric's nights) was far 3 times in 25 nights it is read with
+    those nights, does not page and says why; the same line with a history as the t
+    says pages. The share the words give is the one its evidence was read with (its
+    residual's, not ``Evidence.far``, here 0)."""
+    rng = random.Random(11)
+
+    def line(name: str, nodes: tuple[str, ...], far_nights: dict[int, float],
+             tonight: tuple[float, ...] = (0.0, 0.0, 0.0)) -> fd.Evidence:
+        moves = [far_nights.get(n, rng.gauss(0, 0.01)) for n in range(25)] + list(tonight)
+        moved = tonight != (0.0, 0.0, 0.0)
+        return fd.Evidence(name, "p", name, nodes, (), -1 if moved else 0, moved,
+                           0.0, 2, moves[-1], tuple(moves), tuple(range(28)), 3)
+
+    def judged(far_nights: dict[int, float]) -> fd.Finding:
+        others = [line(f"other{k}", (f"node{k}", f"node{k + 1}"), {}) for k in range(3, 9)]
+        target = line("OsuLatency latency", ("node1", "node2"), far_nights,
+                      (0.0, 0.12, 0.14))
+        [found] = [f for f in fd.findings([target, *others]) if f.kind == fd.LINE]
+        return found
+
+    read_with = judged({4: 0.25, 11: -0.40, 19: 0.18})
+    assert not read_with.paged and 0.1 < read_with.far < 0.13, read_with.summary()
+    assert ("; read with its far nights (its history far from its baseline on about 12% "
+            "of nights)") in read_with.summary(), read_with.summary()
+    as_the_t_says = judged({})
+    assert as_the_t_says.paged and as_the_t_says.far == 0.0, as_the_t_says.summary()
+    assert "far nights" not in as_the_t_says.summary()

@@ -319,12 +319,13 @@ def test_a_curves_far_nights_are_its_typical_sizes() -> None:
     judged = curve.sizes[8192]
     history = curve.history[8192]
     assert len(history) == 20
-    assert curve.history_distances() == tuple(abs(v - judged.centre) / judged.noise
-                                              for v in history)
-    assert far_shares_of([curve.history_distances()], DEFAULT_POLICY)[0] == 0.0
+    recent, far = curve.evidence()
+    assert recent == curve.distances()
+    assert far == tuple(abs(v - judged.centre) / judged.noise for v in history)
+    assert far_shares_of([far], DEFAULT_POLICY)[0] == 0.0
     for night in (3, 9, 15):  # a second state, three times in 20 nights
         curve.history[8192][night] = judged.centre - 20 * judged.noise
-    [share] = far_shares_of([curve.history_distances()], DEFAULT_POLICY)
+    [share] = far_shares_of([curve.evidence()[1]], DEFAULT_POLICY)
     assert 0.14 < share < 0.15
     [alone] = pooled_zs([curve.distances()], DEFAULT_POLICY)
     [with_its_far_nights] = pooled_zs([curve.distances()], DEFAULT_POLICY, [share])
