@@ -170,17 +170,23 @@ SPACED_FAULTS = {"HCA at half bandwidth (6 trial(s))": "0% | 83% | 100% | 83%",
                  "HCA half, 2 of 3 nights (12 trial(s))": "0% | 42% | 83% | 75%",
                  "driver +0.3 µs small latency (3 trial(s))": "100% | 100% | 100% | 100%"}
 
+FIFTH_FAULTS = {"HCA at half bandwidth (6 trial(s))": "0% | 17% | 33% | 33%",
+                "HCA half, 2 of 3 nights (12 trial(s))": "0% | 8% | 8% | 8%",
+                "driver +0.3 µs small latency (3 trial(s))": "33% | 33% | 100% | 33%"}
+
 
 @pytest.mark.parametrize("data, site, summary, faults", [
     ("real-nights-quiet", "quiet, far nights", "| 60 | 50 | 48 / 2 | 1 | 12 | 0 (0) |",
      QUIET_FAULTS),
     ("real-nights-spaced", "spaced, far nights", "| 60 | 50 | 50 / 0 | 1 | 9 | 0 (0) |",
-     SPACED_FAULTS)])
+     SPACED_FAULTS),
+    ("real-nights-fifth", "fifth, far nights", "| 60 | 50 | 32 / 18 | 0 | 11 | 12 (53) |",
+     FIFTH_FAULTS)])
 def test_the_recorded_nights_replay_as_docs_verdicts_says(layout, data: str, site: str,
                                                            summary: str,
                                                            faults: dict[str, str]) -> None:
-    """docs/verdicts.md's command for the quiet host's nights and for the nights held out
-    from the rules, each run whole: its table rows (nights, judged, quiet, false pages,
+    """docs/verdicts.md's command for the quiet host's nights, the spaced ones and the
+    nights held out from the far nights, each run whole: its table rows (nights, judged, quiet, false pages,
     test-failed, disturbed) and the faults' rows are what the replay prints, so the page's
     figures stay true of the code."""
     result = subprocess.run([sys.executable, str(BENCHMARKS / "real_nights.py"), "--data",
