@@ -186,9 +186,9 @@ def test_the_recorded_nights_replay_as_docs_verdicts_says(layout, data: str, sit
                                                            summary: str,
                                                            faults: dict[str, str]) -> None:
     """docs/verdicts.md's command for the quiet host's nights, the spaced ones and the
-    nights held out from the far nights, each run whole: its table rows (nights, judged, quiet, false pages,
-    test-failed, disturbed) and the faults' rows are what the replay prints, so the page's
-    figures stay true of the code."""
+    nights held out from the far nights, each run whole: its table rows (nights, judged,
+    quiet, false pages, test-failed, disturbed) and the faults' rows are what the replay
+    prints, so the page's figures stay true of the code."""
     result = subprocess.run([sys.executable, str(BENCHMARKS / "real_nights.py"), "--data",
                              str(BENCHMARKS / "data" / data), "--dsn",
                              layout.dsn_for("postgres")],
