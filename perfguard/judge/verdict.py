@@ -120,9 +120,9 @@ def verdict(conn: Connection, run_id: int, rules: judge.Rules | None = None,
 
 def _verdict(conn: Connection, run_id: int, rules: judge.Rules,
              with_curves: bool) -> list[Line]:
+    levels = accepted_levels(conn, run_id)  # first: judgement_begins.sql says why
     with queries.planned(conn, queries.NO_MERGE_JOINS):
         rows = queries.shared_rows(conn, "verdict_lines", {"run_id": run_id})
-    levels = accepted_levels(conn, run_id)
     regressed = regressed_runs(conn, run_id)
     # with times always: the findings line the lines' nights up by them
     series = _history(conn, run_id, rows, dataclasses.replace(rules, times=True))
@@ -472,10 +472,12 @@ def judge_and_record(conn: Connection, run_id: int) -> list[Line]:
     from perfguard.judge import run_findings
 
     data = judge.read_rules_file(rules_file())  # once: rules, findings' policy, floor
-    lines = verdict(conn, run_id, judge.load_rules(rules_file(), data))
+    rules = judge.load_rules(rules_file(), data)
+    [begins] = queries.one(conn, "judgement_begins")
+    lines = verdict(conn, run_id, rules)
     found, critical = run_findings.find(conn, run_id, lines, run_findings.policy(data))
     record(conn, run_id, lines, run_findings.rows(run_id, found, critical),
-           measured_floor(data))
+           measured_floor(data), judged_at=begins)
     return lines
 
 
@@ -511,12 +513,14 @@ def judgements(conn: Connection, run_id: int) -> list[Judged]:
 
 
 def record(conn: Connection, run_id: int, lines: list[Line],
-           findings: list[tuple] = (), floor: float | None = None) -> None:
+           findings: list[tuple] = (), floor: float | None = None,
+           judged_at: Any = None) -> None:
     """Store a run's verdict and findings for the dashboards and reports (run_findings.rows
     makes the findings' rows), and the measured ``floor`` the run's outcome is read against
     (default: the verdict rules'). A verdict stored before is never lost: its lines and
     findings are kept under its judgement (superseded_*), and this one is a new judgement
-    with its time."""
+    with its time: ``judged_at``, when the judgement began (judgement_begins.sql), else
+    now."""
     floor = measured_floor() if floor is None else floor
     with conn.transaction():
         queries.execute(conn, "verdict_before_records", {"run_id": run_id})
@@ -531,7 +535,7 @@ def record(conn: Connection, run_id: int, lines: list[Line],
         queries.execute(conn, "set_measured_floor", (floor, run_id))
         queries.one(conn, "summarize_run", (run_id,))  # what run_outcome reads
         queries.one(conn, "insert_verdict", {"run_id": run_id, "who": getpass.getuser(),
-                                             "rejudged": again})
+                                             "rejudged": again, "judged_at": judged_at})
 
 
 def _recorded(run_id: int, line: Line) -> dict[str, Any]:

@@ -463,6 +463,34 @@ def test_the_report_marks_a_curves_sizes_as_its_verdict_judged_them(
     assert marked() == []
 
 
+def test_a_level_accepted_while_a_run_is_judged_is_not_in_its_report_as_judged(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """A verdict is stored with the time its judgement began, before it read the accepted
+    levels: a level accepted while the judgement ran (a 100,000-line verdict runs seconds)
+    was not read by it, and the report of that run does not take it as judged either
+    (stored with the time of its recording, the report took such a level, and marked the
+    run's curves against a level its verdict never saw)."""
+    from perfguard.judge import run_findings
+    from perfguard.judge import verdict as vd
+    from perfguard.store import queries
+
+    runs = store_nights(migrated_dsn, demo_report, tmp_path, [1.0] * 23,
+                        curve_factors=[1.0] * 20 + [0.9] * 3, slower=True)
+    with psycopg.connect(migrated_dsn, autocommit=True) as conn:
+        [begins] = queries.one(conn, "judgement_begins")
+        lines = vd.verdict(conn, runs[-1])  # the levels it reads: none
+        assert perfguard("accept", "*", "--from-run", str(runs[20]), "--reason",
+                         "accepted while the run was judged", "--dsn",
+                         migrated_dsn).returncode == 0
+        found, critical = run_findings.find(conn, runs[-1], lines)
+        vd.record(conn, runs[-1], lines, run_findings.rows(runs[-1], found, critical),
+                  judged_at=begins)
+        assert vd.accepted_levels(conn, runs[-1])  # the level is there
+        assert vd.levels_as_judged(conn, runs[-1]) == []  # and was not judged with
+        [judged_at] = queries.one(conn, "judged_at", {"run": runs[-1]})
+        assert judged_at == begins
+
+
 def test_a_fault_stays_out_of_the_baseline_and_the_line_passes_when_it_is_gone(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     """Bandwidth 10 % lower for twelve nights, then back. Every faulty night stays a
