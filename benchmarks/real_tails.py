@@ -93,7 +93,7 @@ def chances(values: list[float], policy: fd.Policy = fd.DEFAULT_POLICY) -> np.nd
     shares = fd.far_shares_of([tuple(abs(v - centre) / noise for v in window)
                                for _, window, centre, noise in judged], policy)
     far = np.array([abs(value - centre) / noise for value, _, centre, noise in judged])
-    return np.vstack([2 * fd.far_night_probability(far, np.zeros(len(far)), policy),
+    return np.vstack([2 * fd.t_chance(far, policy),
                       2 * fd.far_night_probability(far, shares, policy)])
 
 
@@ -107,12 +107,6 @@ def calibration(name: str, lines: dict[str, list[float]]) -> list[str]:
     return rows
 
 
-def model_share(distance: float, df: float) -> float:
-    """The share of nights beyond ``distance`` (either side) a unit-variance t of ``df``
-    degrees of freedom gives: how the findings read a night."""
-    return float(2 * stats.t.sf(distance * np.sqrt(df / (df - 2)), df))
-
-
 def synthetic(nights: int, seed: int = 1) -> dict[str, list[float]]:
     """run_quality's 300-line site with its default (correlated) noise: each line's values
     (its base times the noise), its missing nights left out."""
@@ -122,12 +116,14 @@ def synthetic(nights: int, seed: int = 1) -> dict[str, list[float]]:
             for spec, row in zip(site.specs, values.tolist())}
 
 
-def table(name: str, lines: dict[str, list[float]], df: float) -> list[str]:
+def table(name: str, lines: dict[str, list[float]]) -> list[str]:
     found = np.array([d for values in lines.values() for d in distances(values)])
     rows = [f"{name}: {len(found)} line-nights judged"]
     for k in DISTANCES:
         seen = float(np.mean(found > k)) if len(found) else 0.0
-        model, normal = model_share(k, df), float(2 * stats.norm.sf(k))
+        # the share beyond k (either side) the findings' t gives: how they read a night
+        model = float(2 * fd.t_chance(k, fd.DEFAULT_POLICY))
+        normal = float(2 * stats.norm.sf(k))
         ratio = f"{seen / model:,.0f}x" if model else "-"
         rows.append(f"| {name} | {k:g} | {seen:.2%} | {model:.3%} | {ratio} | "
                     f"{normal:.1e} |")
@@ -149,7 +145,7 @@ def main() -> int:
     named = [(folder.name, series(folder, nights)) for folder in args.data or SETS]
     named.append(("run_quality 300 lines", synthetic(nights or SYNTHETIC_NIGHTS)))
     for name, lines in named:
-        head, *rows = table(name, lines, df)
+        head, *rows = table(name, lines)
         print("\n".join(rows))
         print(f"  ({head})", file=sys.stderr)
     print()

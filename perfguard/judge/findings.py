@@ -229,6 +229,13 @@ def pooled_zs(lines: list[tuple[float, ...]], policy: Policy | None = None,
     return [float(total / math.sqrt(n)) if n else 0.0 for total, n in zip(sums, counts)]
 
 
+def t_chance(distance: np.ndarray | float, policy: Policy) -> np.ndarray:
+    """The chance of a night at least ``distance`` noise off on one side, read through
+    the Student-t of ``tail_df`` degrees of freedom scaled to unit variance."""
+    df = policy.tail_df
+    return special.stdtr(df, -np.asarray(distance) * math.sqrt(df / (df - 2)))
+
+
 def far_night_probability(distance: np.ndarray, share: np.ndarray, policy: Policy
                           ) -> np.ndarray:
     """The chance of a night at least ``distance`` noise off on one side: the Student-t
@@ -241,8 +248,7 @@ def far_night_probability(distance: np.ndarray, share: np.ndarray, policy: Polic
     t alone each such night is z 4-5 and a handful of them on one node's lines paged it
     (the real nights' false pages). A row whose own history has far nights is read
     with them: its far night tonight is as likely as its history says."""
-    df = policy.tail_df
-    body = special.stdtr(df, -distance * math.sqrt(df / (df - 2)))
+    body = t_chance(distance, policy)
     if not policy.far:
         return body
     beyond = 0.5 * np.minimum(1.0, (policy.far / np.maximum(distance, 1e-12)) ** policy.far_tail)
@@ -256,8 +262,7 @@ def far_shares(standard: np.ndarray, policy: Policy) -> np.ndarray:
     ``effect_nights``."""
     if not policy.far:
         return np.zeros(len(standard))
-    df = policy.tail_df
-    expected = 2 * special.stdtr(df, -policy.far * math.sqrt(df / (df - 2)))
+    expected = 2 * t_chance(policy.far, policy)
     seen = ~np.isnan(standard)
     counts = seen.sum(axis=1)
     far = (np.abs(np.where(seen, standard, 0.0)) > policy.far).sum(axis=1)
@@ -601,7 +606,7 @@ class NightEffects:
                         seen.shape[1] - 1 - np.argmax(seen[:, ::-1], axis=1)], 0.0)
         levels = 1.0 + np.abs(last)
         shares = far_shares(standard[:, self.history], self.policy)
-        self.shares = np.where([bool(line.moves) for line in lines], shares, np.nan)
+        self.shares = shares
         self.residual = np.array(self._pooled_rows(standard[:, self.recent_at], levels, shares))
         # fabric load moves each line by its own share of the fabric's shift (-10 % here,
         # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread, a
@@ -684,7 +689,7 @@ class NightEffects:
     def far_share(self, index: int) -> float:
         """The far nights line ``index`` alone is read with: its residual's where the
         effects are usable and it has moves, else its own (``Evidence.far``)."""
-        if self.usable and not np.isnan(self.shares[index]):
+        if self.usable and not np.isnan(self.alone[index]):  # NaN: no moves
             return float(self.shares[index])
         return self.lines[index].far
 
