@@ -22,6 +22,12 @@ version on every node) recorded from that night on. Reported as run_quality repo
 paged within 1, 2 and 3 nights, the cause named (a finding that paged names the node, or
 for the driver a fingerprint finding). Himeno is not in the embedded system's nightly
 selection (`-t nightly`), so its fault has no line to hit and is said so.
+
+Updates that changed nothing: the nights replayed once more into a database of their own,
+every node's UCX version changed every ``UPDATE_EVERY`` nights from night ``HISTORY`` + 1
+and kept, the values as measured; an update pages when a finding names it, or one the
+night did not page without it, on its night or the two after (a site checks its
+upgrades with the nightly: a page for one that changed nothing is a false page then).
 """
 
 from __future__ import annotations
@@ -68,6 +74,8 @@ JUDGED_FROM = 10
 #: history in common (``effect_nights``) besides.
 HISTORY = 18
 QUIET = 1.5
+#: An update that changed nothing is installed every this many nights from ``HISTORY``.
+UPDATE_EVERY = 5
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,15 @@ def driver_latency(report: dict, night: int) -> None:
         for facts in (case.get("perfguard_fingerprints") or {}).values():
             if isinstance(facts, dict) and "ucx" in facts:
                 facts["ucx"] = f"{facts['ucx']} + driver update"
+
+
+def updated(report: dict, version: int) -> None:
+    """Every node's fingerprint as after its ``version``-th update of UCX (the values as
+    measured: an update that changed nothing)."""
+    for case in cases(report):
+        for facts in (case.get("perfguard_fingerprints") or {}).values():
+            if isinstance(facts, dict) and "ucx" in facts:
+                facts["ucx"] = f"{facts['ucx']} + update {version}"
 
 
 @dataclass(frozen=True)
@@ -242,11 +259,46 @@ def main() -> int:
             clean_s = time.monotonic() - started
             rows = detect(admin, nights, trials(nights, starts, nodes), snapshots, Path(tmp),
                           clean)
+            update_nights = starts if args.smoke else list(
+                range(HISTORY, len(nights), UPDATE_EVERY))
+            upgraded = updates(admin, nights, update_nights, Path(tmp), clean)
     finally:
         for name in [base, *snapshots.values()]:
             drop_database(admin, name, checkpoint=False)
-    print_tables(nights, clean, rows, clean_s, time.monotonic() - started, args.data)
+    print_tables(nights, clean, rows, clean_s, time.monotonic() - started, args.data,
+                 upgraded)
     return 0
+
+
+def updates(admin: str, nights: list[Night], on: list[int], folder: Path,
+            clean: list[Judged]) -> list[tuple[Night, int | None]]:
+    """The nights replayed again into a database of their own, every node's fingerprint
+    updated on each night of ``on`` (an update that changed nothing, as a site installs
+    one every few nights) and kept from then on: each update night, with the first of it
+    and the two nights after it (the update still among their recent nights) that paged
+    for the update (a finding naming it, or one the night did not page without it:
+    ``clean``), 1-3, or None."""
+    name, dsn = create_database(admin)
+    firsts: dict[int, int | None] = {}
+    try:
+        with db.connect(dsn) as conn:
+            db.upgrade(conn)
+            for index, night in enumerate(nights):
+                report = copy.deepcopy(night.report)
+                version = sum(index >= first for first in on)
+                if version:
+                    updated(report, version)
+                judged = replay(conn, report, folder)
+                since = max((first for first in on if first <= index), default=None)
+                if since is None or index - since >= 3 or firsts.get(since):
+                    continue
+                anyway = {(f["kind"], f["subject"]) for f in clean[index].paged}
+                own = [f for f in judged.paged if f["kind"] == fd.ENVIRONMENT
+                       or (f["kind"], f["subject"]) not in anyway]
+                firsts[since] = index - since + 1 if own else None
+    finally:
+        drop_database(admin, name, checkpoint=False)
+    return [(nights[first], firsts.get(first)) for first in on]
 
 
 def snapshot(admin: str, base: str) -> str:
@@ -287,8 +339,8 @@ def detect(admin: str, nights: list[Night], chosen: list[Trial], snapshots: dict
 
 
 def print_tables(nights: list[Night], clean: list[Judged], rows: dict, clean_s: float,
-                 total_s: float, folder: Path = Path("benchmarks/data/real-nights")
-                 ) -> None:
+                 total_s: float, folder: Path = Path("benchmarks/data/real-nights"),
+                 upgraded: list[tuple[Night, int | None]] = ()) -> None:
     judged = list(zip(nights, clean))[JUDGED_FROM:]
     pages = [(n, j) for n, j in judged if j.paged]
     failed = [(n, j) for n, j in judged if j.test_failed]
@@ -315,7 +367,21 @@ def print_tables(nights: list[Night], clean: list[Judged], rows: dict, clean_s: 
         print(rq.fault_row("real nights", fault, shares, named, within, len(results)))
     print("| real nights | Himeno node 20 % slower | - | - | - | - | not run: no Himeno line "
           "in `-t nightly` |")
+    print_updates(upgraded)
     print(f"\ntotal {total_s:.0f} s")
+
+
+def print_updates(upgraded: list[tuple[Night, int | None]]) -> None:
+    """The updates that changed nothing: how many paged for the update on its night or
+    within the two after."""
+    shares = [sum(first is not None and first <= k for _, first in upgraded)
+              for k in (1, 2, 3)]
+    print(f"\nUpdates that changed nothing (every node's UCX version, the values as "
+          f"measured; pages the nights did not have without it): {len(upgraded)} "
+          f"update(s), paged on the update's night {shares[0]}, within 2 nights "
+          f"{shares[1]}, within 3 {shares[2]}"
+          + "".join(f"\n  paged: the update of night {night.number}, on its night {first}"
+                    for night, first in upgraded if first is not None))
 
 
 def embedded_admin() -> str:

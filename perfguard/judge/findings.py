@@ -458,17 +458,23 @@ def _with_twins(kind: str, subject: str, explained: list[int],
 def _judged_lines(kind: str, covered: list[int], explained: list[int],
                   lines: list[Evidence], policy: Policy) -> list[int]:
     """The lines a cause's evidence is taken over: every line it covers, moved or not;
-    for a fingerprint change, those of the measurements (groups) it moved (a share
-    ``shared_share`` of their lines or more): a driver that slowed small messages is
-    judged on the small-message lines, not diluted by the bandwidth lines of every node
-    it was installed on. For a device (an HCA, a GPU), those of the measurements two of
-    whose lines or more it moved, and that share: a PCIe link at x8 halves the 4 MiB
+    for a fingerprint change, those of the measurements (groups) it moved as a shared
+    cause moves lines (``shared_min_lines`` of their lines or more, and a share
+    ``shared_share``): a driver that slowed small messages on 160 nodes is judged on the
+    small-message lines, not diluted by the bandwidth lines of every node it was
+    installed on. A measurement of a few lines is no such sample: kept because they
+    moved, its lines were the night's moved lines themselves, and their evidence the
+    night's noise gathered under a change's name (the embedded cluster's groups hold
+    1-3 lines each: an update that changed nothing paged on 8 of its 45 nights in
+    benchmarks/real_nights.py; none so). For a device (an HCA, a GPU), those of the
+    measurements two of whose lines or more it moved, and that share: a PCIe link at x8
+    halves the 4 MiB
     bandwidth lines both ways through the HCA (4 of its 10 lines) and leaves its latency
     and 64 KiB lines alone; over all 10 its evidence was diluted by √10/√4 (4,000 lines:
     paged within 2 nights in 80 % of trials)."""
     if kind not in (ENVIRONMENT, DEVICE):
         return covered
-    least = 2 if kind == DEVICE else 1
+    least = 2 if kind == DEVICE else policy.shared_min_lines
     by_group: dict[str, list[int]] = {}
     for i in covered:
         by_group.setdefault(lines[i].group, []).append(i)

@@ -77,6 +77,25 @@ def test_a_fingerprint_change_that_night_explains_and_pages_at_once() -> None:
     assert "that night driver 5.14 → 5.15" in finding.summary()
 
 
+def test_a_change_night_of_small_measurements_does_not_page_its_noise_in_its_name() -> None:
+    """Four nodes, each measurement one line (the embedded cluster's shape): three lines
+    one night beyond, as any night has, on the night of an update. Judged on the lines
+    that moved (their measurements), they were 6 of their noise together and paged in
+    the update's name; judged on every line the update covers, they are the night's
+    noise."""
+    rng = random.Random(3)
+    lines = [fd.Evidence(f"check{k} node{1 + 2 * (k % 2)}-node{2 + 2 * (k % 2)}", "compute",
+                         f"check{k}", (f"node{1 + 2 * (k % 2)}", f"node{2 + 2 * (k % 2)}"),
+                         (), 0, False, rng.gauss(0, 0.7), 1) for k in range(24)]
+    for k in (2, 9, 17):
+        lines[k] = moved(lines[k], 3.5, confirmed=False, change=-0.2, nights=1)
+    nodes = {f"node{n}" for n in range(1, 5)}
+    found = fd.findings(lines, environment={"ucx 1.13.1 → 1.13.2": nodes})
+    [change] = [f for f in found if f.kind == fd.ENVIRONMENT]
+    assert not change.paged and change.evidence < 3.0, change.summary()
+    assert not any(f.paged for f in found)
+
+
 def test_noise_at_scale_does_not_page_but_one_clear_level_does() -> None:
     """4,000 lines, 20 of them confirmed by the line rule at a modest z (its false
     alarms at 0.5 % a line): no page. One line confirmed far beyond: a page."""
