@@ -293,7 +293,7 @@ def updates(admin: str, nights: list[Night], on: list[int], folder: Path,
                 if since is None or index - since >= 3 or firsts.get(since):
                     continue
                 anyway = {(f["kind"], f["subject"]) for f in clean[index].paged}
-                own = [f for f in judged.paged if f["kind"] == fd.ENVIRONMENT
+                own = [f for f in judged.paged if "+ update" in f["subject"]
                        or (f["kind"], f["subject"]) not in anyway]
                 firsts[since] = index - since + 1 if own else None
     finally:

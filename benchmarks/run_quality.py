@@ -423,15 +423,30 @@ def night_findings(site: Site, values: np.ndarray, night: int,
     return fd.findings(evidence, POLICY, groups=site.leaves, environment=environment)
 
 
-def false_pages(site: Site, values: np.ndarray, nights: range) -> tuple[float, int, float]:
-    """(false pages a month, nights judged, mean findings a night) over ``nights``."""
-    paged = judged = shown = 0
+#: An update that changed nothing (every node's fingerprint) every this many nights.
+UPDATE_EVERY = 5
+
+
+def false_pages(site: Site, values: np.ndarray, nights: range
+                ) -> tuple[float, int, float, int, int]:
+    """(false pages a month, nights judged, mean findings a night, updates that paged,
+    updates) over ``nights``; every ``UPDATE_EVERY``-th night judged once more as the
+    night of an update on every node that changed nothing: it pages for the update when
+    it pages what the night did not page without it (real_nights.py's updates, on the
+    synthetic site)."""
+    paged = judged = shown = updates = update_pages = 0
+    everywhere = {"ucx 1.16 → 1.17 (changed nothing)": set(site.names)}
     for night in nights:
         found = night_findings(site, values, night, {})
         paged += any(f.paged for f in found)
         shown += len(found)
         judged += 1
-    return 30 * paged / judged, judged, shown / judged
+        if night % UPDATE_EVERY == 0:
+            anyway = {f.subject for f in found if f.paged}
+            updates += 1
+            update_pages += any(f.paged and f.subject not in anyway for f in
+                                night_findings(site, values, night, everywhere))
+    return 30 * paged / judged, judged, shown / judged, update_pages, updates
 
 
 def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
@@ -490,10 +505,10 @@ def task(site_name: str, what: str, trials: int, nights: int, seed: int,
     label = SITES[site_name][0]
     started = time.monotonic()
     if what == "false pages":
-        month, judged, shown = false_pages(site, noise * site.base[:, None],
-                                           range(WARMUP, nights))
+        month, judged, shown, update_pages, updates = false_pages(
+            site, noise * site.base[:, None], range(WARMUP, nights))
         return (f"| {label} | {site.lines} | {judged} | {month:.2f} | {shown:.1f} | "
-                f"{time.monotonic() - started:.0f} s |")
+                f"{update_pages} of {updates} | {time.monotonic() - started:.0f} s |")
     fault, within = FAULTS[what]
     one, two, three, named = fault_trials(site, noise, fault, trials,
                                           random.Random(f"{seed} {what}"))
@@ -569,7 +584,7 @@ def main() -> int:
           + ", ".join(f"{item.name} {getattr(noise, item.name):g}"
                       for item in dataclasses.fields(Noise)) + "\n")
     print("| site | lines | nights judged | false pages / month | findings / night | "
-          "time |\n|---|---|---|---|---|---|")
+          "updates that changed nothing: paged | time |\n|---|---|---|---|---|---|---|")
     print("\n".join(site_rows))
     print("\n" + FAULT_HEADER)
     print("\n".join(fault_rows))

@@ -62,7 +62,8 @@ class Policy:
     #: A shared cause (partition, a check's metric across it) covers this share of its
     #: lines moved the same way tonight, and at least ``shared_min_lines`` of them; it
     #: pages when its lines moved on ``shared_nights`` nights running (other jobs' traffic
-    #: is a night or two) or a fingerprint change explains it.
+    #: is a night or two) or a fingerprint change explains it. A fingerprint change is
+    #: judged on one measurement alone where as many of its lines moved, and that share.
     shared_share: float = 0.5
     shared_min_lines: int = 8
     shared_nights: int = 3
@@ -465,13 +466,13 @@ def _judged_lines(kind: str, covered: list[int], explained: list[int],
     installed on. A measurement of a few lines is no such sample: kept because they
     moved, its lines were the night's moved lines themselves, and their evidence the
     night's noise gathered under a change's name (the embedded cluster's groups hold
-    1-3 lines each: an update that changed nothing paged on 8 of its 45 nights in
-    benchmarks/real_nights.py; none so). For a device (an HCA, a GPU), those of the
-    measurements two of whose lines or more it moved, and that share: a PCIe link at x8
-    halves the 4 MiB
-    bandwidth lines both ways through the HCA (4 of its 10 lines) and leaves its latency
-    and 64 KiB lines alone; over all 10 its evidence was diluted by √10/√4 (4,000 lines:
-    paged within 2 nights in 80 % of trials)."""
+    1-3 lines each: 8 of 45 updates that changed nothing paged in
+    benchmarks/real_nights.py; none judged on every line of their nodes). For a device
+    (an HCA, a GPU), those of the measurements two of whose lines or more it moved, and
+    that share: a PCIe link at x8 halves the 4 MiB bandwidth lines both ways through the
+    HCA (4 of its 10 lines) and leaves its latency and 64 KiB lines alone; over all 10
+    its evidence was diluted by √10/√4 (4,000 lines: paged within 2 nights in 80 % of
+    trials)."""
     if kind not in (ENVIRONMENT, DEVICE):
         return covered
     least = 2 if kind == DEVICE else policy.shared_min_lines
