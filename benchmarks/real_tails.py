@@ -18,7 +18,8 @@ Then how often each way of reading a night calls it rarer than 1 in 100, 1,000 a
 10,000: the t alone, and the t mixed with the line's own far nights as the findings now
 read it (``findings.far_night_probability`` with the share ``findings.far_shares`` learns
 from the same baseline's nights). A reading that is right calls a night rarer than 1 in
-1,000 on about 1 line-night in 1,000.
+1,000 on about 1 line-night in 1,000. Last, whether a line's far nights come again: how
+often a night is far after none, one, and two or more far nights in its baseline.
 Nights are taken as recorded: a fault's nights (none here) and disturbed test cases
 (``real-nights-psi``) are not left out as the verdict would leave them, so the shares are
 an upper bound on what the judge sees on the sets where that happens.
@@ -107,6 +108,21 @@ def calibration(name: str, lines: dict[str, list[float]]) -> list[str]:
     return rows
 
 
+def recurrence(name: str, lines: dict[str, list[float]],
+               policy: fd.Policy = fd.DEFAULT_POLICY) -> str:
+    """How often a night is far (beyond ``far`` noise) after 0, 1 and 2 or more far
+    nights in its baseline's window: whether a line's far nights come again, which is
+    what reading each line with its own far nights assumes."""
+    far, seen = [0, 0, 0], [0, 0, 0]
+    for values in lines.values():
+        for value, window, centre, noise in judged_nights(values):
+            before = min(2, sum(abs(v - centre) / noise > policy.far for v in window))
+            seen[before] += 1
+            far[before] += abs(value - centre) / noise > policy.far
+    cells = " | ".join(f"{f / n:.1%} of {n}" if n else "-" for f, n in zip(far, seen))
+    return f"| {name} | {cells} |"
+
+
 def synthetic(nights: int, seed: int = 1) -> dict[str, list[float]]:
     """run_quality's 300-line site with its default (correlated) noise: each line's values
     (its base times the noise), its missing nights left out."""
@@ -153,6 +169,12 @@ def main() -> int:
     print("|---|---|---|---|---|")
     for name, lines in named:
         print("\n".join(calibration(name, lines)))
+    print()
+    print(f"| set | far tonight (beyond {fd.DEFAULT_POLICY.far:g} noise) after no far night "
+          "in its baseline | after one | after two or more |")
+    print("|---|---|---|---|")
+    for name, lines in named:
+        print(recurrence(name, lines))
     return 0
 
 

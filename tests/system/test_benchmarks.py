@@ -118,6 +118,16 @@ def test_real_tails_runs() -> None:
         alone, learnt = readings[(name, "t alone")], readings[(name, "with its far nights")]
         assert all(far <= t for far, t in zip(learnt, alone)), out
         assert 0.1 < learnt[1] < 0.6 * alone[1], out
+    # a line's far nights come again: after two or more in its baseline a real night is
+    # far several times as often as after none (what reading each line with its own far
+    # nights rests on)
+    again = {name: [float(x) for x in shares] for name, *shares in re.findall(
+        r"^\| ([\w -]+?) \| ([\d.]+)% of \d+ \| ([\d.]+)% of \d+ \| ([\d.]+)% of \d+ \|",
+        out, re.M)}
+    assert set(again) == names, out
+    for name in sets:
+        none, _, several = again[name]
+        assert several > 3 * none and several > 10, out
 
 
 def test_fast_paths_runs() -> None:
