@@ -158,6 +158,10 @@ class Finding:
     #: Where its nodes share one host (one boot id) with each other or other nodes: a node
     #: or device finding there cannot tell the node from the host, and says so.
     host_shared_with: str = ""
+    #: Fingerprint changes on its nodes in the runs just before tonight (``run 41 (one run
+    #: before): ucx 1.16 → 1.17``): a level confirmed on its second night after an update
+    #: names it, which only the update's own night did.
+    changed_before: list[str] = field(default_factory=list)
 
     @property
     def worse(self) -> bool:
@@ -184,6 +188,8 @@ class Finding:
                 f"evidence z {self.evidence:.1f}")
         if self.environment:
             text += "; that night " + "; ".join(self.environment)
+        if self.changed_before:
+            text += "; on its nodes in " + "; ".join(self.changed_before)
         elif self.kind in SHARED and not self.confirmed:
             text += " (one night: fabric load or a shared change)"
         elif not self.confirmed:

@@ -99,10 +99,35 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     found = fd.findings(evidence, rules, environment=night_changes(conn, run_id, fingerprints),
                         acknowledged=acknowledged(conn, run_id))
     name_shared_hosts(found, fp.hosts_sharing(fingerprints))
+    name_changes_before(found, changes_before(conn, run_id))
     paged = {id(e) for f in found if f.paged for e in f.lines}
     for line, given in zip(lines, evidence):
         line.paged = id(given) in paged if line.status == REGRESSION else None
     return found, rules.critical_z(len(lines))
+
+
+def changes_before(conn: Connection, run_id: int, runs: int = judge.DEFAULT_RULE.confirm - 1
+                   ) -> list[tuple[str, dict[str, set[str]]]]:
+    """The fingerprint changes of each of the ``runs`` runs before this one (each against
+    the run before it), newest first, each with how it is named (``run 41 (one run
+    before)``): the runs whose nights a level confirmed tonight was judged on."""
+    earlier = [row[0] for row in queries.tuples(conn, "runs_before", (run_id, runs))]
+    return [(f"run {rid} ({'one run' if n == 1 else f'{n} runs'} before)",
+             night_changes(conn, rid)) for n, rid in enumerate(earlier, 1)]
+
+
+def name_changes_before(found: list[fd.Finding],
+                        before: list[tuple[str, dict[str, set[str]]]]) -> None:
+    """A finding that no change of tonight explains names the changes on its nodes in the
+    runs before (``changes_before``): a driver's +0.3 µs is one night among the noise on
+    its update's night and pages when its lines hold, the next; the words only, what
+    pages is decided already."""
+    for finding in found:
+        if finding.environment or finding.kind == fd.ENVIRONMENT:
+            continue
+        nodes = {node for line in finding.lines for node in line.nodes}
+        finding.changed_before = [f"{run}: {change}" for run, changes in before
+                                  for change, on in changes.items() if on & nodes]
 
 
 def name_shared_hosts(found: list[fd.Finding], hosts: dict[str, tuple[str, ...]]) -> None:

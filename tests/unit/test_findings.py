@@ -496,3 +496,25 @@ def test_a_line_read_with_its_far_nights_does_not_page_and_says_so() -> None:
     as_the_t_says = judged({})
     assert as_the_t_says.paged and as_the_t_says.far == 0.0, as_the_t_says.summary()
     assert "far nights" not in as_the_t_says.summary()
+
+
+def test_a_level_after_an_update_names_the_update_of_the_run_before() -> None:
+    """A device's lines confirmed the night after an update on its node: the finding names
+    the update and the run it came with, not a change of nodes it does not run on; the
+    finding of tonight's own change names none."""
+    from perfguard.judge import run_findings
+
+    lines = site_lines()
+    for i in [i for i, line in enumerate(lines) if "node7:mlx5_1" in line.devices]:
+        lines[i] = moved(lines[i], 5.0)
+    for i in [i for i, line in enumerate(lines) if "node30:mlx5_0" in line.devices]:
+        lines[i] = moved(lines[i], 5.0)
+    found = fd.findings(lines, environment={"kernel 6.1 → 6.2": {"node30"}})
+    before = [("run 41 (one run before)", {"ucx 1.16 → 1.17": {"node7", "node8"}}),
+              ("run 40 (2 runs before)", {"bios 2.1 → 2.2": {"node12"}})]
+    run_findings.name_changes_before(found, before)
+    seven, tonight = found
+    assert seven.subject == "node7:mlx5_1" and tonight.kind == fd.ENVIRONMENT
+    assert seven.changed_before == ["run 41 (one run before): ucx 1.16 → 1.17"]
+    assert "; on its nodes in run 41 (one run before): ucx 1.16 → 1.17" in seven.summary()
+    assert tonight.changed_before == [] and "on its nodes in" not in tonight.summary()
