@@ -25,10 +25,11 @@ it came on its nodes in the runs before). Himeno is not in the embedded system's
 selection (`-t nightly`), so its fault has no line to hit and is said so.
 
 Updates that changed nothing: the nights replayed once more into a database of their own,
-every node's UCX version changed every ``UPDATE_EVERY`` nights from night ``HISTORY`` + 1
-and kept, the values as measured; an update pages when a finding names it, or one the
-night did not page without it, on its night or the two after (a site checks its
-upgrades with the nightly: a page for one that changed nothing is a false page then).
+every node's UCX version changed every ``run_quality.UPDATE_EVERY`` nights from night
+``HISTORY`` + 1 and kept, the values as measured; an update pages when a finding names
+it, or one the night did not page without it, on its night or the two after (a site
+checks its upgrades with the nightly: a page for one that changed nothing is a false
+page then).
 """
 
 from __future__ import annotations
@@ -75,8 +76,6 @@ JUDGED_FROM = 10
 #: history in common (``effect_nights``) besides.
 HISTORY = 18
 QUIET = 1.5
-#: An update that changed nothing is installed every this many nights from ``HISTORY``.
-UPDATE_EVERY = 5
 
 
 @dataclass(frozen=True)
@@ -153,18 +152,16 @@ def driver_latency(report: dict, night: int) -> None:
 
     for case in cases(report):
         scale(case, slower)
-        for facts in (case.get("perfguard_fingerprints") or {}).values():
-            if isinstance(facts, dict) and "ucx" in facts:
-                facts["ucx"] = f"{facts['ucx']} + driver update"
+    updated(report, "driver update")
 
 
-def updated(report: dict, version: int) -> None:
-    """Every node's fingerprint as after its ``version``-th update of UCX (the values as
-    measured: an update that changed nothing)."""
+def updated(report: dict, update: str) -> None:
+    """Every node's fingerprint as after ``update`` of UCX (its version string grows by
+    it; the values are left as they are)."""
     for case in cases(report):
         for facts in (case.get("perfguard_fingerprints") or {}).values():
             if isinstance(facts, dict) and "ucx" in facts:
-                facts["ucx"] = f"{facts['ucx']} + update {version}"
+                facts["ucx"] = f"{facts['ucx']} + {update}"
 
 
 @dataclass(frozen=True)
@@ -261,7 +258,7 @@ def main() -> int:
             rows = detect(admin, nights, trials(nights, starts, nodes), snapshots, Path(tmp),
                           clean)
             update_nights = starts if args.smoke else list(
-                range(HISTORY, len(nights), UPDATE_EVERY))
+                range(HISTORY, len(nights), rq.UPDATE_EVERY))
             upgraded = updates(admin, nights, update_nights, Path(tmp), clean)
     finally:
         for name in [base, *snapshots.values()]:
@@ -288,7 +285,7 @@ def updates(admin: str, nights: list[Night], on: list[int], folder: Path,
                 report = copy.deepcopy(night.report)
                 version = sum(index >= first for first in on)
                 if version:
-                    updated(report, version)
+                    updated(report, f"update {version}")
                 judged = replay(conn, report, folder)
                 since = max((first for first in on if first <= index), default=None)
                 if since is None or index - since >= 3 or firsts.get(since):

@@ -188,12 +188,12 @@ class Finding:
                 f"evidence z {self.evidence:.1f}")
         if self.environment:
             text += "; that night " + "; ".join(self.environment)
-        if self.changed_before:
-            text += "; on its nodes in " + "; ".join(self.changed_before)
         elif self.kind in SHARED and not self.confirmed:
             text += " (one night: fabric load or a shared change)"
         elif not self.confirmed:
             text += " (one night: confirm on the next)"
+        if self.changed_before:
+            text += "; on its nodes in " + "; ".join(self.changed_before)
         if self.far:
             text += (f"; read with its far nights (its history far from its baseline on "
                      f"about {self.far:.0%} of nights)")

@@ -75,6 +75,7 @@ def test_a_fingerprint_change_that_night_explains_and_pages_at_once() -> None:
     [finding] = fd.findings(lines, environment={"driver 5.14 → 5.15": nodes})
     assert finding.kind == fd.ENVIRONMENT and finding.paged
     assert "that night driver 5.14 → 5.15" in finding.summary()
+    assert "confirm on the next" not in finding.summary()  # the change explains it
 
 
 def test_a_change_night_of_small_measurements_does_not_page_its_noise_in_its_name() -> None:
