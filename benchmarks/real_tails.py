@@ -17,7 +17,8 @@ on.
 Then how often each way of reading a night calls it rarer than 1 in 100, 1,000 and
 10,000: the t alone, and the t mixed with the line's own far nights as the findings now
 read it (``findings.far_night_probability`` with the share ``findings.far_shares`` learns
-from the same baseline's nights). A reading that is right calls a night rarer than 1 in
+from the same baseline's nights), and that with the line's own tail where its history lay
+as far more often (``findings.own_tail``). A reading that is right calls a night rarer than 1 in
 1,000 on about 1 line-night in 1,000. Last, whether a line's far nights come again: how
 often a night is far after none, one, and two or more far nights in its baseline.
 Nights are taken as recorded: a fault's nights (none here) and disturbed test cases
@@ -88,21 +89,28 @@ def distances(values: list[float], rule: judge.Rule = judge.DEFAULT_RULE) -> lis
 
 def chances(values: list[float], policy: fd.Policy = fd.DEFAULT_POLICY) -> np.ndarray:
     """For each night judged as ``distances`` judges it, its chance (either side) read
-    through the t alone and through the t mixed with the far nights of the baseline's own
-    nights: rows (t, with far nights)."""
+    through the t alone, through the t mixed with the far nights of the baseline's own
+    nights, and that or the share of the baseline's nights as far on its side where the
+    history says it is likelier (``findings.own_tail``): rows (t, with far nights, and
+    its own tail)."""
     judged = judged_nights(values)
-    shares = fd.far_shares_of([tuple(abs(v - centre) / noise for v in window)
-                               for _, window, centre, noise in judged], policy)
-    far = np.array([abs(value - centre) / noise for value, _, centre, noise in judged])
-    return np.vstack([2 * fd.t_chance(far, policy),
-                      2 * fd.far_night_probability(far, shares, policy)])
+    if not judged:
+        return np.zeros((3, 0))
+    histories = [tuple((v - centre) / noise for v in window)
+                 for _, window, centre, noise in judged]
+    shares = fd.far_shares_of(histories, policy)
+    signed = np.array([(value - centre) / noise for value, _, centre, noise in judged])
+    far = np.abs(signed)
+    mixed = fd.far_night_probability(far, shares, policy)
+    own = np.maximum(mixed, fd.own_tail(signed, fd.history_matrix(histories), mixed, policy))
+    return np.vstack([2 * fd.t_chance(far, policy), 2 * mixed, 2 * own])
 
 
 def calibration(name: str, lines: dict[str, list[float]]) -> list[str]:
     """How often each reading calls a night rarer than each of ``RARER_THAN``."""
     both = np.hstack([chances(values) for values in lines.values()])
     rows = []
-    for reading, row in zip(("t alone", "with its far nights"), both):
+    for reading, row in zip(("t alone", "with its far nights", "and its own tail"), both):
         shares = " | ".join(f"{float(np.mean(row < level)):.2%}" for level in RARER_THAN)
         rows.append(f"| {name} | {reading} | {shares} |")
     return rows

@@ -410,9 +410,11 @@ def night_findings(site: Site, values: np.ndarray, night: int,
             moves = tuple((sign * (kept - j.centre) / abs(j.centre)).tolist())
         judged.append((i, j, side, distances, moves,
                        tuple(at[-len(moves):].tolist()) if moves else (), len(recent),
-                       judge.history_distances(history[-rules[i].window:], j)))
-    shares = fd.far_shares_of([far for *_, far in judged], POLICY)
-    zs = fd.pooled_zs([distances for _, _, _, distances, *_ in judged], POLICY, shares)
+                       judge.history_distances(history[-rules[i].window:], j, spec.better)))
+    histories = [far for *_, far in judged]
+    shares = fd.far_shares_of(histories, POLICY)
+    zs = fd.pooled_zs([distances for _, _, _, distances, *_ in judged], POLICY, shares,
+                      fd.history_matrix(histories))
     evidence = [fd.Evidence(site.specs[i].name, "compute", site.specs[i].group,
                             site.nodes_on(i, night), site.devices_on(i, night), side,
                             j.state in (judge.REGRESSION, judge.IMPROVEMENT), z,

@@ -71,7 +71,7 @@ class Curve:
             return (), ()
         j = self.sizes[size]
         return (judge.evidence(self.recent[size], j, self.better)[1],
-                judge.history_distances(self.history.get(size, []), j))
+                judge.history_distances(self.history.get(size, []), j, self.better))
 
     def typical_size(self) -> int | None:
         """The middle size, by strength, of a regressed (improved) curve's bands (runs

@@ -92,6 +92,12 @@ class Policy:
     #: 85-90 % of trials, not 95-100 %), and no page of the real nights came from one.
     far: float = 6.0
     far_tail: float = 2.0
+    #: A line (its own nights, its residual) whose history lay at least as far on
+    #: tonight's side more often than the model says (binomially, at this level) reads
+    #: that night as likely as its history says (``own_tail``); 0: never. A busy-polling
+    #: put of 0.15 us on a shared host lay 1.3 noise worse on 40 % of its nights; the t
+    #: reads such a night as 10 %, and a spike beside one paged (the sixth real set).
+    own_tail: float = 0.01
 
     def critical_z(self, lines: int) -> float:
         """The evidence a finding needs to page on a night of ``lines`` judged lines."""
@@ -218,10 +224,13 @@ def pooled_z(distances: Iterable[float], policy: Policy | None = None) -> float:
 
 
 def pooled_zs(lines: list[tuple[float, ...]], policy: Policy | None = None,
-              far_shares: np.ndarray | None = None) -> list[float]:
+              far_shares: np.ndarray | None = None,
+              histories: np.ndarray | None = None) -> list[float]:
     """``pooled_z`` of many lines at once (a 100,000-line run: one array, not 100,000
     calls); ``far_shares``: each line's share of far nights beyond the t's
-    (``far_night_probability``), none by default."""
+    (``far_night_probability``), none by default; ``histories``: each line's history
+    nights in its noise, worse > 0 (a row each, NaN-padded: ``history_matrix``), read
+    by ``own_tail``."""
     policy = policy or DEFAULT_POLICY
     counts = np.array([len(d) for d in lines], dtype=np.int64)
     if not counts.sum():
@@ -230,6 +239,9 @@ def pooled_zs(lines: list[tuple[float, ...]], policy: Policy | None = None,
     shares = (np.zeros(len(flat)) if far_shares is None
               else np.repeat(np.asarray(far_shares, dtype=np.float64), counts))
     tail = far_night_probability(np.abs(flat), shares, policy)
+    if histories is not None and policy.own_tail:
+        rows = np.repeat(np.arange(len(lines)), counts)
+        tail = np.maximum(tail, own_tail(flat, histories[rows], tail, policy))
     equivalent = np.minimum(-special.ndtri(tail), policy.night_cap) * np.sign(flat)
     sums = np.zeros(len(lines))
     np.add.at(sums, np.repeat(np.arange(len(lines)), counts), equivalent)
@@ -260,6 +272,36 @@ def far_night_probability(distance: np.ndarray, share: np.ndarray, policy: Polic
         return body
     beyond = 0.5 * np.minimum(1.0, (policy.far / np.maximum(distance, 1e-12)) ** policy.far_tail)
     return (1 - share) * body + share * beyond
+
+
+def own_tail(distance: np.ndarray, history: np.ndarray, model: np.ndarray, policy: Policy
+             ) -> np.ndarray:
+    """Each night's chance as its line's own history gives it: the share of the history
+    nights (``history``: a row per night, in noise, worse > 0, NaN: none) at least as far
+    on its side, where that many is unlikely under the ``model``'s chance (binomially,
+    below ``own_tail``); 0 elsewhere, and for a history under ``effect_nights``.
+
+    The t and the far nights read a line's tail from far out; a real line's shoulders can
+    be heavier: the sixth real set's polling put latency lay 1.3-2 noise worse on 12 of
+    30 nights, which the t takes for 5-10 % each, so its spikes beside such a night read
+    as levels and paged six times (benchmarks/real_tails.py)."""
+    seen = ~np.isnan(history)
+    nights = seen.sum(axis=1)
+    side = np.sign(distance)[:, None]
+    as_far = (np.where(seen, history * side, -np.inf) >= np.abs(distance)[:, None]).sum(axis=1)
+    with np.errstate(invalid="ignore"):  # a history of no nights: not learnt from
+        unlikely = special.bdtrc(np.maximum(as_far - 1, 0), nights, model) < policy.own_tail
+    learnt = (nights >= policy.effect_nights) & (as_far > 0) & unlikely
+    return np.where(learnt, as_far / (nights + 1.0), 0.0)
+
+
+def history_matrix(histories: list[tuple[float, ...]]) -> np.ndarray:
+    """Histories of any length as one NaN-padded matrix (a row each), ``pooled_zs``'s."""
+    width = max((len(h) for h in histories), default=0)
+    matrix = np.full((len(histories), width), np.nan)
+    for row, history in enumerate(histories):
+        matrix[row, :len(history)] = history
+    return matrix
 
 
 def far_shares(standard: np.ndarray, policy: Policy) -> np.ndarray:
@@ -620,15 +662,17 @@ class NightEffects:
         levels = 1.0 + np.abs(last)
         shares = far_shares(standard[:, self.history], self.policy)
         self.shares = shares
-        self.residual = np.array(self._pooled_rows(standard[:, self.recent_at], levels, shares))
+        self.residual = np.array(self._pooled_rows(standard[:, self.recent_at], levels, shares,
+                                                   standard[:, self.history]))
         # fabric load moves each line by its own share of the fabric's shift (-10 % here,
         # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread, a
         # line alone is read in a spread grown in proportion (such nights paged steady
         # lines 6 of their quiet-night residual spread off: run_quality.py, 4,000 lines,
         # seed 1, nights 63 and 67); a device's or node's lines keep theirs (their cause
         # is judged on several lines: an HCA's night on such a night still pages)
-        loaded = (standard / np.maximum(load, 1.0))[:, self.recent_at]
-        self.alone = np.array(self._pooled_rows(loaded, levels, shares))
+        loaded = standard / np.maximum(load, 1.0)
+        self.alone = np.array(self._pooled_rows(loaded[:, self.recent_at], levels, shares,
+                                                loaded[:, self.history]))
         self.alone[[not line.moves for line in lines]] = np.nan
         self.residual[[not line.moves for line in lines]] = np.nan
 
@@ -731,7 +775,8 @@ class NightEffects:
         return max(1.0, float((sums * sums).sum() / max(alone.sum(), 1e-12)))
 
     def _pooled_rows(self, nights: np.ndarray, levels: np.ndarray | None = None,
-                     shares: np.ndarray | None = None) -> list[float]:
+                     shares: np.ndarray | None = None, histories: np.ndarray | None = None
+                     ) -> list[float]:
         """Each row's recent nights (in noise, worse > 0; NaN: not run), tonight last:
         those that agree with its last night, each through the Student-t (mixed with the
         row's far nights, ``shares``: ``far_shares``) and capped, combined
@@ -749,7 +794,7 @@ class NightEffects:
             agreeing |= beyond & (np.abs(nights - last[:, None])
                                   <= (window * np.maximum(levels, 1.0))[:, None])
         return pooled_zs([tuple(row[keep].tolist()) for row, keep in zip(nights, agreeing)],
-                         self.policy, shares)
+                         self.policy, shares, histories)
 
 
 def _nanmedians(matrix: np.ndarray) -> np.ndarray:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -401,7 +402,13 @@ def agrees(night: float, value: float, centre: float, noise: float, rule: Rule) 
     """Whether ``night`` confirms the judged ``value``: within ``agree`` noise of it, the
     noise scaled up with the level the value reached. Run-to-run noise grows with the
     level (a 10x latency under a CPU quota jitters 10x as much in microseconds), so two
-    nights of one 10x level would otherwise never agree in the baseline's noise."""
+    nights of one 10x level would otherwise never agree in the baseline's noise: noise
+    in proportion to the level is a ratio, and positive values agree within ``agree``
+    relative noise as a ratio (in logs). Scaled linearly instead, a line of CV 25 % or
+    more had every night beyond on a side agree with any spike: a put latency 15x its
+    median "confirmed" by a 2x night the night before paged (the sixth real set)."""
+    if centre > 0 and night > 0 and value > 0:
+        return abs(math.log(night / value)) <= rule.agree * noise / min(value, centre)
     scale = max(1.0, abs(value / centre)) if centre else 1.0
     return abs(night - value) <= rule.agree * noise * scale
 
@@ -433,12 +440,15 @@ def evidence(recent: list[float], j: Judgement, better: str) -> tuple[int, tuple
     return mine, tuple(sign * (v - j.centre) / j.noise for v in (agreeing if mine else [value]))
 
 
-def history_distances(history: list[float], j: Judgement) -> tuple[float, ...]:
-    """Each of a baseline's nights in its noise from its centre, unsigned (() without a
-    baseline)."""
+def history_distances(history: list[float], j: Judgement, better: str
+                      ) -> tuple[float, ...]:
+    """Each of a baseline's nights in its noise from its centre, worse > 0 as
+    ``evidence``'s nights (() without a baseline): how often the line lay that far on
+    that side is what its own tail is (``findings.own_tail``)."""
     if j.centre is None or not j.noise:
         return ()
-    return tuple(abs(v - j.centre) / j.noise for v in history)
+    sign = 1 if better == "lower" else -1
+    return tuple(sign * (v - j.centre) / j.noise for v in history)
 
 
 def split(series: list[float] | tuple[float, ...],

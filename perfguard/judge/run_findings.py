@@ -51,7 +51,8 @@ def evidence_of(line: Line, rules: fd.Policy
         return fields, (), ()
     recent = judge.split(line.series, j.rule)[1]
     side, distances = judge.evidence(recent, j, line.better)
-    history = judge.history_distances(judge.judged_history(line.series, j.rule), j)
+    history = judge.history_distances(judge.judged_history(line.series, j.rule), j,
+                                      line.better)
     return ({**fields, "side": side, "confirmed": line.status in (REGRESSION, IMPROVEMENT),
              "nights": len(distances), **moves(line, recent)}, distances, history)
 
@@ -91,8 +92,10 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     paged finding is marked ``paged`` (a regression elsewhere does not fail the run)."""
     rules = policy() if rules is None else rules
     given = [evidence_of(line, rules) for line in lines]
-    far = fd.far_shares_of([history for *_, history in given], rules)
-    pooled = fd.pooled_zs([distances for _, distances, _ in given], rules, far)
+    histories = [history for *_, history in given]
+    far = fd.far_shares_of(histories, rules)
+    pooled = fd.pooled_zs([distances for _, distances, _ in given], rules, far,
+                          fd.history_matrix(histories))
     evidence = [fd.Evidence(**({**fields, "z": z, "far": float(share)} if distances else fields))
                 for (fields, distances, _), z, share in zip(given, pooled, far)]
     fingerprints = fp.fingerprint_rows(conn, run_id)

@@ -6,6 +6,7 @@ import dataclasses
 import random
 
 import numpy as np
+import pytest
 
 from perfguard.judge import findings as fd
 
@@ -265,8 +266,9 @@ def test_a_judged_line_hands_its_nights_to_the_findings() -> None:
                 nodes=("node1", "node2"))
     fields, _, history = run_findings.evidence_of(line, fd.DEFAULT_POLICY)
     assert fields["nights_at"] == times and fields["recent"] == 3
-    # its baseline's nights in its noise: what its far nights are learnt from
-    assert history == tuple(abs(v - judged.centre) / judged.noise for v in series[:-3])
+    # its baseline's nights in its noise, worse (lower bandwidth) > 0: what its far
+    # nights and its own tail are learnt from
+    assert history == tuple((judged.centre - v) / judged.noise for v in series[:-3])
     assert len(history) == 9
     # a regressed curve: its typical size's nights, and that size's baseline's
     curve = dataclasses.replace(line, metric="bandwidth curve", status="regression",
@@ -519,3 +521,32 @@ def test_a_level_after_an_update_names_the_update_of_the_run_before() -> None:
     assert seven.changed_before == ["run 41 (one run before): ucx 1.16 → 1.17"]
     assert "; on its nodes in run 41 (one run before): ucx 1.16 → 1.17" in seven.summary()
     assert tonight.changed_before == [] and "on its nodes in" not in tonight.summary()
+
+
+def test_a_lines_own_shoulders_read_its_nights() -> None:
+    """The sixth real set's put latency lay 1.3-10 of its noise worse on 9 of its first 28
+    nights; read through the t a night 3 noise worse is 0.3 %, and a spike (41 noise)
+    beside one paged as a level (evidence 4.8, night 13). Where
+    the line's own history lay as far that often (more than the model gives, binomially
+    below ``own_tail``), the night reads as its history says, and the pair does not page;
+    a history as the model says, or one too short to learn from, reads as before."""
+    from perfguard.judge.findings import history_matrix, pooled_zs
+
+    rng = random.Random(49)
+    calm = [rng.gauss(0.0, 1.0) for _ in range(30)]
+    shouldered = calm[:18] + [3.0 + 1.5 * rng.random() for _ in range(12)]
+    spike_beside = (3.0, 41.0)
+    critical = fd.DEFAULT_POLICY.critical_z(50)
+
+    def z(history: list[float]) -> float:
+        return pooled_zs([spike_beside], fd.DEFAULT_POLICY, None,
+                         history_matrix([tuple(history)]))[0]
+
+    unread = pooled_zs([spike_beside], fd.DEFAULT_POLICY)[0]
+    assert unread > critical
+    assert z(shouldered) < critical - 0.5
+    assert z(calm) == pytest.approx(unread)
+    assert z(shouldered[-6:]) == pytest.approx(unread)  # under effect_nights
+    off = dataclasses.replace(fd.DEFAULT_POLICY, own_tail=0.0)
+    assert pooled_zs([spike_beside], off, None, history_matrix([tuple(shouldered)]))[0] \
+        == pytest.approx(unread)
