@@ -411,10 +411,8 @@ def night_findings(site: Site, values: np.ndarray, night: int,
         judged.append((i, j, side, distances, moves,
                        tuple(at[-len(moves):].tolist()) if moves else (), len(recent),
                        judge.history_distances(history[-rules[i].window:], j, spec.better)))
-    histories = [far for *_, far in judged]
-    shares = fd.far_shares_of(histories, POLICY)
-    zs = fd.pooled_zs([distances for _, _, _, distances, *_ in judged], POLICY, shares,
-                      fd.history_matrix(histories))
+    shares, zs = fd.read_lines([distances for _, _, _, distances, *_ in judged],
+                               [far for *_, far in judged], POLICY)
     evidence = [fd.Evidence(site.specs[i].name, "compute", site.specs[i].group,
                             site.nodes_on(i, night), site.devices_on(i, night), side,
                             j.state in (judge.REGRESSION, judge.IMPROVEMENT), z,

@@ -95,8 +95,9 @@ class Policy:
     #: A line (its own nights, its residual) whose history lay at least as far on
     #: tonight's side more often than the model says (binomially, at this level) reads
     #: that night as likely as its history says (``own_tail``); 0: never. A busy-polling
-    #: put of 0.15 us on a shared host lay 1.3 noise worse on 40 % of its nights; the t
-    #: reads such a night as 10 %, and a spike beside one paged (the sixth real set).
+    #: put of 0.15 us on a shared host lay 1.3-10 noise worse on 9 of its first 28
+    #: nights; the t reads a night 3 noise worse as 0.7 %, and a spike beside one paged
+    #: (the sixth real set).
     own_tail: float = 0.01
 
     def critical_z(self, lines: int) -> float:
@@ -282,9 +283,11 @@ def own_tail(distance: np.ndarray, history: np.ndarray, model: np.ndarray, polic
     below ``own_tail``); 0 elsewhere, and for a history under ``effect_nights``.
 
     The t and the far nights read a line's tail from far out; a real line's shoulders can
-    be heavier: the sixth real set's polling put latency lay 1.3-2 noise worse on 12 of
-    30 nights, which the t takes for 5-10 % each, so its spikes beside such a night read
-    as levels and paged six times (benchmarks/real_tails.py)."""
+    be heavier: the sixth real set's polling put latency lay 1.3-10 noise worse on 9 of
+    its first 28 nights, where the t takes a night 3 noise worse for 0.7 %, so its
+    spikes beside such a night read as levels and paged (benchmarks/real_tails.py). At
+    most one half, as the model's chance on one side: a history off its baseline's
+    centre (a residual) must not turn a worse night into evidence of better."""
     seen = ~np.isnan(history)
     nights = seen.sum(axis=1)
     side = np.sign(distance)[:, None]
@@ -292,7 +295,7 @@ def own_tail(distance: np.ndarray, history: np.ndarray, model: np.ndarray, polic
     with np.errstate(invalid="ignore"):  # a history of no nights: not learnt from
         unlikely = special.bdtrc(np.maximum(as_far - 1, 0), nights, model) < policy.own_tail
     learnt = (nights >= policy.effect_nights) & (as_far > 0) & unlikely
-    return np.where(learnt, as_far / (nights + 1.0), 0.0)
+    return np.where(learnt, np.minimum(as_far / (nights + 1.0), 0.5), 0.0)
 
 
 def history_matrix(histories: list[tuple[float, ...]]) -> np.ndarray:
@@ -320,17 +323,19 @@ def far_shares(standard: np.ndarray, policy: Policy) -> np.ndarray:
 
 
 def far_shares_of(histories: list[tuple[float, ...]], policy: Policy) -> np.ndarray:
-    """``far_shares`` of lines of histories of any length (each night in its noise), those
-    of one length as one matrix (100,000 lines of 30 nights: 0.09 s, row by row 0.24 s)."""
-    found = np.zeros(len(histories))
-    by_length: dict[int, list[int]] = {}
-    for index, history in enumerate(histories):
-        by_length.setdefault(len(history), []).append(index)
-    for length, indices in by_length.items():
-        if length:
-            matrix = np.array([histories[i] for i in indices], dtype=np.float64)
-            found[indices] = far_shares(matrix, policy)
-    return found
+    """``far_shares`` of lines of histories of any length (each night in its noise), as
+    one NaN-padded matrix."""
+    return far_shares(history_matrix(histories), policy)
+
+
+def read_lines(distances: list[tuple[float, ...]], histories: list[tuple[float, ...]],
+               policy: Policy) -> tuple[np.ndarray, list[float]]:
+    """Each line's far share and pooled z, its recent nights (``distances``) read with its
+    far nights and its own tail, both learnt from its history's nights (in its noise,
+    worse > 0): what the verdict and benchmarks/run_quality.py hand the findings."""
+    matrix = history_matrix(histories)
+    shares = far_shares(matrix, policy)
+    return shares, pooled_zs(distances, policy, shares, matrix)
 
 
 def _causes(line: Evidence, groups: dict[str, set[str]],
@@ -672,7 +677,7 @@ class NightEffects:
         # is judged on several lines: an HCA's night on such a night still pages)
         loaded = standard / np.maximum(load, 1.0)
         self.alone = np.array(self._pooled_rows(loaded[:, self.recent_at], levels, shares,
-                                                loaded[:, self.history]))
+                                                standard[:, self.history]))
         self.alone[[not line.moves for line in lines]] = np.nan
         self.residual[[not line.moves for line in lines]] = np.nan
 
@@ -782,8 +787,10 @@ class NightEffects:
         row's far nights, ``shares``: ``far_shares``) and capped, combined
         (``pooled_zs``). ``levels``: each row's level tonight against its baseline (3 for
         a 3x latency; at least 1): nights beyond ``beyond`` on tonight's side agree within
-        ``agree`` noise times that, as the line rule's nights do (two nights of a 3x level
-        on a line of CV 40 % are 4 of its noise apart as often as not)."""
+        ``agree`` noise times that (two nights of a 3x level on a line of CV 40 % are 4
+        of its noise apart as often as not): linearly, wider than the line rule's ratio
+        (``rules.agrees``), which decides whether the line's nights are a level at all;
+        ``histories``: each row's history nights, what its own tail is read from."""
         last = np.array([row[~np.isnan(row)][-1] if (~np.isnan(row)).any() else np.nan
                          for row in nights])
         window = self.policy.agree * np.maximum(1.0, np.abs(last) / 8)

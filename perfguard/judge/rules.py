@@ -402,13 +402,15 @@ def agrees(night: float, value: float, centre: float, noise: float, rule: Rule) 
     """Whether ``night`` confirms the judged ``value``: within ``agree`` noise of it, the
     noise scaled up with the level the value reached. Run-to-run noise grows with the
     level (a 10x latency under a CPU quota jitters 10x as much in microseconds), so two
-    nights of one 10x level would otherwise never agree in the baseline's noise: noise
-    in proportion to the level is a ratio, and positive values agree within ``agree``
-    relative noise as a ratio (in logs). Scaled linearly instead, a line of CV 25 % or
-    more had every night beyond on a side agree with any spike: a put latency 15x its
-    median "confirmed" by a 2x night the night before paged (the sixth real set)."""
-    if centre > 0 and night > 0 and value > 0:
-        return abs(math.log(night / value)) <= rule.agree * noise / min(value, centre)
+    nights of one 10x level would otherwise never agree in the baseline's noise. Noise
+    in proportion to the level is a ratio: above a positive centre the nights agree
+    within ``agree`` of the baseline's relative noise in logs. Scaled linearly instead
+    (the same to first order), a line of CV 25 % or more had every night beyond on its
+    side agree with any spike: a put latency 15x its median "confirmed" by a 2x night
+    two nights before paged (the sixth real set). Below the centre the window is the
+    baseline's noise, unscaled, as it always was."""
+    if value > centre > 0:
+        return night > 0 and abs(math.log(night / value)) <= rule.agree * noise / centre
     scale = max(1.0, abs(value / centre)) if centre else 1.0
     return abs(night - value) <= rule.agree * noise * scale
 

@@ -92,10 +92,8 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     paged finding is marked ``paged`` (a regression elsewhere does not fail the run)."""
     rules = policy() if rules is None else rules
     given = [evidence_of(line, rules) for line in lines]
-    histories = [history for *_, history in given]
-    far = fd.far_shares_of(histories, rules)
-    pooled = fd.pooled_zs([distances for _, distances, _ in given], rules, far,
-                          fd.history_matrix(histories))
+    far, pooled = fd.read_lines([distances for _, distances, _ in given],
+                                [history for *_, history in given], rules)
     evidence = [fd.Evidence(**({**fields, "z": z, "far": float(share)} if distances else fields))
                 for (fields, distances, _), z, share in zip(given, pooled, far)]
     fingerprints = fp.fingerprint_rows(conn, run_id)

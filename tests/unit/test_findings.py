@@ -547,6 +547,10 @@ def test_a_lines_own_shoulders_read_its_nights() -> None:
     assert z(shouldered) < critical - 0.5
     assert z(calm) == pytest.approx(unread)
     assert z(shouldered[-6:]) == pytest.approx(unread)  # under effect_nights
+    # a history off its centre (a residual) lay "as far" on every night: at most one
+    # half, so a worse night never turns into evidence of better
+    offset = pooled_zs([(0.5,)], fd.DEFAULT_POLICY, None, history_matrix([(1.0,) * 30]))[0]
+    assert offset == pytest.approx(0.0)
     off = dataclasses.replace(fd.DEFAULT_POLICY, own_tail=0.0)
     assert pooled_zs([spike_beside], off, None, history_matrix([tuple(shouldered)]))[0] \
         == pytest.approx(unread)

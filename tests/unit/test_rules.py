@@ -250,6 +250,11 @@ def test_a_spike_is_no_level_of_the_night_beside_it() -> None:
     assert agrees(2.4 * centre, 3.2 * centre, centre, noise, DEFAULT_RULE)
     assert agrees(101.0, 102.0, 100.0, 0.5, DEFAULT_RULE)
     assert not agrees(97.0, 102.0, 100.0, 0.5, DEFAULT_RULE)
+    # below the centre the window stays the baseline's noise: a 95 % drop is no night of
+    # a 30 % one, and a night at 0 no night of a spike
+    assert not agrees(70.0, 5.0, 100.0, 5.0, DEFAULT_RULE)
+    assert agrees(45.0, 50.0, 100.0, 5.0, DEFAULT_RULE)
+    assert not agrees(0.0, 1.879, 0.122, 0.0425, DEFAULT_RULE)
 
 
 #: The intra-node osu_bibw at 64 KiB (MB/s) of real quiet nights 1-14
