@@ -101,9 +101,10 @@ def chances(values: list[float], policy: fd.Policy = fd.DEFAULT_POLICY) -> np.nd
     shares = fd.far_shares_of(histories, policy)
     signed = np.array([(value - centre) / noise for value, _, centre, noise in judged])
     far = np.abs(signed)
-    mixed = fd.far_night_probability(far, shares, policy)
-    own = np.maximum(mixed, fd.own_tail(signed, fd.history_matrix(histories), mixed, policy))
-    return np.vstack([2 * fd.t_chance(far, policy), 2 * mixed, 2 * own])
+    return np.vstack([2 * fd.t_chance(far, policy),
+                      2 * fd.far_night_probability(far, shares, policy),
+                      2 * fd.night_chance(signed, shares, fd.history_matrix(histories),
+                                          policy)])
 
 
 def calibration(name: str, lines: dict[str, list[float]]) -> list[str]:

@@ -237,15 +237,13 @@ def pooled_zs(lines: list[tuple[float, ...]], policy: Policy | None = None,
     if not counts.sum():
         return [0.0] * len(lines)
     flat = np.fromiter((x for d in lines for x in d), dtype=np.float64, count=counts.sum())
+    rows = np.repeat(np.arange(len(lines)), counts)
     shares = (np.zeros(len(flat)) if far_shares is None
-              else np.repeat(np.asarray(far_shares, dtype=np.float64), counts))
-    tail = far_night_probability(np.abs(flat), shares, policy)
-    if histories is not None and policy.own_tail:
-        rows = np.repeat(np.arange(len(lines)), counts)
-        tail = np.maximum(tail, own_tail(flat, histories[rows], tail, policy))
+              else np.asarray(far_shares, dtype=np.float64)[rows])
+    tail = night_chance(flat, shares, None if histories is None else histories[rows], policy)
     equivalent = np.minimum(-special.ndtri(tail), policy.night_cap) * np.sign(flat)
     sums = np.zeros(len(lines))
-    np.add.at(sums, np.repeat(np.arange(len(lines)), counts), equivalent)
+    np.add.at(sums, rows, equivalent)
     return [float(total / math.sqrt(n)) if n else 0.0 for total, n in zip(sums, counts)]
 
 
@@ -273,6 +271,17 @@ def far_night_probability(distance: np.ndarray, share: np.ndarray, policy: Polic
         return body
     beyond = 0.5 * np.minimum(1.0, (policy.far / np.maximum(distance, 1e-12)) ** policy.far_tail)
     return (1 - share) * body + share * beyond
+
+
+def night_chance(distance: np.ndarray, shares: np.ndarray, history: np.ndarray | None,
+                 policy: Policy) -> np.ndarray:
+    """Each night's chance on its side (``distance``: in noise, signed): the t mixed with
+    its line's far nights (``shares``), or its line's own tail where that is likelier
+    (``history``: a row per night, as ``own_tail`` reads it; None: not read)."""
+    tail = far_night_probability(np.abs(distance), shares, policy)
+    if history is None or not policy.own_tail:
+        return tail
+    return np.maximum(tail, own_tail(distance, history, tail, policy))
 
 
 def own_tail(distance: np.ndarray, history: np.ndarray, model: np.ndarray, policy: Policy
@@ -675,8 +684,8 @@ class NightEffects:
         # lines 6 of their quiet-night residual spread off: run_quality.py, 4,000 lines,
         # seed 1, nights 63 and 67); a device's or node's lines keep theirs (their cause
         # is judged on several lines: an HCA's night on such a night still pages)
-        loaded = standard / np.maximum(load, 1.0)
-        self.alone = np.array(self._pooled_rows(loaded[:, self.recent_at], levels, shares,
+        loaded = (standard / np.maximum(load, 1.0))[:, self.recent_at]
+        self.alone = np.array(self._pooled_rows(loaded, levels, shares,
                                                 standard[:, self.history]))
         self.alone[[not line.moves for line in lines]] = np.nan
         self.residual[[not line.moves for line in lines]] = np.nan
