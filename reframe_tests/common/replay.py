@@ -17,9 +17,9 @@ The first entry whose given fields all match (program name; the step's node and
 task counts from Slurm; arguments it must contain; ``$PERFGUARD_REPLAY_VARIANT``
 for shapes fixed at build time; environment variables the job must set, ``env``, or
 must not set to a value, ``env_not``: what the recorded run was started with) is
-replayed: rank 0 prints its stdout and stderr
-(srun's own cpu-bind lines are left out: srun prints the real ones), every rank
-exits with its code. A list of stdouts is replayed in order, one per call in the
+replayed: rank 0 prints its stdout and stderr (srun's own cpu-bind lines are left
+out: srun prints the real ones), every rank exits with its code (a failing one only
+once rank 0 has printed). A list of stdouts is replayed in order, one per call in the
 same directory (the same measurement taken twice); ``hold_s`` keeps the program
 running that long after its output (a rank that hangs in MPI_Finalize); ``crash``
 (``{"rank": 0, "signal": "SIGSEGV"}``) kills that rank with the signal after its output
@@ -151,6 +151,8 @@ def main(argv: list[str]) -> int:
         wait_for_rank0()
         signal.signal(getattr(signal, crash["signal"]), signal.SIG_DFL)
         os.kill(os.getpid(), getattr(signal, crash["signal"]))
+    if entry.get("exit", 0) and os.environ.get("SLURM_PROCID", "0") != "0":
+        wait_for_rank0()  # the recorded failure came after rank 0's output, as a crash does
     time.sleep(entry.get("hold_s", 0))
     if link is not None:
         duration = option(args, "-D")
@@ -167,9 +169,9 @@ PRINTED = Path(f".replay-printed-{os.environ.get('SLURM_JOB_ID', '0')}."
 
 
 def wait_for_rank0(limit_s: float = 30.0) -> None:
-    """A recorded crash of another rank came after rank 0's output (OMB's title): wait for
-    it, or srun kills rank 0 on the crash before a slow start has printed anything and the
-    replay is of another failure than the recording's."""
+    """A recorded crash or failing exit of another rank came after rank 0's output (OMB's
+    title): wait for it, or srun kills rank 0 on the failure before a slow start has
+    printed anything and the replay is of another failure than the recording's."""
     deadline = time.monotonic() + limit_s
     while not PRINTED.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
