@@ -1,13 +1,16 @@
 """Real nights that cannot flatter: recorded nightlies replayed through perfguard's own
 ingest and judge, as they were and with faults injected into their real values.
 
-    .venv/bin/python benchmarks/real_nights.py [--dsn ADMIN_DSN] [--smoke]
+    .venv/bin/python benchmarks/real_nights.py [--dsn ADMIN_DSN] [--data DIR]
+        [--shuffle SEED] [--smoke]
 
 ``benchmarks/data/real-nights/`` holds real `perfguard run -t nightly` nights of the
 embedded cluster (OMB 7.4 from a prefix, Debian's ucx_perftest; how they were taken, the
 host's load before and after each: its README.md). Each night's ReFrame report is
 replayed in the order the nights ran into a new database (``--dsn``: any PostgreSQL whose
-role may create databases; default the embedded cluster's), through
+role may create databases; default the embedded cluster's), or in a random order
+(``--shuffle``: the nights recorded minutes apart made as independent as a site's a day
+apart, ``shuffled``), through
 ``perfguard.store.ingest.ingest_report`` and ``verdict.judge_and_record``, what `perfguard
 run` and `perfguard ingest` do. A **page** is what docs/verdicts.md says pages: a run whose
 stored outcome is FAIL because a finding paged (history), as `perfguard verdict` would say
@@ -36,8 +39,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import lzma
+import random
 import sys
 import tempfile
 import time
@@ -102,6 +107,28 @@ def load_nights(folder: Path = DATA) -> list[Night]:
                             float(entry["loadavg_before"].split()[0]),
                             float(entry["loadavg_after"].split()[0])))
     return sorted(nights, key=lambda n: n.report["session_info"]["time_start_unix"])
+
+
+#: A report's own times: its run's place among the nights (``started_at``).
+SESSION_TIMES = ("time_start", "time_start_unix", "time_end", "time_end_unix")
+
+
+def shuffled(nights: list[Night], seed: int) -> list[Night]:
+    """The nights in a random order, each taking the start and end time of the night
+    whose place it takes (the judge orders history by them): nights as independent of
+    their neighbours as a site's a day apart, each night's lines as measured together.
+    Recorded back to back, a state of the host that lasts minutes spans several nights
+    and is confirmed as a level; in a random order it is the one night it would be."""
+    order = nights[:]
+    random.Random(seed).shuffle(order)
+    moved = []
+    for slot, night in zip(nights, order):
+        report = copy.deepcopy(night.report)
+        report["session_info"].update({key: slot.report["session_info"][key]
+                                       for key in SESSION_TIMES
+                                       if key in slot.report["session_info"]})
+        moved.append(dataclasses.replace(night, report=report))
+    return moved
 
 
 def cases(report: dict) -> list[dict]:
@@ -230,9 +257,14 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="the first 13 nights, a fault from the 11th, one node (the "
                              "suite's size)")
+    parser.add_argument("--shuffle", type=int, metavar="SEED",
+                        help="replay the nights in a random order drawn from SEED, each in "
+                             "the time slot of the night it replaces")
     args = parser.parse_args()
     admin = args.dsn or embedded_admin()
     nights = load_nights(args.data)
+    if args.shuffle is not None:
+        nights = shuffled(nights, args.shuffle)
     started = time.monotonic()
     if args.smoke:
         nights, starts = nights[:13], [JUDGED_FROM]
@@ -264,7 +296,8 @@ def main() -> int:
         for name in [base, *snapshots.values()]:
             drop_database(admin, name, checkpoint=False)
     print_tables(nights, clean, rows, clean_s, time.monotonic() - started, args.data,
-                 upgraded)
+                 upgraded, "in order" if args.shuffle is None
+                 else f"in a random order (seed {args.shuffle})")
     return 0
 
 
@@ -338,14 +371,15 @@ def detect(admin: str, nights: list[Night], chosen: list[Trial], snapshots: dict
 
 def print_tables(nights: list[Night], clean: list[Judged], rows: dict, clean_s: float,
                  total_s: float, folder: Path = Path("benchmarks/data/real-nights"),
-                 upgraded: list[tuple[Night, int | None]] = ()) -> None:
+                 upgraded: list[tuple[Night, int | None]] = (), order: str = "in order"
+                 ) -> None:
     judged = list(zip(nights, clean))[JUDGED_FROM:]
     pages = [(n, j) for n, j in judged if j.paged]
     failed = [(n, j) for n, j in judged if j.test_failed]
     quiet = sum(n.quiet for n, _ in judged)
     disturbed = [(n, j) for n, j in judged if j.disturbed]
     print(f"perfguard on {len(nights)} real nights ({folder}), replayed "
-          f"in order through the real ingest and judge\n")
+          f"{order} through the real ingest and judge\n")
     print("| nights | judged against history | quiet / busy | false pages | nights with a "
           "test-failed case | nights with disturbed test cases (test cases) | replay |\n"
           "|---|---|---|---|---|---|---|")

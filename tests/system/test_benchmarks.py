@@ -248,6 +248,25 @@ def test_the_recorded_nights_replay_as_docs_verdicts_says(layout, data: str, sit
     assert update_pages in out and update_pages in docs, out
 
 
+def test_a_set_in_a_random_order_replays_as_docs_verdicts_says(layout) -> None:
+    """docs/verdicts.md's command for the sixth set in a random order (seed 2): the row it
+    prints is the page's, and the nights ran in another order than recorded, each in the
+    time slot of the night it replaced (the judge orders a line's history by it)."""
+    command = ("benchmarks/real_nights.py --data benchmarks/data/real-nights-sixth "
+               "--shuffle 2")
+    result = subprocess.run([sys.executable, *command.split(), "--dsn",
+                             layout.dsn_for("postgres")], cwd=BENCHMARKS.parent,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    docs = (BENCHMARKS.parent / "docs" / "verdicts.md").read_text()
+    assert f"`.venv/bin/python {command}`" in docs
+    row = "| 60 | 50 | 16 / 34 | 1 | 12 | 15 (46) |"
+    assert row in result.stdout and row in docs, result.stdout
+    assert "replayed in a random order (seed 2)" in result.stdout
+    [page] = re.findall(r"page on night (\d+) \(run (\d+)", result.stdout)
+    assert page[0] != page[1], page  # the recorded night 43 ran as the 51st
+
+
 def test_report_size_runs_on_its_own_cluster() -> None:
     out = run_benchmark("report_size.py")
     assert "| 200 | 400 |" in out and "judge and record per night" in out, out
