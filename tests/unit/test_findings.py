@@ -554,3 +554,25 @@ def test_a_lines_own_shoulders_read_its_nights() -> None:
     off = dataclasses.replace(fd.DEFAULT_POLICY, own_tail=0.0)
     assert pooled_zs([spike_beside], off, None, history_matrix([tuple(shouldered)]))[0] \
         == pytest.approx(unread)
+
+
+def test_a_finding_on_a_young_history_says_so() -> None:
+    """25 of the real nights' 39 false pages came on a history of 8-22 nights
+    (docs/verdicts.md, "Nights a day apart"): a finding judged on fewer history nights
+    than a full baseline says how many; what pages is the same."""
+    def latency(history: int) -> fd.Evidence:
+        steady = [0.01 * (-1) ** night for night in range(history)]
+        return fd.Evidence("osu_latency node1-node2 @8", "compute", "osu_latency latency small",
+                           ("node1", "node2"), ("node1:lo", "node2:lo"), -1, True, 8.0, 3,
+                           0.5, tuple(steady + [0.5, 0.5, 0.5]),
+                           tuple(range(history + 3)), 3)
+
+    [young] = fd.findings([latency(12)])
+    assert young.history_nights == 12
+    assert young.summary().endswith("; judged on a young history (12 of 30 nights)")
+    [full] = fd.findings([latency(30)])
+    assert full.history_nights == 30 and "young" not in full.summary()
+    unsaid = dataclasses.replace(fd.DEFAULT_POLICY, young_nights=0)
+    [quiet] = fd.findings([latency(12)], unsaid)
+    assert "young" not in quiet.summary()
+    assert young.paged == quiet.paged and young.evidence == quiet.evidence
