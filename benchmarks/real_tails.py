@@ -29,6 +29,7 @@ an upper bound on what the judge sees on the sets where that happens.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -98,7 +99,10 @@ def chances(values: list[float], policy: fd.Policy = fd.DEFAULT_POLICY) -> np.nd
         return np.zeros((3, 0))
     histories = [tuple((v - centre) / noise for v in window)
                  for _, window, centre, noise in judged]
-    shares = fd.far_shares_of(histories, policy)
+    # each row is one window of the same line, not one line of a run: a young window
+    # would borrow the far rate of this line's later windows (``young_nights``), which
+    # a night's judge cannot know; read as a full history each
+    shares = fd.far_shares_of(histories, dataclasses.replace(policy, young_nights=0))
     signed = np.array([(value - centre) / noise for value, _, centre, noise in judged])
     far = np.abs(signed)
     return np.vstack([2 * fd.t_chance(far, policy),

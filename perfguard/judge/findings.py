@@ -100,9 +100,10 @@ class Policy:
     #: (the sixth real set).
     own_tail: float = 0.01
     #: A history of fewer nights than this (the line rule's window: a baseline not yet
-    #: full) is young: it has seldom seen its line's and host's slow states. Its far
-    #: nights are learnt with the nights it lacks taken at the far rate of the run's
-    #: other lines (``far_shares``), and a finding judged on it says so. Measured on the
+    #: full; set it with the rules' ``window``) is young: it has seldom seen its line's
+    #: and host's slow states. Its far nights are learnt with the nights it lacks taken
+    #: at the far rate of all the run's lines (their residuals' where the night effects
+    #: read them: ``far_shares``), and a finding judged on it says so. Measured on the
     #: eight real sets, in the order recorded and in random orders: 25 of 39 false pages
     #: came on the first 15 judged nights (a history of 8-22), 3.7 % of those nights
     #: against 0.9 % of the later ones. 0: no history is young.
@@ -335,14 +336,17 @@ def history_matrix(histories: list[tuple[float, ...]]) -> np.ndarray:
     return matrix
 
 
-def far_shares(standard: np.ndarray, policy: Policy) -> np.ndarray:
+def far_shares(standard: np.ndarray, policy: Policy, lengths: np.ndarray | None = None
+               ) -> np.ndarray:
     """Each row's share of far nights (beyond ``far`` of its noise, either side) over the
     nights it has (``standard``: in its noise; NaN: not run) beyond the share the t
     gives: 0 for a row whose history is as the t says, or that has fewer than
-    ``effect_nights``. A young row (fewer than ``young_nights``) counts the nights it
-    lacks at the far rate of all rows' nights: its first weeks have seldom seen its
-    slow states, which the run's other lines have (on the real sets it took 8 false
-    pages to 5, the faults paged as before; docs/verdicts.md)."""
+    ``effect_nights``. A young row (a history of fewer than ``young_nights``: its own
+    length, ``lengths``, where the matrix leaves out nights of other rows' recent ones;
+    else the nights it has) counts the nights it lacks at the far rate of all rows'
+    nights: its first weeks have seldom seen its slow states, which the run's lines
+    together have (on the real sets it took 8 false pages to 5, the faults paged as
+    before; docs/verdicts.md)."""
     if not policy.far:
         return np.zeros(len(standard))
     expected = 2 * t_chance(policy.far, policy)
@@ -350,7 +354,7 @@ def far_shares(standard: np.ndarray, policy: Policy) -> np.ndarray:
     counts = seen.sum(axis=1)
     far = (np.abs(np.where(seen, standard, 0.0)) > policy.far).sum(axis=1)
     pooled = far.sum() / max(counts.sum(), 1)
-    lacking = np.maximum(policy.young_nights - counts, 0)
+    lacking = np.maximum(policy.young_nights - (counts if lengths is None else lengths), 0)
     share = (far + lacking * pooled) / np.maximum(counts + lacking, 1) - expected
     return np.where(counts >= policy.effect_nights, np.clip(share, 0.0, 1.0), 0.0)
 
@@ -707,7 +711,8 @@ class NightEffects:
         last = np.where(seen.any(axis=1), tonight[np.arange(len(tonight)),
                         seen.shape[1] - 1 - np.argmax(seen[:, ::-1], axis=1)], 0.0)
         levels = 1.0 + np.abs(last)
-        shares = far_shares(standard[:, self.history], self.policy)
+        lengths = np.array([len(line.moves) - line.recent for line in lines])
+        shares = far_shares(standard[:, self.history], self.policy, lengths)
         self.shares = shares
         self.residual = np.array(self._pooled_rows(standard[:, self.recent_at], levels, shares,
                                                    standard[:, self.history]))

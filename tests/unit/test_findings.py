@@ -597,6 +597,12 @@ def test_a_young_line_counts_the_nights_it_lacks_at_the_others_far_rate() -> Non
     assert full[-1] == 0.0 and shares[0] == pytest.approx(full[0], abs=0.002)
     never = dataclasses.replace(fd.DEFAULT_POLICY, young_nights=0)
     assert fd.far_shares(np.vstack([others, young]), never)[-1] == 0.0
+    # a full baseline whose matrix lacks a night (another line's recent one, as the night
+    # effects' history leaves out) is no young history: its own length says so
+    gap = np.vstack([others, rng.standard_normal((1, 30))])
+    gap[:, 5] = np.nan
+    assert fd.far_shares(gap, fd.DEFAULT_POLICY)[-1] > 0.0
+    assert fd.far_shares(gap, fd.DEFAULT_POLICY, np.full(21, 30))[-1] == 0.0
     [borrowed] = fd.pooled_zs([(20.0, 20.0)], fd.DEFAULT_POLICY, shares[-1:])
     [alone] = fd.pooled_zs([(20.0, 20.0)], fd.DEFAULT_POLICY, np.zeros(1))
     assert alone > 5.0 > borrowed
