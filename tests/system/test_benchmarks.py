@@ -202,6 +202,9 @@ SEVENTH_FAULTS = fault_rows("0% | 0% | 0% | 0%", "0% | 0% | 0% | 0%",
                            "0% | 67% | 100% | 100%")
 EIGHTH_FAULTS = fault_rows("0% | 0% | 33% | 33%", "0% | 0% | 0% | 0%",
                           "0% | 33% | 100% | 100%")
+NINTH_FAULTS = {"HCA at half bandwidth (4 trial(s))": "0% | 50% | 50% | 0%",
+                "HCA half, 2 of 3 nights (8 trial(s))": "0% | 50% | 50% | 0%",
+                "driver +0.3 µs small latency (2 trial(s))": "0% | 50% | 50% | 50%"}
 #: What every set's updates that changed nothing give (docs/verdicts.md says it once).
 NO_UPDATE_PAGES = ("9 update(s), paged on the update's night 0, within 2 nights 0, "
                    "within 3 0")
@@ -219,13 +222,17 @@ NO_UPDATE_PAGES = ("9 update(s), paged on the update's night 0, within 2 nights 
     ("real-nights-seventh", "seventh, held out", "| 60 | 50 | 27 / 23 | 1 | 7 | 14 (75) |",
      SEVENTH_FAULTS, NO_UPDATE_PAGES),
     ("real-nights-eighth", "eighth, held out", "| 60 | 50 | 29 / 21 | 1 | 15 | 18 (92) |",
-     EIGHTH_FAULTS, NO_UPDATE_PAGES)])
+     EIGHTH_FAULTS, NO_UPDATE_PAGES),
+    ("real-nights-ninth", "ninth, held out", "| 40 | 30 | 2 / 28 | 0 | 3 | 7 (18) |",
+     NINTH_FAULTS, "5 update(s), paged on the update's night 1, within 2 nights 1, "
+                   "within 3 1")])
 def test_the_recorded_nights_replay_as_docs_verdicts_says(layout, data: str, site: str,
                                                            summary: str,
                                                            faults: dict[str, str],
                                                            update_pages: str) -> None:
     """docs/verdicts.md's command for the quiet host's nights, the spaced ones, those held
-    out from the far nights, from the updates rule and from the shoulders (two), each run
+    out from the far nights, from the updates rule, from the shoulders (two) and from a
+    young history's borrowing, each run
     whole: its table rows (nights, judged, quiet, false pages, test-failed, disturbed),
     the faults' rows and the updates that changed nothing are what the replay prints, so
     the page's figures stay true of the code."""
