@@ -155,6 +155,11 @@ class Evidence:
     #: are read with them.
     far: float = 0.0
 
+    @property
+    def history_nights(self) -> int:
+        """The history nights it was judged against (its baseline's; 0: none said)."""
+        return len(self.moves) - self.recent if self.moves else 0
+
 
 @dataclass
 class Finding:
@@ -198,8 +203,7 @@ class Finding:
     @property
     def history_nights(self) -> int:
         """The most history nights any of its lines was judged against (0: none said)."""
-        return max((len(line.moves) - line.recent for line in self.lines if line.moves),
-                   default=0)
+        return max((line.history_nights for line in self.lines), default=0)
 
     def members(self) -> list[list[str]]:
         """Each of its lines as an acknowledgement may name it: its name, nodes, devices."""
@@ -711,7 +715,7 @@ class NightEffects:
         last = np.where(seen.any(axis=1), tonight[np.arange(len(tonight)),
                         seen.shape[1] - 1 - np.argmax(seen[:, ::-1], axis=1)], 0.0)
         levels = 1.0 + np.abs(last)
-        lengths = np.array([len(line.moves) - line.recent for line in lines])
+        lengths = np.array([line.history_nights for line in lines])
         shares = far_shares(standard[:, self.history], self.policy, lengths)
         self.shares = shares
         self.residual = np.array(self._pooled_rows(standard[:, self.recent_at], levels, shares,

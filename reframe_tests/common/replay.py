@@ -145,14 +145,15 @@ def main(argv: list[str]) -> int:
                                      if not line.startswith("cpu-bind=")))
             sys.stderr.flush()
         PRINTED.touch()
+    rank = os.environ.get("SLURM_PROCID", "0")
     crash = entry.get("crash")
-    if crash and os.environ.get("SLURM_PROCID", "0") == str(crash["rank"]):
+    crashes = bool(crash) and rank == str(crash["rank"])
+    if crashes or entry.get("exit", 0):
         sys.stdout.flush()
-        wait_for_rank0()
+        wait_for_rank0()  # the recorded failure came after rank 0's output
+    if crashes:
         signal.signal(getattr(signal, crash["signal"]), signal.SIG_DFL)
         os.kill(os.getpid(), getattr(signal, crash["signal"]))
-    if entry.get("exit", 0) and os.environ.get("SLURM_PROCID", "0") != "0":
-        wait_for_rank0()  # the recorded failure came after rank 0's output, as a crash does
     time.sleep(entry.get("hold_s", 0))
     if link is not None:
         duration = option(args, "-D")

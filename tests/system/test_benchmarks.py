@@ -182,12 +182,14 @@ def test_real_nights_replays_the_recorded_nights(layout) -> None:
     assert bench_databases(layout) <= before
 
 
-def fault_rows(half: str, intermittent: str, driver: str) -> dict[str, str]:
+def fault_rows(half: str, intermittent: str, driver: str, starts: int = 3
+               ) -> dict[str, str]:
     """A set's three fault rows as real_nights.py prints them (paged night 1, within 2,
-    within 3, named)."""
-    return {"HCA at half bandwidth (6 trial(s))": half,
-            "HCA half, 2 of 3 nights (12 trial(s))": intermittent,
-            "driver +0.3 µs small latency (3 trial(s))": driver}
+    within 3, named), from ``starts`` start nights on its two nodes with bandwidth lines
+    (each intermittent pattern a trial of its own)."""
+    return {f"HCA at half bandwidth ({2 * starts} trial(s))": half,
+            f"HCA half, 2 of 3 nights ({4 * starts} trial(s))": intermittent,
+            f"driver +0.3 µs small latency ({starts} trial(s))": driver}
 
 
 QUIET_FAULTS = fault_rows("0% | 83% | 100% | 83%", "0% | 42% | 67% | 67%",
@@ -202,9 +204,8 @@ SEVENTH_FAULTS = fault_rows("0% | 0% | 0% | 0%", "0% | 0% | 0% | 0%",
                            "0% | 67% | 100% | 100%")
 EIGHTH_FAULTS = fault_rows("0% | 0% | 33% | 33%", "0% | 0% | 0% | 0%",
                           "0% | 33% | 100% | 100%")
-NINTH_FAULTS = {"HCA at half bandwidth (4 trial(s))": "0% | 50% | 50% | 0%",
-                "HCA half, 2 of 3 nights (8 trial(s))": "0% | 50% | 50% | 0%",
-                "driver +0.3 µs small latency (2 trial(s))": "0% | 50% | 50% | 50%"}
+NINTH_FAULTS = fault_rows("0% | 50% | 50% | 0%", "0% | 50% | 50% | 0%",
+                         "0% | 50% | 50% | 50%", starts=2)
 #: What every set's updates that changed nothing give (docs/verdicts.md says it once).
 NO_UPDATE_PAGES = ("9 update(s), paged on the update's night 0, within 2 nights 0, "
                    "within 3 0")
