@@ -40,8 +40,10 @@ slower in Himeno; a 3x latency on a line of CV 40 %. A fault on a node hits the 
 run through it that night.
 
 Reported: false pages a month (nights with no fault that page, × 30), and per fault the
-share of trials paged within 1, 2 and 3 nights and the share whose paging finding names
-the cause. Goals (issue 49), at 300 and 4,000 lines: at most 1 false page a month; every
+share of trials paged within 1, 2 and 3 nights, the share whose paging finding names
+the cause, and the share in which a line the fault moved ran on its first two nights
+(2 % of line-nights are missing: a one-line fault cannot be a level within 2 nights
+without both). Goals (issue 49), at 300 and 4,000 lines: at most 1 false page a month; every
 fault paged within 2 nights in >= 95 % of trials, its cause named; the intermittent one
 within 3 nights in >= 90 %, the noisy line's 3x within 3 in >= 80 %.
 """
@@ -450,20 +452,26 @@ def false_pages(site: Site, values: np.ndarray, nights: range
 
 
 def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
-                 rng: random.Random) -> tuple[float, float, float, float]:
-    """Shares of trials paged within 1, 2 and 3 nights, and with the cause named. The
-    fault is paged on the first night a paging finding names its cause or holds a line it
-    moved since its first night; named, when that night's pages name the cause. A page of
-    other lines that night (the site's own false pages, ~2 % of nights at 4,000 lines) is
-    neither: counted as the fault's page it made 3 of 30 GDR-off trials "not named" at
-    4,000 lines, and could as well have counted a fault as paged that was not."""
+                 rng: random.Random) -> tuple[float, float, float, float, float]:
+    """Shares of trials paged within 1, 2 and 3 nights, with the cause named, and in which
+    a line the fault moved ran on both its first two nights. The fault is paged on the
+    first night a paging finding names its cause or holds a line it moved since its
+    first night; named, when that night's pages name the cause. A page of other lines
+    that night (the site's own false pages, ~2 % of nights at 4,000 lines) is neither:
+    counted as the fault's page it made 3 of 30 GDR-off trials "not named" at 4,000
+    lines, and could as well have counted a fault as paged that was not. The last share
+    is the most a rule that confirms a level on two nights can page within 2: a fault of
+    one line (the slow Himeno node) is missed in every trial where that line's test case
+    did not run on night 1 or 2 (``Noise.missing``)."""
     first = [0, 0, 0]
-    named = 0
+    named = ran = 0
     for _ in range(trials):
         start = rng.randrange(WARMUP + 20, noise.shape[1] - 3)
         multiplier, names_cause, environment = fault(site, rng, start)
         faulted = noise.copy()
         faulted[:, start:] *= multiplier[:, start:]
+        hit = (multiplier[:, start] != 1.0) & ~np.isnan(faulted[:, start:start + 2]).any(axis=1)
+        ran += bool(hit.any())
         for offset in range(3):
             env = environment if offset == 0 else {}
             found = night_findings(site, faulted * site.base[:, None], start + offset, env)
@@ -476,7 +484,7 @@ def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
                     first[k] += 1
                 named += any(names_cause(f) for f in ours)
                 break
-    return (*(x / trials for x in first), named / trials)
+    return (*(x / trials for x in first), named / trials, ran / trials)
 
 
 SITES = {"300": ("300 lines", 23, 2, 2, 8), "4000": ("4,000 lines", 160, 4, 4, 16)}
@@ -510,13 +518,16 @@ def task(site_name: str, what: str, trials: int, nights: int, seed: int,
         return (f"| {label} | {site.lines} | {judged} | {month:.2f} | {shown:.1f} | "
                 f"{update_pages} of {updates} | {time.monotonic() - started:.0f} s |")
     fault, within = FAULTS[what]
-    one, two, three, named = fault_trials(site, noise, fault, trials,
-                                          random.Random(f"{seed} {what}"))
-    return fault_row(label, what, (one, two, three), named, within)
+    one, two, three, named, ran = fault_trials(site, noise, fault, trials,
+                                               random.Random(f"{seed} {what}"))
+    return fault_row(label, what, (one, two, three), named, within) + f" {ran:.0%} |"
 
 
 FAULT_HEADER = ("| site | fault | paged night 1 | within 2 | within 3 | cause named | goal |\n"
                 "|---|---|---|---|---|---|---|")
+#: run_quality's fault table: FAULT_HEADER and how often a faulty line ran nights 1-2.
+SITE_FAULT_HEADER = ("| site | fault | paged night 1 | within 2 | within 3 | cause named | goal "
+                     "| a faulty line ran nights 1-2 |\n|---|---|---|---|---|---|---|---|")
 
 
 def fault_row(label: str, what: str, paged: tuple[float, float, float], named: float,
@@ -586,7 +597,7 @@ def main() -> int:
     print("| site | lines | nights judged | false pages / month | findings / night | "
           "updates that changed nothing: paged | time |\n|---|---|---|---|---|---|---|")
     print("\n".join(site_rows))
-    print("\n" + FAULT_HEADER)
+    print("\n" + SITE_FAULT_HEADER)
     print("\n".join(fault_rows))
     print(f"\ntotal {time.monotonic() - started:.0f} s")
     return 0
