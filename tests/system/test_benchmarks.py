@@ -75,6 +75,30 @@ def test_run_quality_runs() -> None:
     assert "| 300 lines | driver +0.3 µs small latency |" in out and "| cause named |" in out
 
 
+def test_the_docs_synthetic_site_table_is_what_run_quality_prints() -> None:
+    """docs/verdicts.md's headline table at 300 lines is the command's output at seed 1:
+    its false pages and findings a night, and each fault's night 1 / within 2 / within 3 /
+    named and whether a faulty line ran (the table once showed figures from before a rule
+    change for several commits; nothing failed)."""
+    command = "benchmarks/run_quality.py --sites 300 --trials 20"
+    result = subprocess.run([sys.executable, *command.split(), "--seed", "1", "--jobs", "2"],
+                            cwd=BENCHMARKS.parent, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    docs = (BENCHMARKS.parent / "docs" / "verdicts.md").read_text()
+    assert f"`.venv/bin/python {command}` (seeds 1–3)" in docs
+    [site] = re.findall(r"^\| 300 lines \| 299 \| \d+ \| ([\d.]+) \| ([\d.]+) \|", out, re.M)
+    assert f"| 1 | {site[0]} | {site[1]} |" in docs, site
+    rows = re.findall(r"^\| ([^|]+) \| (\d+) / (\d+) / (\d+) / (\d+) % \|.*\| (\d+) / \d+ / \d+ % \|$",
+                      docs, re.M)
+    assert len(rows) == 8, rows
+    for fault, one, two, three, named, ran in rows:
+        printed = f"| 300 lines | {fault} | {one}% | {two}% | {three}% | {named}% |"
+        assert printed in out and out.split(printed)[1].split("\n")[0].endswith(
+            f"| {ran}% |"), (fault, out)
+
+
 def test_noisy_line_bound_runs() -> None:
     """The bound on the noisy line's goal: its density is run_quality's draws' (within the
     1 % critical distance of 2,000 draws), and more nights page more, a larger site less."""
