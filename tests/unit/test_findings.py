@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -350,31 +354,29 @@ def test_an_hca_that_moved_one_measurement_is_judged_on_that_measurement() -> No
         [(f.subject, f.evidence) for f in fd.findings(lines)]
 
 
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def run_in_benchmarks(script: str, env: dict[str, str] | None = None) -> str:
+    """What ``script`` prints, run by this Python in benchmarks/ (where run_quality.py
+    imports as a module), with ``env`` added to the environment."""
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=BENCHMARKS, check=True, env={**os.environ, **(env or {})}
+                          ).stdout
+
+
 def test_run_quality_measures_the_sites_findings_policy(tmp_path) -> None:
     """benchmarks/run_quality.py judges with the rules file's ``findings:`` as the verdict
     does (it used the defaults whatever the file said: a site's tail_df went unmeasured)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     (tmp_path / "verdict_rules.yaml").write_text("findings:\n  alpha: 0.01\n  tail_df: 5\n")
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, "-c",
-         "import run_quality as rq; print(rq.POLICY.alpha, rq.POLICY.tail_df)"],
-        capture_output=True, text=True, cwd=root / "benchmarks", check=True,
-        env={**os.environ, "PERFGUARD_SITE": str(tmp_path)}).stdout
+    out = run_in_benchmarks("import run_quality as rq; print(rq.POLICY.alpha, rq.POLICY.tail_df)",
+                            {"PERFGUARD_SITE": str(tmp_path)})
     assert out.split() == ["0.01", "5"]
 
 
 def test_run_quality_counts_only_a_faults_own_page() -> None:
     """A fault that moves nothing, from a night the site pages for its own noise: not
     paged, not named (its trials counted that night's false page as the fault's page)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     script = """
 import random
 import numpy as np
@@ -390,9 +392,7 @@ def nothing(site, rng, start):
     return np.ones(site.partners.shape), lambda finding: False, {}
 print(*rq.fault_trials(site, noise, nothing, 1, At()))
 """
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         cwd=root / "benchmarks", check=True).stdout
+    out = run_in_benchmarks(script)
     assert [float(x) for x in out.split()] == [0.0, 0.0, 0.0, 0.0, 0.0]
 
 
@@ -401,10 +401,6 @@ def test_run_quality_says_when_a_faulty_line_did_not_run_on_its_first_two_nights
     second night cannot be a level within 2 nights: the trial counts as one whose faulty
     line did not run (seed 1, 100 trials: 4 of its 10 misses within 2 nights were such
     trials); a night missed after those two does not count."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     script = """
 import random
 import numpy as np
@@ -423,10 +419,7 @@ for missing in ((), (202,), (200,), (201,)):
     noisy[line, list(missing)] = np.nan
     print(*rq.fault_trials(site, noisy, slow, 1, At()))
 """
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         cwd=root / "benchmarks", check=True).stdout.splitlines()
-    shares = [[float(x) for x in row.split()] for row in out]
+    shares = [[float(x) for x in row.split()] for row in run_in_benchmarks(script).splitlines()]
     assert [row[-1] for row in shares] == [1.0, 1.0, 0.0, 0.0]  # ran on nights 1-2
     # not paged within 2 nights without its second night, paged on the third (named:
     # no finding names ``slow``)
