@@ -102,11 +102,36 @@ def _is_zombie(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def read_pid(pid_file: Path) -> int | None:
+def start_ticks(pid: int) -> str | None:
+    """When the process started (clock ticks after boot, field 22 of /proc/PID/stat): with
+    its pid, who it is. A pid alone names whoever the kernel gave that number last; pids
+    wrap (pid_max 32768) many times in one test suite."""
     try:
-        return int(pid_file.read_text().strip())
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def record_pid(pid_file: Path, pid: int) -> None:
+    """The pid file of a daemon we started: its pid and its start time."""
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    pid_file.write_text(f"{pid} {start_ticks(pid) or '-'}\n")
+
+
+def read_pid(pid_file: Path) -> int | None:
+    """The recorded daemon's pid while that daemon runs; None once it ended, even when the
+    kernel has given its number to another process since (stopping that one would kill
+    another cluster's node). A pid file without a start time (written before perfguard
+    recorded one) is taken at its word."""
+    try:
+        pid, *started = pid_file.read_text().split()
+        pid = int(pid)
     except (OSError, ValueError):
         return None
+    if started and start_ticks(pid) != started[0]:
+        return None
+    return pid
 
 
 def spawn(argv: Sequence[str], log_file: Path, pid_file: Path,
@@ -118,8 +143,7 @@ def spawn(argv: Sequence[str], log_file: Path, pid_file: Path,
             list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, env=env,
         )
-    pid_file.parent.mkdir(parents=True, exist_ok=True)
-    pid_file.write_text(f"{proc.pid}\n")
+    record_pid(pid_file, proc.pid)
     return proc.pid
 
 

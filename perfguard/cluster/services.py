@@ -37,6 +37,7 @@ from perfguard.cluster.procs import (
     pid_alive,
     pids_in_namespace,
     read_pid,
+    record_pid,
     run,
     spawn,
     terminate,
@@ -367,7 +368,7 @@ def start_postgres(layout: ClusterLayout) -> None:
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, user=user.pw_uid, group=user.pw_gid,
         )
-    layout.pid_file("postgresql").write_text(f"{proc.pid}\n")
+    record_pid(layout.pid_file("postgresql"), proc.pid)
     wait_until(lambda: _psql(layout, "SELECT 1", check=False).returncode == 0, 60,
                "PostgreSQL to accept connections", log)
     _ensure_database(layout)
