@@ -94,23 +94,27 @@ def pid_alive(pid: int | None) -> bool:
     return not _is_zombie(pid)
 
 
-def _is_zombie(pid: int) -> bool:
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (which may hold spaces and
+    parentheses): the state first, field 3; None once the process is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
+def _is_zombie(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] == "Z"
 
 
 def start_ticks(pid: int) -> str | None:
     """When the process started (clock ticks after boot, field 22 of /proc/PID/stat): with
     its pid, who it is. A pid alone names whoever the kernel gave that number last; pids
     wrap (pid_max 32768) many times in one test suite."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = _stat_fields(pid)
+    return fields[19] if fields is not None else None
 
 
 def record_pid(pid_file: Path, pid: int) -> None:
