@@ -13,6 +13,13 @@ devices the IB plugin uses (``src/transport/net_ib.cc``): ``NET/IB : Using [0]ml
 [1]mlx5_1:1/IB ; OOB ib0:…``. A run over ``NET/Socket`` crossed the fabric by TCP.
 With ``NCCL_COLLNET_ENABLE=1`` each rank that set up the collective network (SHARP)
 says ``rank 3 Connected CollNet``.
+
+NVIDIA's RDMA/SHARP net plugin (nccl-rdma-sharp-plugins, shipped in HPC-X and the DGX
+images) names its IB transport ``IBext`` and, from its v7 API on, ``IBext_v7``,
+``IBext_v8`` …: ``via NET/IBext_v8/7/GDRDMA`` is NET over IB as ``NET/IB/7/GDRDMA`` is
+(``5(2)``: PXN, device 5 through rank 2's proxy). Its device list (``src/ib_plugin.c``)
+marks a SHARP-capable port ``[0]mlx5_1:1/IB/SHARP``; RoCE ports end ``/RoCE``, relaxed
+ordering adds `` [RO]`` after the list.
 """
 
 from __future__ import annotations
@@ -31,6 +38,11 @@ AVERAGE = re.compile(r"^# Avg bus bandwidth\s*: ([\d.]+)", re.M)
 VIA = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\] \[(?:send|receive)\]"
                  r" via (?P<transport>NET/(?P<net>\w+)/\S+|\S+)")
 IB_DEVICES = re.compile(r"NCCL INFO NET/IB : Using((?: \[\d+\]\S+)+)")
+#: One device of that list: ``[0]mlx5_1:1/IB/SHARP`` → ``mlx5_1:1`` (link layer and the
+#: plugin's SHARP mark after the first ``/``).
+IB_DEVICE = re.compile(r"\[\d+\]([^/\s]+)")
+#: NCCL's own IB transport and the RDMA/SHARP plugin's: ``IB``, ``IBext``, ``IBext_v8``.
+IB_NETS = re.compile(r"IB(?:ext(?:_v\d+)?)?")
 #: NCCL ``src/init.cc``: each rank whose communicator set CollNet (SHARP through the
 #: collective network plugin) up; on failure NCCL drops CollNet and says nothing more.
 COLLNET = re.compile(r"NCCL INFO rank (\d+) Connected CollNet")
@@ -38,7 +50,12 @@ COLLNET = re.compile(r"NCCL INFO rank (\d+) Connected CollNet")
 #: as recorded on an H200 with ``NCCL_NET=IB`` and no HCA: ``[…] vm:1020:1020 [0]
 #: plugin/net.cc:379 NCCL WARN Failed to initialize any NET plugin`` and ``vm: Test NCCL
 #: failure common.cu:222 'invalid usage (run with NCCL_DEBUG=WARN for details) / '``.
+#: nccl-tests' CUDACHECK prints ``host: Test CUDA failure common.cu:1304 '<cudaGetErrorString>'``
+#: and TESTCHECK each caller up the stack: `` .. host pid 42: Test failure common.cu:1189``
+#: (``src/common.h``); the innermost caller is the one named.
 FAILURE = re.compile(r"NCCL WARN (?P<warn>.+)$|Test NCCL failure \S+ '(?P<test>[^'(]+)"
+                     r"|(?P<cuda>Test CUDA failure \S+ '[^']*')"
+                     r"|(?P<caller>Test failure \S+)$"
                      r"|^(?P<gpus>Invalid number of GPUs: .+)$", re.M)
 #: NCCL ``src/init.cc``, each rank as its communicator starts and completes:
 #: ``vm:1383:1383 [0] NCCL INFO ncclCommInitRankConfig comm 0x55ae… rank 0 nranks 2 cudaDev 0
@@ -46,7 +63,7 @@ FAILURE = re.compile(r"NCCL WARN (?P<warn>.+)$|Test NCCL failure \S+ '(?P<test>[
 #: ``ncclCommInitRank`` and no ``nvmlDev``). ``busId`` is the PCI address as a hex number
 #: (``0000:00:06.0`` → ``60``), the one name of a GPU that no renumbering changes.
 RANK_INIT = re.compile(r"(?P<host>[^\s:]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO ncclCommInitRank\w* "
-                       r"comm \S+ rank (?P<rank>\d+) nranks \d+ cudaDev (?P<cuda>\d+)"
+                       r"comm \S+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cuda>\d+)"
                        r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-fA-F]+)")
 
 
@@ -82,7 +99,8 @@ def parse(text: str, max_size: int | None = None) -> NcclResult:
                          + "".join(f"; {cause}" for cause in failure_causes(text)))
     rows = [m for m in ROW.finditer(text[HEADER.search(text).end():])]
     if not rows:
-        raise ParseError("nccl-tests printed its header but no result rows")
+        raise ParseError("nccl-tests printed its header but no result rows"
+                         + "".join(f"; {cause}" for cause in failure_causes(text)))
     wrong = [m["size"] for m in rows
              if m["wrong"] not in ("0", "N/A") or (m["wrong_ip"] or "0") not in ("0", "N/A")]
     if wrong:
@@ -101,11 +119,15 @@ def parse(text: str, max_size: int | None = None) -> NcclResult:
 
 
 def failure_causes(text: str) -> list[str]:
-    """NCCL's warnings and nccl-tests' failed call, each once, in the order printed."""
+    """NCCL's warnings and nccl-tests' failed call, each once, in the order printed; the
+    innermost ``Test failure`` caller only where nothing else was said (a failed data check,
+    ``# Out of bounds values : 4 FAILED``, prints nothing more)."""
     causes = [f"NCCL WARN {m['warn'].strip()}" if m["warn"]
               else f"NCCL call failed: {m['test'].strip()}" if m["test"]
-              else f"nccl-tests: {m['gpus'].strip()}" for m in FAILURE.finditer(text)]
-    return list(dict.fromkeys(causes))
+              else f"nccl-tests: {(m['cuda'] or m['caller'] or m['gpus']).strip()}"
+              for m in FAILURE.finditer(text)]
+    named = [c for c in causes if not c.startswith("nccl-tests: Test failure ")]
+    return list(dict.fromkeys(named or causes[:1]))
 
 
 def network_inside_a_node(text: str) -> list[str]:
@@ -120,17 +142,17 @@ def transport_problems(text: str, hcas: list[str], gdr: bool) -> list[str]:
     """What NCCL's INFO lines say against the request: every peer over IB (not sockets),
     only through ``hcas`` (``mlx5_0:1``), with GPUDirect RDMA where ``gdr``."""
     vias = [m for m in VIA.finditer(text) if m["transport"].startswith("NET/")]
-    if not vias:
-        return ["no 'NCCL INFO Channel … via NET/…' line: NCCL_DEBUG=INFO did not reach the "
-                "ranks, or no peer was across the network"]
-    problems = sorted({f"a channel went via {m['transport']}, not NET/IB"
-                       for m in vias if m["net"] != "IB"})
+    problems = [] if vias else [
+        "no 'NCCL INFO Channel … via NET/…' line: NCCL_DEBUG=INFO did not reach the ranks, "
+        "or no peer was across the network"]
+    over_ib = [m for m in vias if IB_NETS.fullmatch(m["net"])]
+    problems += sorted({f"a channel went via {m['transport']}, not NET/IB"
+                        for m in vias if not IB_NETS.fullmatch(m["net"])})
     if gdr:
         problems += sorted({f"a channel went via {m['transport']} without GPUDirect RDMA "
                             f"(/GDRDMA), which the topology's GPU–HCA affinity allows"
-                            for m in vias if m["net"] == "IB" and "/GDRDMA" not in m["transport"]})
-    used = {device.split("]", 1)[1].rsplit("/", 1)[0]
-            for m in IB_DEVICES.finditer(text) for device in m.group(1).split()}
+                            for m in over_ib if "/GDRDMA" not in m["transport"]})
+    used = {device for m in IB_DEVICES.finditer(text) for device in IB_DEVICE.findall(m[1])}
     strays = sorted(used - set(hcas))
     if strays:
         problems.append(f"NCCL used {', '.join(strays)}, outside NCCL_IB_HCA {','.join(hcas)}")
@@ -184,6 +206,11 @@ def rank_gpu_problems(text: str, expected: list[list], ranks_per_node: int) -> l
                 "used is unproven (NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=INIT did not reach "
                 "the ranks)"]
     problems = []
+    nranks = max(int(m["nranks"]) for m in RANK_INIT.finditer(text))
+    silent = sorted(set(range(nranks)) - set(found))
+    if silent:
+        problems.append(f"ranks {', '.join(map(str, silent))} of {nranks} printed no 'NCCL INFO "
+                        f"ncclCommInitRank… cudaDev …' line: which GPU they used is unproven")
     seen: dict[tuple[str, int], int] = {}
     for rank, gpu in sorted(found.items()):
         other = seen.setdefault((gpu.host, gpu.bus_id), rank)

@@ -1,0 +1,116 @@
+"""The parsers and proofs on what real stacks printed, as people posted it publicly.
+
+Every fixture is a verbatim excerpt of a GitHub issue or a repository file, listed with
+its source in tests/data/public/SOURCES.md. Each test compares parsed figures with the
+literal text of a few rows, and each failure with the tool's own words."""
+
+from __future__ import annotations
+
+import pytest
+
+from reframe_tests.nccl import parser as nccl
+from tests.facts import DATA
+
+PUBLIC = DATA / "public"
+
+
+def public(tool: str, name: str) -> str:
+    return (PUBLIC / tool / f"{name}.txt").read_text()
+
+
+# --- nccl-tests with NVIDIA's RDMA/SHARP net plugin -----------------------------------
+
+#: nccl-tests issue 311: 4 nodes x 2 A100, nccl-rdma-sharp-plugins (IBext_v8), NCCL 2.23.4.
+COLLNET_FALLBACK = "nccl-tests-311-collnet-fallback-ibext-v8"
+#: The six HCAs NCCL_IB_HCA would name on those nodes (the plugin's "Using" line).
+HCAS_311 = ["mlx5_2:1", "mlx5_0:1", "mlx5_6:1", "mlx5_8:1", "mlx5_9:1", "mlx5_4:1"]
+
+
+def test_the_sharp_plugins_ibext_v8_channels_are_net_over_ib_with_gdr() -> None:
+    """``via NET/IBext_v8/1/GDRDMA`` (and PXN's ``NET/IBext_v8/5(2)/GDRDMA``) is the
+    plugin's IB transport: no problem where IB with GPUDirect RDMA was asked."""
+    text = public("nccl", COLLNET_FALLBACK)
+    assert nccl.transport_problems(text, HCAS_311, gdr=True) == []
+
+
+@pytest.mark.parametrize("name", ["nccl-1453-ibext-v8-tagged-output", "nccl-1357-ibext-h100-pxn"])
+def test_ibext_channels_of_other_public_runs_are_net_over_ib(name: str) -> None:
+    text = public("nccl", name)
+    problems = nccl.transport_problems(text, [], gdr=True)
+    assert not [p for p in problems if "not NET/IB" in p or "GPUDirect" in p], problems
+
+
+def test_a_sharp_marked_hca_is_the_hca_itself() -> None:
+    """``[0]mlx5_2:1/IB/SHARP``: the plugin marks a SHARP-capable port; the HCA is
+    mlx5_2:1, inside NCCL_IB_HCA."""
+    text = public("nccl", "nccl-tests-311-collnet-hang-ib-sharp")
+    assert not [p for p in nccl.transport_problems(text, HCAS_311, gdr=True)
+                if "outside NCCL_IB_HCA" in p]
+    strays = [p for p in nccl.transport_problems(text, HCAS_311[:2], gdr=True)
+              if "outside NCCL_IB_HCA" in p]
+    assert strays == ["NCCL used mlx5_4:1, mlx5_6:1, mlx5_8:1, mlx5_9:1, outside NCCL_IB_HCA "
+                      "mlx5_2:1,mlx5_0:1"]
+
+
+def test_the_collnet_fallback_run_reads_as_its_table_and_is_named() -> None:
+    text = public("nccl", COLLNET_FALLBACK)
+    result = nccl.parse(text, 4294967296)
+    # "      262144         65536     float     sum      -1    167.6    1.56    2.74      0"
+    assert (result.at("time", 262144), result.at("algbw", 262144),
+            result.at("busbw", 262144)) == (167.6, 1.56, 2.74)
+    # "  4294967296    1073741824     float     sum      -1   346304   12.40   21.70      0"
+    assert result.at("time", 4294967296) == 346304 and result.at("busbw", 4294967296) == 21.70
+    assert result.average_busbw == 8.69534 and len(result.sizes) == 15
+    problem = nccl.collnet_problem(text, 8, requested=True)
+    assert problem is not None and "8 of 8 ranks" in problem
+    assert "NCCL WARN Cannot initialize CollNet, using point-to-point network instead" in \
+        nccl.failure_causes(text)
+
+
+def test_each_of_eight_ranks_is_on_its_own_gpu_from_the_public_init_lines() -> None:
+    text = public("nccl", COLLNET_FALLBACK)
+    gpus = nccl.rank_gpus(text)
+    assert sorted(gpus) == list(range(8))
+    assert (gpus[4].host, gpus[4].cuda_device, gpus[4].bus_id) == ("gpu40", 0, 0x4c000)
+    assert nccl.rank_gpu_problems(text, [], 2) == []
+
+
+def test_ranks_that_printed_no_init_line_are_named() -> None:
+    """The same 8-rank run cut short after six ranks said ``Init COMPLETE`` (a killed job
+    leaves a prefix of its output): ranks 4 and 5 are unproven, named."""
+    text = public("nccl", COLLNET_FALLBACK)
+    cut = text[:text.index("gpu40:9455:9487 [0] NCCL INFO ncclCommInitRank")]
+    assert sorted(nccl.rank_gpus(cut)) == [0, 1, 2, 3, 6, 7]
+    problems = nccl.rank_gpu_problems(cut, [], 2)
+    assert problems == ["ranks 4, 5 of 8 printed no 'NCCL INFO ncclCommInitRank… cudaDev …' "
+                        "line: which GPU they used is unproven"]
+
+
+def test_nccl_tests_cuda_failure_is_named_in_its_own_words() -> None:
+    text = public("nccl", "nccl-tests-369-busy-exclusive-process")
+    assert nccl.failure_causes(text) == [
+        "nccl-tests: Test CUDA failure common.cu:1304 'CUDA-capable device(s) is/are busy "
+        "or unavailable'"]
+    with pytest.raises(nccl.ParseError, match="is/are busy or unavailable"):
+        nccl.parse(text)
+
+
+@pytest.mark.parametrize(("name", "cause"), [
+    ("nccl-tests-338-system-not-initialized",
+     "nccl-tests: Test CUDA failure common.cu:1030 'system not yet initialized'"),
+    ("nccl-tests-355-illegal-memory-access",
+     "nccl-tests: Test CUDA failure common.cu:389 'an illegal memory access was encountered'"),
+])
+def test_a_cuda_failure_before_or_inside_the_table_is_the_cause(name: str, cause: str) -> None:
+    text = public("nccl", name)
+    assert nccl.failure_causes(text)[0] == cause
+    with pytest.raises(nccl.ParseError, match=cause.split(": ", 1)[1].replace("(", r"\(")
+                       .replace(")", r"\)")):
+        nccl.parse(text)
+
+
+def test_wrong_results_at_one_size_are_named_and_the_figures_still_read() -> None:
+    text = public("nccl", "nccl-tests-369-wrong-results-libfabric")
+    with pytest.raises(nccl.ParseError, match="wrong results at 1048576 B"):
+        nccl.parse(text)
+    assert nccl.failure_causes(text) == ["nccl-tests: Test failure common.cu:1189"]
