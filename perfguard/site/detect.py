@@ -120,18 +120,43 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 TOPO_SOURCE = "nvidia-smi topo -m"
 
 
-def _cells(line: str) -> list[str]:
-    """A row's cells: tab-separated (drivers 5xx) or separated by runs of spaces (older
-    drivers); the empty cells of the driver's doubled tabs dropped."""
-    parts = line.split("\t") if "\t" in line else re.split(r"\s{2,}", line)
-    return [part.strip() for part in parts if part.strip()]
+#: The header's columns: devices (``GPU0``, ``NIC3``, ``mlx5_0`` in older drivers) and the
+#: affinity columns, found in the line rather than split from it: drivers 550 print a
+#: 10-NIC header as ``NIC7NIC8`` (no separator), and a paste turns tabs into spaces.
+TOPO_COLUMN = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID"
+                         r"|[A-Za-z][\w-]*?\d+(?=\s|$|NIC|GPU)")
+#: A matrix cell: one of the legend's levels; ``SYSSYS`` is two cells run together.
+TOPO_LEVEL = re.compile(r"X|SYS|NODE|PHB|PXB|PIX|NV\d+")
+TOPO_LEVELS = re.compile(f"(?:{TOPO_LEVEL.pattern})+")
+
+
+def _row(line: str, devices: int, trailing: list[str]) -> tuple[str, list[str], dict[str, str]]:
+    """A row's name, its ``devices`` matrix cells and its affinity columns by header name.
+
+    The matrix cells come first, each a level of the legend (cells run together split
+    apart); the affinity columns are read from the right: ``GPU NUMA ID`` and ``NUMA
+    Affinity`` are one word each (a number or N/A), and the CPU Affinity is what is left:
+    ``112-127,240-255 7`` with one space, or nothing where nvidia-smi left it empty (GPUs
+    outside a Slurm job's CPUs)."""
+    name, *words = line.split()
+    cells: list[str] = []
+    while words and len(cells) < devices and TOPO_LEVELS.fullmatch(words[0]):
+        cells += TOPO_LEVEL.findall(words.pop(0))
+    affinity = {}
+    for column in reversed(trailing):
+        if column == "CPU Affinity":
+            affinity[column] = ",".join(words) or "N/A"
+            break
+        affinity[column] = words.pop() if words else "N/A"
+    return name, cells, affinity
 
 
 def parse_nvidia_topo(text: str, source: str = TOPO_SOURCE) -> list[dict[str, Any]]:
     """GPUs with NUMA and CPU affinity and PCIe affinity to each NIC (named by the NIC
     legend), from the matrix as the driver prints it (escape sequences, tabs, the
-    ``GPU NUMA ID`` column of driver 580). The header is the row that names
-    ``CPU Affinity``; where GPU rows come without one, that is an error naming
+    ``GPU NUMA ID`` column of driver 580) and as people paste it (tabs turned to spaces,
+    so a full CPU list and its NUMA node are one space apart). The header is the row that
+    names ``CPU Affinity``; where GPU rows come without one, that is an error naming
     ``source``, never a data row taken for a header."""
     lines = [line for line in ANSI_ESCAPE.sub("", text).splitlines() if line.strip()]
     header = next((i for i, line in enumerate(lines) if "CPU Affinity" in line), None)
@@ -141,20 +166,21 @@ def parse_nvidia_topo(text: str, source: str = TOPO_SOURCE) -> list[dict[str, An
             raise PerfguardError(f"{source}: GPU rows but no header row naming 'CPU "
                                  f"Affinity': the columns cannot be told apart")
         return []
-    columns = _cells(lines[header])
+    columns = TOPO_COLUMN.findall(lines[header])
+    devices = [c for c in columns if " " not in c]
+    trailing = columns[len(devices):]
     legend = dict(re.findall(r"^\s*(NIC\d+):\s*(\S+)", "\n".join(lines), re.M))
     gpus = []
     for line in lines[header + 1:]:
-        cells = _cells(line)
-        if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
+        if not re.match(r"\s*GPU\d+\s", line):
             continue  # NIC rows, legends, MIG device lines
-        row = dict(zip(columns, cells[1:]))
-        where = f"{source}: row {cells[0]}"
-        affinity = {legend.get(col, col): level for col, level in row.items()
-                    if col.startswith("NIC") and level in AFFINITY_ORDER}
+        name, cells, row = _row(line, len(devices), trailing)
+        where = f"{source}: row {name}"
+        affinity = {legend.get(col, col): level for col, level in zip(devices, cells)
+                    if not col.startswith("GPU") and level in AFFINITY_ORDER}
         cpus = row.get("CPU Affinity", "N/A")
         numa = row.get("NUMA Affinity", "N/A")
-        gpus.append({"index": int(cells[0][3:]), "affinity": affinity,
+        gpus.append({"index": int(name[3:]), "affinity": affinity,
                      "numa": int(numa) if numa.isdigit() else 0,
                      "cpus": [] if cpus == "N/A" else list(parse_cpu_list(cpus, where))})
     return gpus

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from perfguard.contract.topology import parse_cpu_list
+from perfguard.site.detect import parse_nvidia_topo
 from reframe_tests.nccl import parser as nccl
 from tests.facts import DATA
 
@@ -114,3 +116,55 @@ def test_wrong_results_at_one_size_are_named_and_the_figures_still_read() -> Non
     with pytest.raises(nccl.ParseError, match="wrong results at 1048576 B"):
         nccl.parse(text)
     assert nccl.failure_causes(text) == ["nccl-tests: Test failure common.cu:1189"]
+
+
+# --- nvidia-smi topo -m as people pasted it ----------------------------------------------
+
+def topo(name: str) -> list[dict]:
+    return parse_nvidia_topo(public("topo", name), f"topo/{name}")
+
+
+def test_a_cpu_list_that_fills_its_column_is_apart_from_the_numa_affinity() -> None:
+    """``GPU4    112-127,240-255 7``: one space between CPU and NUMA affinity where the
+    CPU list fills its column (TransformerEngine's README, ``nvidia-smi topo -mp``)."""
+    gpus = topo("transformerengine-encoder-readme-topo-mp")
+    assert [(g["index"], g["numa"]) for g in gpus] == [
+        (0, 3), (1, 3), (2, 1), (3, 1), (4, 7), (5, 7), (6, 5), (7, 5)]
+    assert gpus[4]["cpus"] == [*range(112, 128), *range(240, 256)]
+
+
+def test_columns_the_driver_printed_without_a_separator_are_apart() -> None:
+    """Drivers 550 print ``NIC7NIC8`` in the header and ``SYSSYS`` in the rows of a
+    10-NIC node (nccl-tests issue 311); each level is its own column."""
+    gpus = topo("nccl-tests-311-a100-spaces-glued-columns")
+    assert len(gpus) == 8 and gpus[0]["affinity"]["mlx5_0"] == "PXB"
+    assert gpus[6]["affinity"]["mlx5_7"] == "PXB" and gpus[6]["affinity"]["mlx5_8"] == "SYS"
+    assert (gpus[4]["numa"], gpus[4]["cpus"][:2], gpus[4]["cpus"][-1]) == (7, [56, 57], 127)
+
+
+def test_tab_separated_with_glued_columns_and_the_gpu_numa_id() -> None:
+    """vLLM issue 13855, an 8 x H100 node: tabs, ``NIC8NIC9``/``NODEPXB`` glued, the empty
+    cell before ``GPU NUMA ID``."""
+    gpus = topo("vllm-13855-h100-tabs-glued-columns")
+    assert [g["numa"] for g in gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert gpus[5]["affinity"]["NIC9"] == "PXB" and gpus[5]["affinity"]["NIC8"] == "NODE"
+    assert gpus[7]["affinity"]["NIC11"] == "PXB" and gpus[0]["affinity"]["NIC0"] == "PXB"
+    assert gpus[4]["cpus"][0] == 56 and len(gpus[4]["cpus"]) == 112
+
+
+def test_an_empty_cpu_affinity_is_no_cpus_not_the_numa_node() -> None:
+    """Under a Slurm cgroup nvidia-smi leaves the CPU Affinity of GPUs outside the job's
+    CPUs empty (dask-cuda issue 1381): NUMA 1 is the NUMA affinity, no CPU list."""
+    gpus = topo("dask-cuda-1381-a100-empty-cpu-affinity")
+    assert [(g["numa"], len(g["cpus"])) for g in gpus] == [(0, 32)] * 4 + [(1, 0)] * 4
+    assert gpus[6]["affinity"] == {"NIC0": "PHB"}
+
+
+@pytest.mark.parametrize(("name", "numas", "cpus0"), [
+    ("dask-cuda-1358-a100-2gpu-10nic", [3, 3], "48-63,176-191"),
+    ("club-3090-46-5gpu", [1, 0, 0, 0, 0], "8-15,24-31"),
+])
+def test_plain_space_separated_matrices(name: str, numas: list[int], cpus0: str) -> None:
+    gpus = topo(name)
+    assert [g["numa"] for g in gpus] == numas
+    assert gpus[0]["cpus"] == list(parse_cpu_list(cpus0, "test"))
