@@ -20,8 +20,14 @@ from dataclasses import dataclass, field
 
 TITLE = re.compile(r"^# OSU MPI(?:-(?P<device>CUDA|ROCM|OPENACC))?\s+(?P<name>.+?)\s+Test"
                    r"\s+v(?P<version>[\d.]+)", re.M)
-BUFFERS = re.compile(r"^# Send Buffer on (?P<send>\w+) \((?P<s>\w+)\) and Receive Buffer on "
-                     r"(?P<recv>\w+) \((?P<r>\w+)\)", re.M)
+#: Where the buffers were, as OMB says it: point-to-point up to 7.3 (``print_header`` in
+#: ``c/util/osu_util.c``) "# Send Buffer on DEVICE (D) and Receive Buffer on HOST (H)",
+#: one-sided (``print_header_one_sided`` in ``c/util/osu_util_mpi.c``) "# Rank 0 Memory on
+#: DEVICE (D) and Rank 1 Memory on DEVICE (D)"; managed memory is ``MANAGED (MD)``. From
+#: 7.4 ``osu_bw``/``osu_latency`` print only the title (``print_preamble``): the buffers
+#: are then the ones the command line asked for.
+BUFFERS = re.compile(r"^# (?:Send Buffer|Rank 0 Memory) on (?P<send>\w+) \((?P<s>\w+)\) and "
+                     r"(?:Receive Buffer|Rank 1 Memory) on (?P<recv>\w+) \((?P<r>\w+)\)", re.M)
 PAIRS = re.compile(r"^# \[ pairs: (?P<pairs>\d+) \]", re.M)
 COLUMN = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ]*?\([^)]*\)|Messages/s|MB/s|Iterations|Validation")
 
@@ -100,16 +106,31 @@ def _value(token: str, column: str, line_no: int) -> float | int | str:
     return int(number) if column == "Iterations" else number
 
 
-def parse(text: str, expect_max_size: int | None = None) -> OmbResult:
+def _buffers(text: str, asked: tuple[str, str] | None) -> tuple[str, str]:
+    """The buffers OMB printed, which must be the ones ``asked`` (``D D`` after ``-d cuda``);
+    where it printed none (7.4+ point-to-point, any run without ``-d``), the asked ones,
+    else host memory, OMB's default (``options.src = 'H'``)."""
+    printed = BUFFERS.search(text)
+    if printed is None:
+        return asked or ("H", "H")
+    found = (printed["s"], printed["r"])
+    if asked and tuple(b[0] for b in found) != tuple(b[0] for b in asked):
+        raise ParseError(f"asked {','.join(asked)} buffers but OMB printed {','.join(found)}: "
+                         f"{printed.group(0)[2:]}")
+    return found
+
+
+def parse(text: str, expect_max_size: int | None = None,
+          buffers: tuple[str, str] | None = None) -> OmbResult:
+    """The table; ``buffers`` are the ones the command line asked for (``("D", "D")``)."""
     title = TITLE.search(text)
     if title is None:
         raise ParseError("no '# OSU MPI … Test vX' title: not OSU Micro-Benchmarks output")
     has_size, columns = _header_columns(text)
-    buffers = BUFFERS.search(text)
     pairs = PAIRS.search(text)
     result = OmbResult(
         name=title["name"], version=title["version"], device=title["device"],
-        buffers=(buffers["s"], buffers["r"]) if buffers else ("H", "H"),
+        buffers=_buffers(text, buffers),
         pairs=int(pairs["pairs"]) if pairs else None, columns=columns,
         table={c: [] for c in columns})
     for line_no, line in enumerate(text.splitlines(), 1):

@@ -11,6 +11,7 @@ import pytest
 from perfguard.contract.topology import parse_cpu_list
 from perfguard.site.detect import parse_nvidia_topo
 from reframe_tests.nccl import parser as nccl
+from reframe_tests.omb import parser as omb
 from tests.facts import DATA
 
 PUBLIC = DATA / "public"
@@ -168,3 +169,49 @@ def test_plain_space_separated_matrices(name: str, numas: list[int], cpus0: str)
     gpus = topo(name)
     assert [g["numa"] for g in gpus] == numas
     assert gpus[0]["cpus"] == list(parse_cpu_list(cpus0, "test"))
+
+
+# --- OSU Micro-Benchmarks ---------------------------------------------------------------
+
+def test_omb_75_device_buffers_are_the_ones_asked_when_omb_prints_none() -> None:
+    """OMB 7.4+ point-to-point prints no buffer line (``osu_bw.c`` calls
+    ``print_preamble``, which prints the title only; ``print_header`` with "# Send Buffer
+    on …" is no longer called): ``-d rocm D D`` measured D,D, asked and stored."""
+    text = public("omb", "easybuild-25902-osu_bw-v7.5-rocm-DD-pair01")
+    result = omb.parse(text, 134217728, buffers=("D", "D"))
+    assert (result.version, result.device, result.buffers) == ("7.5", "ROCM", ("D", "D"))
+    # "2048                  206.46" and "134217728          139961.80"
+    assert result.at("bandwidth", 2048) == 206.46
+    assert result.at("bandwidth", 134217728) == 139961.80
+
+
+def test_omb_72_prints_its_buffers_and_they_must_be_the_asked_ones() -> None:
+    text = public("omb", "eessi-716-osu_bw-v7.2-cuda-DD")
+    result = omb.parse(text, 33554432, buffers=("D", "D"))
+    assert result.buffers == ("D", "D") and result.at("bandwidth", 16384) == 3857.74
+    with pytest.raises(omb.ParseError, match=r"asked H,H.*printed D,D"):
+        omb.parse(text, buffers=("H", "H"))
+
+
+def test_one_sided_omb_prints_its_buffers_as_rank_memory() -> None:
+    """OMB 7.4 ``print_header_one_sided`` (``c/util/osu_util_mpi.c``): "# Rank 0 Memory
+    on DEVICE (D) and Rank 1 Memory on HOST (H)"."""
+    text = ("# OSU MPI-CUDA One Sided MPI_Put Bandwidth Test v7.4\n# Window creation: "
+            "MPI_Win_allocate\n# Synchronization: MPI_Win_flush\n# Datatype: MPI_CHAR.\n"
+            "# Rank 0 Memory on DEVICE (D) and Rank 1 Memory on HOST (H)\n"
+            "# Size      Bandwidth (MB/s)\n1                       0.50\n")
+    assert omb.parse(text).buffers == ("D", "H")
+
+
+def test_omb_541_crash_after_its_header_is_no_result() -> None:
+    text = public("omb", "ompi-4899-osu_bw-v5.4.1-cuda-psm2-segfault")
+    with pytest.raises(omb.ParseError, match="no result rows"):
+        omb.parse(text, buffers=("D", "D"))
+
+
+def test_omb_73_collective_full_statistics_equal_the_text() -> None:
+    result = omb.parse(public("omb", "ompi-12318-osu_reduce-v7.3-cuda-full"))
+    # "128                    53.91             23.22            160.13        1000"
+    assert (result.at("latency", 128), result.at("latency_min", 128),
+            result.at("latency_max", 128)) == (53.91, 23.22, 160.13)
+    assert result.table["Iterations"][-1] == 1000 and result.buffers == ("H", "H")
