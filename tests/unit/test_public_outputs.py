@@ -10,8 +10,11 @@ import pytest
 
 from perfguard.contract.topology import parse_cpu_list
 from perfguard.site.detect import parse_nvidia_topo
+from reframe_tests.gpcnet import parser as gpcnet
 from reframe_tests.nccl import parser as nccl
 from reframe_tests.omb import parser as omb
+from reframe_tests.perftest import parser as perftest
+from reframe_tests.ucx import parser as ucx
 from tests.facts import DATA
 
 PUBLIC = DATA / "public"
@@ -215,3 +218,32 @@ def test_omb_73_collective_full_statistics_equal_the_text() -> None:
     assert (result.at("latency", 128), result.at("latency_min", 128),
             result.at("latency_max", 128)) == (53.91, 23.22, 160.13)
     assert result.table["Iterations"][-1] == 1000 and result.buffers == ("H", "H")
+
+
+# --- perftest, ucx_perftest, GPCNeT ------------------------------------------------------
+
+def test_perftest_gbits_row_equals_the_text() -> None:
+    result = perftest.parse(public("perftest", "perftest-273-write-bw-postlist-gbits"))
+    # " 8          224958464        0.00               0.48   \t\t   7.498617"
+    assert (result.test, result.sizes, result.units["bandwidth"]) == (
+        "RDMA_Write Post List BW Test", [8], "Gb/s")
+    assert (result.at("bandwidth"), result.at("message_rate")) == (0.48, 7.498617)
+
+
+def test_ucx_perftest_final_row_of_a_public_tag_bw_run() -> None:
+    block = public("ucx", "ucx-10649-tag_bw-bond")
+    # "Final:  1000  0.240  1675.942  1671.351  46615.58  46743.62  597  598"
+    result = ucx.parse_final(block, 0, "tag_bw")
+    assert (result.iterations, result.latency_p50_us, result.latency_us,
+            result.bandwidth_mib_s, result.message_rate) == (1000, 0.240, 1671.351,
+                                                             46743.62, 598)
+
+
+def test_gpcnet_verbose_table_of_a_1790_node_run() -> None:
+    result = gpcnet.parse(public("gpcnet", "gpcnet-8-network-test-14320-ranks"))
+    assert (result.ranks, result.nodes) == (14320, 1790)
+    table = result.table("Isolated Network Tests")
+    assert table is not None
+    assert table.rows["RR Two-sided Lat (8 B)"] == {
+        "Min": 1.2, "Max": 22.2, "Avg": 1.5, "Avg(Worst)": 4.7, "99%": 3.6, "99.9%": 5.1}
+    assert table.units["RR Two-sided Lat (8 B)"] == "usec"
