@@ -320,6 +320,9 @@ def verdict_rows(stdout: str) -> list[dict]:
         if not line.startswith("  "):
             variant, _, where = line.partition("  (")
             where, _, nodes = where.rstrip(")").partition(" on ")
+        elif line.startswith("   ") and rows:  # a long verdict goes on in its column
+            rows[-1]["verdict"] += " " + line.strip()
+            rows[-1]["cells"][-1] = rows[-1]["verdict"]
         elif variant is not None:
             cells = re.split(r"\s{2,}", line.strip())
             rows.append({"variant": variant, "check": variant.split()[0], "where": where,

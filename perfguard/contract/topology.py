@@ -177,6 +177,9 @@ class Partition:
     #: GPUs are Slurm GRES (``--gres=gpu:N``, ``--gpu-bind``); false: not managed by
     #: Slurm, each rank's GPU is chosen by ``CUDA_VISIBLE_DEVICES`` alone.
     gres_gpus: bool = True
+    #: A check's job time limit the site sets (check class name → ``30m``), where the
+    #: one derived from its work does not suit (reframe_tests/common/time_limit.py).
+    time_limits: tuple[tuple[str, str], ...] = ()
 
     @property
     def cpus_per_node(self) -> int:
@@ -303,6 +306,7 @@ def _partition(data: dict, where: str) -> Partition:
         node=node, measurement_options=tuple(data.get("measurement_options") or []),
         nodes_share_host=bool(data.get("nodes_share_host", False)),
         gres_gpus=bool(data.get("gres_gpus", True)),
+        time_limits=tuple((str(k), str(v)) for k, v in (data.get("time_limits") or {}).items()),
         env_vars=tuple((str(k), str(v)) for k, v in (data.get("env_vars") or {}).items()))
 
 

@@ -105,7 +105,8 @@ def fit(text: str, width: int) -> str:
 
 def verdict_table(lines: list[Line], show_baseline: bool = False) -> str:
     """The verdict as a table of at most TABLE_WIDTH columns: one heading per variant and
-    where it ran, its metrics below (long names and reasons shortened with …)."""
+    where it ran, its metrics below (long names shortened with …, a long verdict wrapped
+    in its column)."""
     header = ["  metric", "value", "unit", "reference", "bounds", "verdict"]
     if show_baseline:
         header[3:3] = ["baseline", "change"]
@@ -133,8 +134,12 @@ def verdict_table(lines: list[Line], show_baseline: bool = False) -> str:
     last = max(TABLE_WIDTH - used, 12)
 
     def formatted(row: list[str]) -> str:
-        cells = [fit(c, w).ljust(w) for c, w in zip(row[:-1], widths)]
-        return "  ".join(cells + [fit(row[-1], last)]).rstrip()
+        """The row; a verdict longer than its column goes on below it, never cut: a
+        failure's reason ends with the rank, node and signal that explain it."""
+        lead = "  ".join([fit(c, w).ljust(w) for c, w in zip(row[:-1], widths)] + [""])
+        said = textwrap.wrap(row[-1], last, break_on_hyphens=False) or [""]
+        return "\n".join([(lead + said[0]).rstrip()] + [" " * len(lead) + more
+                                                        for more in said[1:]])
 
     text = [formatted(header)]
     for (name, where), group in groups.items():

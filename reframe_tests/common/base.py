@@ -17,7 +17,7 @@ after init            ``maintained_by_perfguard``; ``measured_by_perfguard``:
                       exclusive nodes, the partitions with the check's HCA
 after setup           ``one_core_per_task``
 before run            ``compose_the_job``: shape check, job script lines, srun;
-                      ``take_the_measurement_slot``
+                      ``limit_the_job_time``; ``take_the_measurement_slot``
 before sanity         ``read_what_the_job_left``; ``skip_where_a_program_was_missing``
 before performance    ``references_and_directions``
 ====================  ============================================================
@@ -45,6 +45,7 @@ from reframe_tests.common import (
     pinning,
     providers,
     references,
+    time_limit,
 )
 from reframe_tests.common.output import read_output
 
@@ -116,6 +117,25 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
                             cpu_wait.add_step(Path(self.stagedir))]
         self.postrun_cmds = [*self.postrun_cmds, cpu_wait.end_step()]
         self.apply_launch_options()
+
+    @run_before("run")
+    def limit_the_job_time(self):
+        """Every job has a time limit: the user's (``-S time_limit``), the site's for this
+        check (topology ``time_limits``), the partition's default, else one derived from
+        the check's work (time_limit.py). Without one a hung step holds exclusive nodes
+        until the partition's default, days on many sites."""
+        if self.time_limit is not None:
+            return
+        site = self.current_partition.extras.get("time_limits", {}).get(type(self).__name__)
+        if site:
+            self.time_limit = site
+        elif self.current_partition.time_limit is None:
+            self.time_limit = time_limit.limit_seconds(self.expected_work_s())
+
+    def expected_work_s(self) -> float | None:
+        """Seconds the check's work takes at the floor rate (time_limit.py); None: the
+        default allowance."""
+        return None
 
     @run_before("sanity")
     def read_what_the_job_left(self):
@@ -223,6 +243,9 @@ class MeasuredCheck(LaunchedCheck):
     perfguard_better = variable(typ.Dict[str, str], value={})
     #: Programs the 'system' provider names: the job looks for them on the node first.
     programs_on_node_path = variable(typ.List[str], value=[])
+    #: The provider the executable came from (``provided``): what it offers beyond
+    #: programs decides which variants can run (``lacks``).
+    binary_provider = variable(typ.Dict[str, object], value={})
 
     #: The partition's Spack stack, installed once per session (nothing without one).
     spack_stack = fixture(providers.SpackStack, scope="partition")
@@ -306,6 +329,7 @@ class MeasuredCheck(LaunchedCheck):
             self.skip_saying(f"no provider of {relpath} for {self.current_partition.fullname}: "
                              + "; ".join(reasons))
         path, provider = found
+        self.binary_provider = provider
         self.modules = list(self.modules) + list(provider.get("modules", []))
         if provider.get("kind") == "spack":  # the view first on PATH: RPATHs do the rest
             self.env_vars["PATH"] = f"{providers.spack_view(provider)}/bin:$PATH"
@@ -313,6 +337,13 @@ class MeasuredCheck(LaunchedCheck):
         if provider.get("kind", "system") == "system":
             self.programs_on_node_path = [*self.programs_on_node_path, path]
         return path
+
+    def lacks(self, *needs: str) -> str | None:
+        """Why the executable's provider cannot serve what this variant ``needs``
+        (``mpi-ucc``, ``ucc-sharp``, ``nccl-collnet``: perfguard/contract/offers.py), or
+        None where it has them or nobody knows; call after ``provided``."""
+        return providers.lacks(self.binary_provider, set(needs),
+                               self.current_partition.fullname)
 
     @property
     def replaying(self) -> bool:

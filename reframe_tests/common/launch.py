@@ -10,8 +10,11 @@ import time
 from pathlib import Path
 
 import reframe.utility.osext as osext
+import reframe.utility.typecheck as typ
 from reframe.core.launchers import JobLauncher
 from reframe.utility import nodelist_expand
+
+from reframe_tests.common import time_limit
 
 #: What srun prints when slurmctld tells it a node of the step was lost.
 NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
@@ -133,6 +136,10 @@ def job_end_problem(job, stagedir: str, steps_must_succeed: bool) -> str | None:
         nodes = lost or down_nodes(job.nodelist or [])
         return (f"node {','.join(nodes) or '(unknown)'} failed "
                 f"({state if 'NODE_FAIL' in state else 'srun: Node failure'})")
+    if (state.split() or [""])[0] == "TIMEOUT" or reached_time_limit(stderr):
+        return (f"job {job.jobid} reached its time limit ({limit_said(job.time_limit)}): "
+                f"a step hung or ran far slower than its sizes and iterations allow "
+                f"(reframe_tests/common/time_limit.py; -S time_limit=… to give it more)")
     died = first_rank_that_died(stderr)
     failed = (state.split() or [""])[0] in UNSUCCESSFUL or (job.exitcode or 0) != 0
     if failed and died and died.endswith(": Killed") and (
@@ -142,6 +149,29 @@ def job_end_problem(job, stagedir: str, steps_must_succeed: bool) -> str | None:
         if job.scheduler.registered_name in ("slurm", "squeue") and job.jobid else []
     problem = job_problem(job.jobid, state, job.exitcode, steps, steps_must_succeed)
     return f"{problem}: {died}" if problem and died else problem
+
+
+#: slurmstepd's words when the limit ends a job or step (slurm src/slurmd/slurmstepd/req.c:
+#: ``*** JOB 12 ON node1 CANCELLED AT … DUE TO TIME LIMIT ***``); srun then reports the
+#: ranks "Terminated", which is not their cause.
+TIME_LIMIT = re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+ DUE TO TIME LIMIT")
+
+
+def reached_time_limit(stderr: str) -> bool:
+    try:
+        with open(stderr, errors="replace") as text:
+            return TIME_LIMIT.search(text.read()) is not None
+    except OSError:
+        return False
+
+
+def limit_said(limit) -> str:
+    """'25 min' for a job's limit as ReFrame holds it (seconds, or the partition's
+    '10m'); 'the partition's' where none was given."""
+    if limit is None:
+        return "the partition's"
+    seconds = typ.Duration.__rfm_cast_str__(limit) if isinstance(limit, str) else limit
+    return time_limit.minutes(float(seconds))
 
 
 #: How long a job whose rank was killed waits for Slurm to find one of its nodes gone

@@ -36,6 +36,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, sanity_function, variable
 
 from perfguard.contract import SPACK_ENVS_DIR, environment_dir, render, state_dir, user_cache
+from perfguard.contract import offers as capabilities
 
 SPACK_ENVS = SPACK_ENVS_DIR
 REPLAY = Path(__file__).with_name("replay.py")
@@ -97,6 +98,43 @@ def replay_problem(provider: dict, relpath: str) -> str | None:
         return f"replay catalogue {catalogue} is unreadable: {exc}"
     name = Path(relpath).name
     return None if name in programs else f"replay catalogue {catalogue} has no {name}"
+
+
+def offers(provider: dict) -> frozenset[str] | None:
+    """What the provider offers beyond programs (coll/ucc, UCC's SHARP TL, an NCCL net
+    plugin), or None where that is not known (perfguard/contract/offers.py says where
+    each answer comes from)."""
+    if "offers" in provider:
+        return frozenset(provider["offers"])
+    kind = provider.get("kind", "system")
+    if kind == "spack":
+        return capabilities.stack_offers(SPACK_ENVS / provider["env"])
+    if kind == "prefix":
+        return capabilities.prefix_offers(os.path.expandvars(provider["path"]))
+    return None
+
+
+def library_dir(provider: dict) -> str | None:
+    """The provider's library directory (a net plugin is looked for there), or None
+    where its libraries are the node's own."""
+    kind = provider.get("kind", "system")
+    if kind == "prefix":
+        return f"{os.path.expandvars(provider['path'])}/lib"
+    if kind == "spack":
+        return f"{spack_view(provider)}/lib"
+    return None
+
+
+def lacks(provider: dict, needs: set[str], partition: str) -> str | None:
+    """Why ``provider`` cannot serve a variant that ``needs`` these capabilities, naming
+    what is missing and how to add it, or None (it has them, or nobody knows)."""
+    absent = capabilities.missing(needs, offers(provider))
+    if not absent:
+        return None
+    where = provider.get("env") or provider.get("path") or provider.get("kind", "system")
+    return (f"the binaries of {partition} ({provider.get('kind', 'system')} {where}) lack "
+            f"{', '.join(absent)}: {capabilities.how_to_add(absent)}; then list it in "
+            f"binary_provider's offers (topology file)")
 
 
 def spack_command(provider: dict) -> str:

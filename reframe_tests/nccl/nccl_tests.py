@@ -35,6 +35,7 @@ from reframe.core.builtins import parameter, run_after, sanity_function, variabl
 from reframe.core.exceptions import SanityError
 from reframe.utility.sanity import make_performance_function
 
+from reframe_tests.common import providers, time_limit
 from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.pinning import partition_topology, with_feature
@@ -88,6 +89,8 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
                             f"one GPU in all on {self.current_partition.fullname}: a collective "
                             f"over one rank moves nothing (busbw 0 by definition)")
         self.executable = self.provided(f"bin/{self.test}")
+        if self.collnet == "on":
+            self.collnet_through_the_plugin()
         self.executable_opts = ["-b", str(self.min_size), "-e", str(self.max_size), "-f", "2",
                                 "-g", "1"]
         self.pin_cores(node.cores_near_gpus(node.gpus))
@@ -104,6 +107,27 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
             "busbw": make_performance_function(
                 lambda: self.result.at("busbw", self.max_size), "GB/s"),
             "mean_busbw": make_performance_function(lambda: self.result.mean_busbw, "GB/s")}
+
+    def expected_work_s(self) -> float:
+        """nccl-tests' own counts at each size (``src/common.cu``: 5 warm-up and 20 timed
+        iterations, one data check, out of place and in place), each moving about twice
+        the size per rank (an allreduce's reduce-scatter and all-gather), at the floor
+        rate (time_limit.py)."""
+        sizes = time_limit.doubling_sizes(self.min_size, self.max_size)
+        return time_limit.sweep_seconds([(2 * (5 + 20 + 1) * 2, size) for size in sizes])
+
+    def collnet_through_the_plugin(self) -> None:
+        """CollNet exists only through a net plugin (NCCL ``src/plugin/net.cc``: without
+        NCCL_NET_PLUGIN it dlopens ``libnccl-net.so``; ``collNetSupport()`` is
+        ``comm->ncclCollNet != nullptr``): a stack known to have none skips the variant
+        saying how to add one. dlopen searches LD_LIBRARY_PATH, not libnccl's RUNPATH
+        (the NCCL package's own prefix, not the view or prefix beside it): the
+        provider's library directory goes first on it, in every NCCL version."""
+        lacking = self.lacks("nccl-collnet")
+        self.skip_saying_if(lacking is not None, f"CollNet asked for, but {lacking}")
+        library_dir = providers.library_dir(self.binary_provider)
+        if library_dir:
+            self.env_vars["LD_LIBRARY_PATH"] = f"{library_dir}:$LD_LIBRARY_PATH"
 
     def last_before_the_benchmark(self) -> list[str]:
         """No rank-GPU helper step: it applies OMB's device rule, and NCCL's own init lines

@@ -17,6 +17,7 @@ from reframe.core.builtins import parameter, run_after, sanity_function, variabl
 from reframe.core.exceptions import SanityError
 from reframe.utility.sanity import make_performance_function
 
+from reframe_tests.common import time_limit
 from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.binding import binding_errors
 from reframe_tests.common.output import parsed, read_output
@@ -36,6 +37,16 @@ KEY_FIGURES = {
     "bandwidth": ("bandwidth", "MB/s", "large"),
     "message_rate": ("message_rate", "msg/s", "small"),
 }
+
+#: OMB's default iterations (small, large messages) and messages per iteration (None: one
+#: per rank, alltoall), from its osu_util.h and each benchmark's loop: osu_bw sends a
+#: window of 64 per iteration, osu_bibw both ways, osu_latency one round trip.
+OMB_WORK = {"osu_latency": (10000, 1000, 2), "osu_bw": (100, 20, 64),
+            "osu_bibw": (100, 20, 128), "osu_mbw_mr": (100, 20, 64),
+            "osu_allreduce": (1000, 100, 2), "osu_alltoall": (1000, 100, None),
+            "osu_barrier": (1000, 100, 1), "osu_bcast": (1000, 100, 1)}
+#: Where OMB switches to its large-message iteration counts (LARGE_MESSAGE_SIZE).
+OMB_LARGE_MESSAGE = 8192
 
 
 class OsuBenchmark(rfm.RunOnlyRegressionTest, MeasuredCheck):
@@ -87,9 +98,17 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, MeasuredCheck):
 
     @run_after("setup")
     def ask_for_sharp(self):
-        """After the pinning: the flavour's SHARP knobs, naming the HCA it chose."""
+        """After the pinning: the flavour's SHARP knobs, naming the HCA it chose. SHARP
+        needs Open MPI's coll/ucc and UCC's SHARP TL: a stack known to lack them skips the
+        variant saying how to add them; the software baseline then runs the MPI's own
+        collectives (coll/ucc asked of an MPI without it is no baseline)."""
         if self.sharp_requested is None:
             return
+        if self.sharp_requested:
+            lacking = self.lacks("mpi-ucc", "ucc-sharp")
+            self.skip_saying_if(lacking is not None, f"SHARP asked for, but {lacking}")
+        elif self.lacks("mpi-ucc"):
+            return  # the software baseline is the MPI's own collectives: nothing to ask
         flavour = self.current_partition.extras.get("mpi_flavour", "openmpi-ucx")
         topology = partition_topology(self.current_partition)
         knobs = sharp_env(flavour, topology.node.hca(self.hca), self.sharp_requested) \
@@ -103,6 +122,16 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, MeasuredCheck):
 
     def shape(self) -> None:
         raise NotImplementedError
+
+    def expected_work_s(self) -> float:
+        """OMB's own iterations at each size of the sweep (``-i`` where set), its window
+        of messages per iteration, at the floor rate (time_limit.py)."""
+        small, large, messages = OMB_WORK[self.benchmark_path.split("/")[-1]]
+        messages = (messages or self.num_tasks) * self.ranks_per_node
+        sizes = time_limit.doubling_sizes(self.min_size, self.max_size) if self.sized else [0]
+        return time_limit.sweep_seconds([
+            ((self.iterations or (small if size <= OMB_LARGE_MESSAGE else large)) * messages,
+             size) for size in sizes])
 
     def omb_options(self) -> list[str]:
         options = ["-m", f"{self.min_size}:{self.max_size}"] if self.sized else []
@@ -281,9 +310,11 @@ class OsuAllreduceScalingCheck(OsuBenchmark):
             self.valid_systems = with_feature(self.valid_systems, "sharp")
 
     def omb_options(self) -> list[str]:
-        # SHARP reduces floats, not OMB's default MPI_CHAR (OsuSharpCheck)
-        reduces = ["-T", "mpi_float"] if self.sharp == "on" else []
-        return ["-f", *reduces, *super().omb_options()]
+        # SHARP reduces floats, not OMB's default MPI_CHAR (OsuSharpCheck); where the
+        # partition has SHARP the software curve reduces floats too, or the pair would
+        # not compare. Elsewhere OMB's default: -T came with OMB 7 (seedfdr runs 5.9).
+        pair = "sharp" in self.current_partition.features
+        return ["-f", *(["-T", "mpi_float"] if pair else []), *super().omb_options()]
 
 
 @rfm.simple_test

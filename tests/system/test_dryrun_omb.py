@@ -34,13 +34,15 @@ RANK_GPU = ("srun -J perfguard-helper --cpu-bind=none --gpu-bind=map_gpu:{} bash
             "> rank_gpus.txt 2>/dev/null || true")
 
 
-def sbatch(*extra: str, tasks: int = 2, per_node: int = 1) -> list[str]:
-    """The #SBATCH lines every OMB job has, then the partition's own."""
+def sbatch(*extra: str, tasks: int = 2, per_node: int = 1, limit: str = "0:6:0") -> list[str]:
+    """The #SBATCH lines every OMB job has, then the partition's own. ``limit``: the time
+    limit derived from the sweep's sizes and OMB's iterations (time_limit.py): osu_bw's
+    1 B-4 MiB is 12.5 s at the floor rate, 300 s + 4 x that is 6 min."""
     return [f"#SBATCH --ntasks={tasks}", f"#SBATCH --ntasks-per-node={per_node}",
             "#SBATCH --cpus-per-task=1", "#SBATCH --output=rfm_job.out",
             # Pinned (map_cpu): whole nodes, steps without --cpus-per-task (--exact).
-            "#SBATCH --error=rfm_job.err", "#SBATCH --exclusive", "#SBATCH --partition=gpu",
-            *(f"#SBATCH {option}" for option in extra)]
+            "#SBATCH --error=rfm_job.err", f"#SBATCH --time={limit}", "#SBATCH --exclusive",
+            "#SBATCH --partition=gpu", *(f"#SBATCH {option}" for option in extra)]
 
 
 def body(lines: list[str]) -> list[str]:
@@ -71,6 +73,9 @@ def test_seed000_gpudirect_through_pix_hca(seed_view: str) -> None:
         # Open MPI 4's openib refuses InfiniBand ports without it (seed 000).
         "export OMPI_MCA_btl_openib_allow_ib=1",
         "export OMPI_MCA_btl_openib_want_cuda_gdr=1",
+        # GPUDirect for every size: openib's default carries 30,000 B at most and stages
+        # the rest through host memory (btl_openib_mca.c); 0 lifts it (pml_ob1.c)
+        "export OMPI_MCA_btl_openib_cuda_rdma_limit=0",
         ALLOCATION, WHOLE,
         FINGERPRINT,
         RANK_GPU.format(0), START,
@@ -85,6 +90,7 @@ def test_seed000_device_buffers_without_gpudirect_through_phb_hca(seed_view: str
                   placement="inter")
     assert "export OMPI_MCA_btl_openib_if_include=mlx4_1:1" in lines
     assert "export OMPI_MCA_btl_openib_want_cuda_gdr=0" in lines
+    assert not any("cuda_rdma_limit" in line for line in lines)  # GDR off: nothing to lift
     assert lines[-2] == ("srun --mpi=pmix --kill-on-bad-exit=1 --gpu-bind=map_gpu:0 "
                          "--cpu-bind=verbose,map_cpu:0 "
                          f"{seed_view}/pt2pt/osu_latency -m 1:4194304 -d cuda D D")
@@ -161,9 +167,11 @@ def test_ndr_sharp_on_and_off_ask_ucc_and_trace_what_ran() -> None:
     # SHARP 3, refused by UCC's TL: a software run blamed on the aggregation manager)
     command = (f"srun --mpi=pmix --kill-on-bad-exit=1 --cpu-bind=verbose,map_cpu:48 "
                f"{OMB}/collective/osu_allreduce -f -T mpi_float -m 8:2048")
+    # 9 sizes x 1000 iterations take 0.4 s at the floor rate: the 300 s start rules
     header = ["#SBATCH --ntasks=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --cpus-per-task=1",
               "#SBATCH --output=rfm_job.out", "#SBATCH --error=rfm_job.err",
-              "#SBATCH --exclusive", "#SBATCH --partition=gpu", "#SBATCH --exclusive"]
+              "#SBATCH --time=0:6:0", "#SBATCH --exclusive", "#SBATCH --partition=gpu",
+              "#SBATCH --exclusive"]
     assert on == [*header, *UCC_ON, "export OMPI_UCC_CL_BASIC_TLS=ucp,sharp",
                   "export UCC_TL_SHARP_DEVICES=mlx5_2:1", "export SHARP_COLL_LOG_LEVEL=3",
                   "export UCC_COLL_TRACE=info", ALLOCATION, WHOLE, FINGERPRINT, START,
@@ -190,11 +198,18 @@ def test_ndr_nccl_tests_one_rank_per_gpu_on_the_topologys_hcas() -> None:
     scripts = dry_run_scripts("ndr4x4", "NcclTestsCheck%test=all_reduce_perf")
     off = body(scripts["NcclTestsCheck %test=all_reduce_perf %collnet=off"])
     on = body(scripts["NcclTestsCheck %test=all_reduce_perf %collnet=on"])
-    # the collective network (SHARP) asked of NCCL: the one line that differs
-    assert [line for line in on if line not in off] == ["export NCCL_COLLNET_ENABLE=1"]
+    # the collective network (SHARP) asked of NCCL, through the net plugin of the prefix
+    # (which offers nccl-collnet): dlopen("libnccl-net.so") searches LD_LIBRARY_PATH, not
+    # libnccl's RUNPATH (NCCL src/plugin/net.cc)
+    assert [line for line in on if line not in off] == [
+        "export LD_LIBRARY_PATH=/opt/perfguard/gcc-openmpi-ucx-cuda/lib:$LD_LIBRARY_PATH",
+        "export NCCL_COLLNET_ENABLE=1"]
     assert off == [
         "#SBATCH --ntasks=16", "#SBATCH --ntasks-per-node=4", "#SBATCH --cpus-per-task=1",
-        "#SBATCH --output=rfm_job.out", "#SBATCH --error=rfm_job.err", "#SBATCH --exclusive",
+        "#SBATCH --output=rfm_job.out", "#SBATCH --error=rfm_job.err",
+        # 8 B-1 GiB, 104 operations a size (nccl-tests' counts) at 1 GB/s: 223 s; 300 s
+        # + 4 x that is 20 min, where no --time at all held 4 GPU nodes for the default
+        "#SBATCH --time=0:20:0", "#SBATCH --exclusive",
         "#SBATCH --partition=gpu", "#SBATCH --exclusive", "#SBATCH --gres=gpu:4",
         # each task sees its one GPU under --gpu-bind: nccl-tests' device 0 (test_tool_rules)
         "export CUDA_VISIBLE_DEVICES=0,1,2,3", "export NCCL_TESTS_DEVICE=0",

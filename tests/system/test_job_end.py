@@ -77,10 +77,15 @@ def test_complete_table_then_abort_is_test_failed(crashed) -> None:
 
 
 def test_hang_after_the_table_ends_as_timeout(crashed) -> None:
-    _, dsn = crashed
+    """Said as the time limit it reached, not as srun's "Terminated" of the ranks the
+    limit ended (which read like a crash), and not cut before the limit in the table."""
+    result, dsn = crashed
     state, reason = stored(dsn)["osu_bw"]
     assert state == "test-failed"
-    assert re.search(r"job \d+ TIMEOUT", reason), reason
+    assert re.match(r"job \d+ reached its time limit \(1 min\): a step hung", reason), reason
+    assert "Terminated" not in reason
+    [row] = [r for r in verdict_rows(result.stdout) if "osu_bw" in r["variant"]]
+    assert re.match(r"test-failed: job \d+ reached its time limit \(1 min\)", row["verdict"])
 
 
 def test_a_check_that_records_failed_steps_judges_the_job_only() -> None:

@@ -46,3 +46,21 @@ def test_colour_only_for_a_person_at_a_terminal() -> None:
     assert colour_wanted(True, {}) is True
     assert colour_wanted(False, {}) is False  # a pipe, a log, a job's output, mail
     assert colour_wanted(True, {"NO_COLOR": "1"}) is False
+
+
+def test_a_long_failure_reason_is_wrapped_in_its_column_never_cut() -> None:
+    """The reason ends with what explains it (the rank, node and signal srun reported):
+    the table goes on below the verdict column instead of cutting it at ~100 columns."""
+    from perfguard.present.text import TABLE_WIDTH, verdict_table
+    from perfguard.states import TEST_FAILED
+
+    reason = ("job 4711 FAILED with exit code 139; step 4711.0 (osu_latency) FAILED 139:0: "
+              "device buffers crashed the MPI after OMB's title and before any result: "
+              "rank 1 on node2: Segmentation fault (core dumped)")
+    line = vd.Line("OsuPt2PtCheck", {"benchmark": "osu_latency"}, "gpu", "gnu-openmpi", "-",
+                   None, "", {}, None, None, None, TEST_FAILED, detail=reason)
+    table = verdict_table([line])
+    assert all(len(row) <= TABLE_WIDTH for row in table.splitlines()), table
+    said = " ".join(row.strip() for row in table.splitlines() if row.startswith("   "))
+    assert "rank 1 on node2: Segmentation fault (core dumped)" in said, table
+    assert "…" not in table
