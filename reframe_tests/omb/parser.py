@@ -28,6 +28,14 @@ TITLE = re.compile(r"^# OSU MPI(?:-(?P<device>CUDA|ROCM|OPENACC))?\s+(?P<name>.+
 #: are then the ones the command line asked for.
 BUFFERS = re.compile(r"^# (?:Send Buffer|Rank 0 Memory) on (?P<send>\w+) \((?P<s>\w+)\) and "
                      r"(?:Receive Buffer|Rank 1 Memory) on (?P<recv>\w+) \((?P<r>\w+)\)", re.M)
+#: What an MPI that never reached the benchmark printed instead, in its own words: UCX's
+#: log line (``[…] select.c:629  UCX  ERROR   no auxiliary transport to …``), Open MPI's
+#: UCX PML (``pml_ucx.c:424  Error: ucp_ep_create(proc=0) failed: Destination is
+#: unreachable``, ``ompi/mca/pml/ucx/pml_ucx.c``) and its help text
+#: ``It looks like MPI_INIT failed`` (``help-mpi-runtime.txt``, mpi_init:startup).
+STARTUP_FAILURE = re.compile(r"UCX\s+ERROR\s+(?P<ucx>.+?)\s*$"
+                             r"|pml_ucx\.c:\d+\s+Error: (?P<pml>.+?)\s*$"
+                             r"|(?P<init>It looks like MPI_INIT failed)", re.M)
 PAIRS = re.compile(r"^# \[ pairs: (?P<pairs>\d+) \]", re.M)
 COLUMN = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ]*?\([^)]*\)|Messages/s|MB/s|Iterations|Validation")
 
@@ -120,11 +128,25 @@ def _buffers(text: str, asked: tuple[str, str] | None) -> tuple[str, str]:
     return found
 
 
+def failure_causes(text: str) -> list[str]:
+    """Why the MPI job ended before OMB printed its title, each cause once, as printed."""
+    causes: list[str] = []
+    for match in STARTUP_FAILURE.finditer(text):
+        cause = (f"UCX ERROR {match['ucx']}" if match["ucx"] else
+                 f"pml_ucx: {match['pml']}" if match["pml"] else match["init"])
+        if cause not in causes:
+            causes.append(cause)
+    return causes
+
+
 def parse(text: str, expect_max_size: int | None = None,
           buffers: tuple[str, str] | None = None) -> OmbResult:
     """The table; ``buffers`` are the ones the command line asked for (``("D", "D")``)."""
     title = TITLE.search(text)
     if title is None:
+        causes = failure_causes(text)
+        if causes:
+            raise ParseError(f"MPI failed before OMB started: {'; '.join(causes)}")
         raise ParseError("no '# OSU MPI … Test vX' title: not OSU Micro-Benchmarks output")
     has_size, columns = _header_columns(text)
     pairs = PAIRS.search(text)

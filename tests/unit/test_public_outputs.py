@@ -11,6 +11,7 @@ import pytest
 from perfguard.contract.topology import parse_cpu_list
 from perfguard.site.detect import parse_nvidia_topo
 from reframe_tests.gpcnet import parser as gpcnet
+from reframe_tests.himeno import parser as himeno
 from reframe_tests.nccl import parser as nccl
 from reframe_tests.omb import parser as omb
 from reframe_tests.perftest import parser as perftest
@@ -247,3 +248,91 @@ def test_gpcnet_verbose_table_of_a_1790_node_run() -> None:
     assert table.rows["RR Two-sided Lat (8 B)"] == {
         "Min": 1.2, "Max": 22.2, "Avg": 1.5, "Avg(Worst)": 4.7, "99%": 3.6, "99.9%": 5.1}
     assert table.units["RR Two-sided Lat (8 B)"] == "usec"
+
+
+# --- Himeno ----------------------------------------------------------------------------
+
+def test_himeno_c_mpi_1999_small_run_equals_the_text() -> None:
+    """RIKEN's himenoBMT_m.c (the 1999 C+MPI version, "Score based on MMX Pentium
+    200MHz") run as one rank: no rehearsal line, MFLOPS after ``Loop executed``."""
+    result = himeno.parse(public("himeno", "ogalush-anything-himenobmt-m-small-1rank"))
+    # "Loop executed for 200 times" / "Gosa : 1.688606e-03 " / "MFLOPS measured : 3201.993813"
+    assert (result.loops, result.gosa, result.mflops) == (200, 1.688606e-03, 3201.993813)
+
+
+# --- OSU Micro-Benchmarks, host buffers, 5.0 to 7.4 --------------------------------------
+
+@pytest.mark.parametrize(("name", "version", "metric", "rows", "last"), [
+    # "0                       1.84" ... "4194304               497.37"
+    ("libfabric-cray-859-osu_latency-v5.0-gni", "5.0", "latency",
+     {0: 1.84, 16384: 13.62}, (4194304, 497.37)),
+    # "131072                 96.99"
+    ("aws-parallelcluster-osu_latency-v5.7.1-c5n-ubuntu2204-openmpi", "5.7.1", "latency",
+     {0: 18.01, 131072: 96.99}, (4194304, 1469.88)),
+    # "131072              12918.36" (the dip after 65536's 16349.49)
+    ("aws-parallelcluster-osu_bibw-v5.7.1-p5-openmpi", "5.7.1", "bandwidth",
+     {65536: 16349.49, 131072: 12918.36}, (4194304, 18666.02)),
+    ("aws-parallelcluster-osu_alltoall-v5.7.1-p5-openmpi", "5.7.1", "latency",
+     {1: 120.93, 256: 787.85}, (1048576, 682622.79)),
+    # 7.4 prints "# Datatype: MPI_CHAR." before "# Size       Avg Latency(us)"
+    ("ai-fabric-lab-osu_latency-v7.4-rxe", "7.4", "latency",
+     {1: 24.87, 1024: 34.61}, (4194304, 43092.92)),
+    ("ai-fabric-lab-osu_bw-v7.4-rxe", "7.4", "bandwidth",
+     {1: 0.07, 8: 0.49}, (4194304, 101.40)),
+    ("ai-fabric-lab-osu_allreduce-v7.4-rxe", "7.4", "latency",
+     {2: 79.43, 8: 40.03}, (1048576, 18815.58)),
+])
+def test_omb_host_buffer_tables_equal_the_text(name: str, version: str, metric: str,
+                                               rows: dict[int, float],
+                                               last: tuple[int, float]) -> None:
+    """Host-buffer runs print no buffer line in any version: host asked, host stored."""
+    result = omb.parse(public("omb", name), last[0], buffers=("H", "H"))
+    assert (result.version, result.device, result.buffers) == (version, None, ("H", "H"))
+    assert {size: result.at(metric, size) for size in rows} == rows
+    assert (result.sizes[-1], result.at(metric)) == last
+
+
+def test_omb_titles_of_5x_collectives_and_bibw_are_read() -> None:
+    assert omb.parse(public("omb", "aws-parallelcluster-osu_alltoall-v5.7.1-p5-openmpi")).name \
+        == "All-to-All Personalized Exchange Latency"
+    assert omb.parse(public("omb", "aws-parallelcluster-osu_bibw-v5.7.1-p5-openmpi")).name \
+        == "Bi-Directional Bandwidth"
+
+
+def test_omb_that_never_started_names_the_mpi_failure_in_its_own_words() -> None:
+    """Open MPI over UCX on soft-RoCE: MPI_Init fails before OMB prints its title; the
+    cause is UCX's and pml_ucx's, not "not OSU Micro-Benchmarks output"."""
+    text = public("omb", "ai-fabric-lab-osu_allreduce-ucx-mpi-init-unreachable")
+    assert omb.failure_causes(text) == [
+        "UCX ERROR no auxiliary transport to <no debug data>: Unsupported operation",
+        "pml_ucx: ucp_ep_create(proc=0) failed: Destination is unreachable",
+        "It looks like MPI_INIT failed",
+        "pml_ucx: ucp_ep_create(proc=1) failed: Destination is unreachable"]
+    with pytest.raises(omb.ParseError,
+                       match=r"ucp_ep_create\(proc=0\) failed: Destination is unreachable"):
+        omb.parse(text)
+
+
+# --- perftest, current labels ------------------------------------------------------------
+
+def test_perftest_send_lat_percentile_row_equals_the_text() -> None:
+    """ib_send_lat on rxe0: tabs inside the row, nine fields from #bytes to 99.9%."""
+    result = perftest.parse(public("perftest", "ai-fabric-lab-ib_send_lat-rxe"))
+    # " 1048576 200  3876.48  12387.37  9578.29  9079.12  2497.56  12209.71  12387.37"
+    assert (result.test, result.kind, result.sizes[0], result.sizes[-1]) == (
+        "Send Latency Test", "lat", 2, 8388608)
+    assert [result.at(m, 1048576) for m in ("latency_min", "latency_max", "latency",
+                                            "latency_avg", "latency_stdev", "latency_p99",
+                                            "latency_p999")] == [
+        3876.48, 12387.37, 9578.29, 9079.12, 2497.56, 12209.71, 12387.37]
+
+
+def test_perftest_read_bw_row_equals_the_text() -> None:
+    """ib_read_bw prints a second dashed line before its banner and a warning after the
+    table; the row figures are the posted ones."""
+    result = perftest.parse(public("perftest", "ai-fabric-lab-ib_read_bw-rxe"))
+    # " 32768      300              414.47             270.51 \t\t   0.008656"
+    assert (result.test, result.units["bandwidth"]) == ("RDMA_Read BW Test", "MiB/s")
+    assert (result.at("bandwidth_peak", 32768), result.at("bandwidth", 32768),
+            result.at("message_rate", 32768)) == (414.47, 270.51, 0.008656)
+    assert len(result.sizes) == 23 and result.at("bandwidth") == 137.32
