@@ -59,7 +59,6 @@ def partition_config(system, part, **overrides) -> dict:
             "topology_file": str(system.path),
             "srun_options": list(part.srun_options),
             "measurement_options": list(part.measurement_options),
-            "time_limits": dict(part.time_limits),
             "num_nodes": part.nodes,
             "mpi_flavour": part.mpi_flavour,
             "binary_provider": dict(part.provider),

@@ -174,12 +174,12 @@ class Partition:
     #: Environment every job of the partition gets (e.g. OMPI_MCA_mpi_yield_when_idle=1
     #: where nodes share a host, or busy-polling ranks starve each other).
     env_vars: tuple[tuple[str, str], ...] = ()
+    #: Shell lines first in every job script (ReFrame's ``prepare_cmds``), e.g. Lmod's
+    #: bash init so that the batch shell has ``module`` for the provider's modules.
+    prepare_cmds: tuple[str, ...] = ()
     #: GPUs are Slurm GRES (``--gres=gpu:N``, ``--gpu-bind``); false: not managed by
     #: Slurm, each rank's GPU is chosen by ``CUDA_VISIBLE_DEVICES`` alone.
     gres_gpus: bool = True
-    #: A check's job time limit the site sets (check class name → ``30m``), where the
-    #: one derived from its work does not suit (reframe_tests/common/time_limit.py).
-    time_limits: tuple[tuple[str, str], ...] = ()
 
     @property
     def cpus_per_node(self) -> int:
@@ -197,6 +197,9 @@ class System:
     #: this system (iterations, warm-up, time limits), passed to every run as ReFrame's
     #: ``-S`` before the command's own ``-S`` (which wins).
     check_variables: tuple[tuple[str, str], ...] = ()
+    #: ReFrame's modules system for the system's jobs (``lmod``: a provider's
+    #: ``modules`` become ``module load`` lines); ``nomod``: none.
+    modules_system: str = "nomod"
 
     @property
     def setvars(self) -> tuple[str, ...]:
@@ -306,8 +309,8 @@ def _partition(data: dict, where: str) -> Partition:
         node=node, measurement_options=tuple(data.get("measurement_options") or []),
         nodes_share_host=bool(data.get("nodes_share_host", False)),
         gres_gpus=bool(data.get("gres_gpus", True)),
-        time_limits=tuple((str(k), str(v)) for k, v in (data.get("time_limits") or {}).items()),
-        env_vars=tuple((str(k), str(v)) for k, v in (data.get("env_vars") or {}).items()))
+        env_vars=tuple((str(k), str(v)) for k, v in (data.get("env_vars") or {}).items()),
+        prepare_cmds=tuple(str(c) for c in data.get("prepare_cmds") or ()))
 
 
 def load_system(path: Path) -> System:
@@ -320,6 +323,7 @@ def load_system(path: Path) -> System:
                       descr=str(data.get("descr", "")),
                       hostnames=tuple(data.get("hostnames") or [".*"]),
                       partitions=partitions, path=Path(path),
+                      modules_system=str(data.get("modules_system", "nomod")),
                       check_variables=tuple(
                           (str(name), _setvar_value(value))
                           for name, value in (data.get("check_variables") or {}).items()))

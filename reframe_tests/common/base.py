@@ -120,16 +120,11 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
 
     @run_before("run")
     def limit_the_job_time(self):
-        """Every job has a time limit: the user's (``-S time_limit``), the site's for this
-        check (topology ``time_limits``), the partition's default, else one derived from
-        the check's work (time_limit.py). Without one a hung step holds exclusive nodes
-        until the partition's default, days on many sites."""
-        if self.time_limit is not None:
-            return
-        site = self.current_partition.extras.get("time_limits", {}).get(type(self).__name__)
-        if site:
-            self.time_limit = site
-        elif self.current_partition.time_limit is None:
+        """Every job has a time limit: the user's or the site's (``-S CHECK.time_limit``,
+        the topology's ``check_variables``), the partition's default, else one derived
+        from the check's work (time_limit.py). Without one a hung step holds exclusive
+        nodes until the partition's default, days on many sites."""
+        if self.time_limit is None and self.current_partition.time_limit is None:
             self.time_limit = time_limit.limit_seconds(self.expected_work_s())
 
     def expected_work_s(self) -> float | None:

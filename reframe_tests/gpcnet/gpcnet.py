@@ -25,6 +25,7 @@ compete for CPU, not links (measured there: 0.5X, congestion made an allreduce f
 so it is skipped saying so unless ``load_test_on_shared_cores`` asks for it anyway.
 """
 
+import math
 import re
 
 import reframe as rfm
@@ -33,11 +34,19 @@ from reframe.core.builtins import parameter, run_after, sanity_function, variabl
 from reframe.core.exceptions import SanityError
 from reframe.utility.sanity import make_performance_function
 
+from reframe_tests.common import time_limit
 from reframe_tests.common.base import MeasuredCheck
+from reframe_tests.common.binding import binding_errors
 from reframe_tests.common.output import parsed, read_output
 from reframe_tests.common.pinning import mpi_flavours, partition_topology
 from reframe_tests.gpcnet import parser
 
+#: GPCNeT's tests and the world allreduces their samples cost (network_test.c,
+#: network_load_test.c ``#define NUM_*_TESTS``; at our recipe's samples_divisor 1).
+GPCNET_WORK = {"network_test": (8, 2 * 10_000 + 4 * 10_000 + 100_000 + 10_000),
+               "network_load_test": (3 + 4 * 4, 5 * (10_000 + 10_000 + 100_000))}
+#: How long each GPCNeT test samples (TEST_TIMEOUT_SECS, network_test.h).
+TEST_TIMEOUT_S = 10
 #: The fewest nodes each program accepts (network_load_test: 2 + 2 per congestor test).
 MINIMUM_NODES = {"network_test": 2, "network_load_test": 10}
 #: Table title → prefix of its key figures.
@@ -86,6 +95,31 @@ class GpcnetCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
         self.executable = self.provided(f"bin/{self.program}")
         flavour = self.current_partition.extras.get("mpi_flavour", "openmpi-ucx")
         self.env_vars.update(mpi_flavours()[flavour].get("one_sided", {}))
+        self.one_core_per_rank_where_nodes_share_a_host()
+
+    def one_core_per_rank_where_nodes_share_a_host(self) -> None:
+        """Virtual nodes on one host: each node's ranks on its own cores, as every other
+        check there (pinning.plan's per-node maps). ``--cpu-bind=cores`` alone bound each
+        node's rank to the first core of the node's share, so all 16 ranks of 16 virtual
+        nodes ran on CPU 0 (srun reported ``mask 0x1`` for every task) and network_test
+        took 14 min 35 s, and hit a 25-min limit, where one core each took 297 s."""
+        topology = partition_topology(self.current_partition)
+        if topology is not None and topology.nodes_share_host and topology.node.hcas:
+            self.pin_to_hca(topology.node.hcas[0].name, self.ranks_per_node)
+
+    def expected_work_s(self) -> float:
+        """GPCNeT's cost from its source: each test samples until TEST_TIMEOUT_SECS (10 s,
+        network_test.h), but checks that timeout with a blocking MPI_Allreduce over all
+        ranks before every one of its samples, also after it has stopped measuring
+        (``random_ring.c``, ``collectives.c``: ``if (TEST_TIMEOUT_SECS <= timeout)
+        continue;`` after the allreduce). So a test costs 10 s plus its sample count of
+        world allreduces (network_test: 2 x 10,000 latency, 4 x 10,000 bandwidth, 100,000
+        allreduce and 10,000 alltoall samples; network_load_test: its three tests alone
+        and beside each of four congestors), each a tree of 2 log2(ranks) messages at the
+        floor rate (time_limit.py)."""
+        tests, samples = GPCNET_WORK[self.program]
+        hops = 2 * max(1, math.ceil(math.log2(max(2, self.num_tasks))))
+        return tests * TEST_TIMEOUT_S + time_limit.sweep_seconds([(samples * hops, 8)])
 
     def ranks_share_cores(self) -> str:
         """Why this partition's ranks would share cores ('' where they would not)."""
@@ -107,9 +141,13 @@ class GpcnetCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
 
     @sanity_function
     def validate(self):
-        """GPCNeT ran at the scale asked and printed its tables; each row's figures become
-        key figures with their direction."""
+        """GPCNeT ran at the scale asked, each rank bound where asked, and printed its
+        tables; each row's figures become key figures with their direction."""
         result = parsed(parser.parse, read_output(self))
+        errors = binding_errors(read_output(self, "stderr"), self.num_tasks,
+                                self.pinned_cores, self.expected_node_cores())
+        if errors:
+            raise SanityError("core binding differs from the request: " + "; ".join(errors))
         nodes = self.num_tasks // self.num_tasks_per_node
         if (result.ranks, result.nodes) != (self.num_tasks, nodes):
             raise SanityError(f"GPCNeT ran {result.ranks} ranks on {result.nodes} nodes, "

@@ -7,6 +7,7 @@ verdict."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -100,6 +101,15 @@ def test_gpcnet_replayed_through_slurm_is_stored_and_judged(sixteen_nodes) -> No
     assert better["rr_two_sided_bw_p99"] == "higher"
     assert better["impact_rr_two_sided_lat_avg"] == "lower"
     assert nodes == 16
+    # one core per rank, each virtual node on its own share of the host's cores (as every
+    # check there): --cpu-bind=cores had bound all 16 ranks to CPU 0 (mask 0x1)
+    [case] = [c for c in cases if "network_test" in c["display_name"]]
+    script = (Path(case["outputdir"]) / "rfm_job.sh").read_text()
+    assert "pin_per_node.sh" in script and "--cpu-bind=none" in script, script
+    err = (Path(case["outputdir"]) / "rfm_job.err").read_text()
+    masks = re.findall(r"cpu-bind=\S+ - \S+, task +\d+ +\d+ \[\d+\]: mask (0x[0-9a-f]+) set",
+                       err)
+    assert len(masks) == 16 and len(set(masks)) == min(16, os.cpu_count() or 1), err[-3000:]
 
 
 def test_allreduce_over_node_counts_is_one_line_per_count(sixteen_nodes) -> None:
