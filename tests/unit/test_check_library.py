@@ -23,7 +23,8 @@ def test_the_bases_hooks_are_the_documented_handful() -> None:
     hooks = [hook.__name__ for hook in MeasuredCheck._rfm_hook_registry]
     assert sorted(hooks) == sorted([
         "maintained_by_perfguard", "one_core_per_task", "compose_the_job",
-        "limit_the_job_time", "read_what_the_job_left", "measured_by_perfguard", "take_the_measurement_slot",
+        "limit_the_job_time", "read_what_the_job_left", "measured_by_perfguard",
+        "take_the_measurement_slot",
         "skip_where_a_program_was_missing", "references_and_directions"])
     assert all(f"``{hook}``" in base.__doc__ for hook in hooks)
     assert {h.__name__ for h in LaunchedCheck._rfm_hook_registry} < set(hooks)
