@@ -9,6 +9,7 @@ PACKAGES=(slurm-wlm slurmdbd munge mariadb-server mariadb-client openmpi-bin lib
           util-linux iproute2 python3-venv gcc make
           libarchive-tools  # bsdtar: the Spack stacks' external libarchive (Himeno's LHA)
           jlha-utils zip  # docs/spack.md's Himeno archive for an offline site (LHA in a ZIP)
+          lmod  # environment modules: a provider's modules (HPC-X's) in the embedded jobs
           chromium)  # the HTML report's browser test (Playwright drives Debian's Chromium)
 
 missing=()

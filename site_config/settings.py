@@ -33,8 +33,27 @@ def _embedded_providers() -> list[dict]:
     prefix = os.environ.get("PERFGUARD_PREFIX")
     stack = os.environ.get("PERFGUARD_SPACK_ENV")
     spack = {"kind": "spack", "env": stack, "config": os.environ.get("PERFGUARD_SPACK_CONFIG")}
-    return [*([{"kind": "prefix", "path": prefix}] if prefix else []),
+    # $PERFGUARD_PREFIX_MODULES: the prefix's modules ("omb/7.4", space- or comma-
+    # separated), loaded in each job from the caller's MODULEPATH (needs Lmod: _lmod_init)
+    modules = os.environ.get("PERFGUARD_PREFIX_MODULES", "").replace(",", " ").split()
+    return [*([{"kind": "prefix", "path": prefix, **({"modules": modules} if modules else {})}]
+              if prefix else []),
             *([{k: v for k, v in spack.items() if v}] if stack else []), {"kind": "system"}]
+
+
+#: Debian's Lmod (install.sh installs package lmod).
+DEBIAN_LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
+
+
+def _lmod_init() -> Path | None:
+    """Lmod's bash init where the host has Lmod: that of the Lmod ``$LMOD_CMD`` names (a
+    shell that initialised Lmod; a site's own build), else Debian's. The file, not the
+    shell's state, decides: CI and cron shells never source /etc/profile.d/lmod.sh, so
+    ``$LMOD_CMD`` alone would miss the Lmod that install.sh put there, and a job needs
+    the init file anyway (its batch shell has no ``module`` until it sources one)."""
+    lmod_cmd = os.environ.get("LMOD_CMD")
+    candidates = [Path(lmod_cmd).parent.parent / "init" / "bash"] if lmod_cmd else []
+    return next((p for p in [*candidates, DEBIAN_LMOD_INIT] if p.is_file()), None)
 
 
 def partition_config(system, part, **overrides) -> dict:
@@ -55,6 +74,7 @@ def partition_config(system, part, **overrides) -> dict:
                    if part.node.gpus else [],
         "resources": [{"name": "_rfm_gpu", "options": ["--gres=gpu:{num_gpus_per_node}"]}],
         "env_vars": [list(pair) for pair in part.env_vars],
+        "prepare_cmds": list(part.prepare_cmds),
         "extras": {
             "topology_file": str(system.path),
             "srun_options": list(part.srun_options),
@@ -92,9 +112,13 @@ def embedded_system() -> dict:
             "environs": ["gnu-openmpi"], "descr": "no embedded cluster is up"}]}
     topology = load_system(topology_file)
     node_cpus = {n["name"]: n["cpus"] for n in cluster["nodes_detail"]}
+    lmod = _lmod_init()  # a provider's modules load in the job where the host has Lmod
+    if lmod is not None:
+        system["modules_system"] = "lmod"
     return {**system, "partitions": [partition_config(
         topology, part,
         time_limit="10m",
+        **({"prepare_cmds": [f"source {lmod}", *part.prepare_cmds]} if lmod else {}),
         extras={"node_cpus": node_cpus, "binary_provider": _embedded_providers()},
     ) for part in topology.partitions]}
 
@@ -105,6 +129,7 @@ def topology_systems() -> list:
         "name": system.name,
         "descr": system.descr,
         "hostnames": list(system.hostnames),
+        "modules_system": system.modules_system,
         "stagedir": str(_state_dir() / "shared" / "stage"),
         "outputdir": str(_state_dir() / "shared" / "output"),
         "partitions": [partition_config(system, part) for part in system.partitions],
@@ -133,6 +158,11 @@ site_configuration = {
         {
             "check_search_path": [str(TESTS_DIR)],
             "check_search_recursive": True,
+            # `module load` lines are written into the job, never tried in ReFrame's own
+            # process: a login node need not have the compute nodes' modules, and a
+            # module that does not load is found in the job, on the node, and named
+            # there (MeasuredCheck.first_in_the_job), not a failure before submission
+            "resolve_module_conflicts": False,
         }
     ],
     # perfguard's PostgreSQL is the results store, not ReFrame's sqlite file.

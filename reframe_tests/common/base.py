@@ -273,13 +273,16 @@ class MeasuredCheck(LaunchedCheck):
         A skip here, not after run: ReFrame 4.10's asynchronous policy keeps a test that
         leaves in ``run_wait`` in its partition's running set, so every such skip held a
         ``max_jobs`` slot for good and the run spun forever once they were all held."""
-        if not self.programs_on_node_path or self.is_dry_run():
+        modules = self.binary_provider.get("modules")
+        if not (self.programs_on_node_path or modules) or self.is_dry_run():
             return
         try:
-            missing = providers.missing_program(read_output(self),
-                                                self.current_partition.fullname)
+            output = read_output(self)
         except SanityError:
             return  # no output at all: the sanity stage says why
+        partition = self.current_partition.fullname
+        missing = (providers.missing_module(output, self.binary_provider, partition)
+                   or providers.missing_program(output, partition))
         self.skip_saying_if(missing is not None, missing or "")
 
     @run_before("performance")
@@ -306,8 +309,10 @@ class MeasuredCheck(LaunchedCheck):
             raise SanityError(problem)
 
     def first_in_the_job(self) -> list[str]:
-        """A program the node lacks ends the job cleanly, saying so."""
-        return providers.probe_commands(self.programs_on_node_path)
+        """A provider's module that did not load, or a program the node lacks, ends the
+        job cleanly, saying so."""
+        return [*providers.module_probes(self.binary_provider.get("modules", [])),
+                *providers.probe_commands(self.programs_on_node_path)]
 
     def last_before_the_benchmark(self) -> list[str]:
         """Each rank's GPU, reported with the benchmark's layout (kept with the output)."""

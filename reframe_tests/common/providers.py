@@ -6,7 +6,10 @@
   environment ``spack_envs/STACK``, installed under ``DIR`` (default ``$STATE/spack``)
   with a view at ``DIR/views/STACK``, optionally with a Spack configuration scope
   (``spack -C SCOPE``: a site's mirrors) — the default on real clusters;
-- ``{kind: prefix, path: DIR, modules: [...]}``: an existing installation;
+- ``{kind: prefix, path: DIR, modules: [...]}``: an existing installation, with the
+  environment modules it needs (HPC-X's): ReFrame writes their ``module load`` lines
+  into the job (the system's ``modules_system``), and the job checks each is loaded
+  before anything runs (``module_probes``);
 - ``{kind: system}``: distribution packages on the compute node's ``PATH`` (Debian's
   perftest, ucx-utils): looked up *in the job*, on the node, never on the host that runs
   ReFrame (a login node may lack what the nodes have, and the other way round);
@@ -42,6 +45,8 @@ SPACK_ENVS = SPACK_ENVS_DIR
 REPLAY = Path(__file__).with_name("replay.py")
 #: What the job prints when a program the 'system' provider names is not on the node.
 MISSING_MARK = "perfguard-missing-program"
+#: What the job prints when a provider's module did not load on the node.
+MISSING_MODULE_MARK = "perfguard-missing-module"
 
 
 def providers_of(partition) -> list[dict]:
@@ -214,6 +219,35 @@ def probe_commands(programs: list[str]) -> list[str]:
     return [f"command -v {name} >/dev/null 2>&1 || "
             f"{{ echo \"{MISSING_MARK} {name} $HOSTNAME\"; exit 0; }}"
             for name in dict.fromkeys(programs)]
+
+
+def module_probes(modules: list) -> list[str]:
+    """First in the job, after ReFrame's ``module load`` lines: a provider's module that
+    did not load ends the job cleanly, saying which, where, and whether the job's shell
+    had a ``module`` command at all (``type -t module``: function, file, or none)."""
+    names = [m["name"] if isinstance(m, dict) else str(m) for m in modules]
+    return [f"module is-loaded {name} >/dev/null 2>&1 || {{ echo \"{MISSING_MODULE_MARK} "
+            f"{name} $HOSTNAME $(type -t module || echo none)\"; exit 0; }}"
+            for name in dict.fromkeys(names)]
+
+
+def missing_module(output: str, provider: dict, partition: str) -> str | None:
+    """The skip reason where the job said a provider's module did not load, naming the
+    module, the node and the fix."""
+    missing = re.search(rf"^{MISSING_MODULE_MARK} (\S+) (\S+) (\S+)$", output, re.M)
+    if missing is None:
+        return None
+    name, host, command = missing.groups()
+    where = f"provider '{provider.get('kind', 'system')}' {provider.get('path') or ''}".strip()
+    if command == "none":
+        return (f"module {name} was not loaded on {host} ({where}): the job's shell has no "
+                f"`module` command: set the system's modules_system (lmod) and a "
+                f"prepare_cmds line that sources Lmod's bash init for {partition} "
+                f"(topology file; docs/adopting.md)")
+    return (f"module {name} did not load on {host} ({where}): check the name with `module "
+            f"avail {name}` on {host} and that MODULEPATH in the job reaches its module "
+            f"file, or fix binary_provider's modules for {partition} (topology file; "
+            f"embedded cluster: PERFGUARD_PREFIX_MODULES)")
 
 
 def missing_program(output: str, partition: str) -> str | None:
