@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from perfguard.contract import stacks
+from perfguard.contract.offers import OFFERS, STACK_OFFERS_FILE
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.paths import SPACK_ENVS_DIR, spack_packages_file, state_dir
 
@@ -139,6 +140,77 @@ def check_environment(env_dir: Path) -> Findings:
     for key in ("unify", "reuse"):
         if key not in concretizer:
             findings.warnings.append(f"{manifest}: concretizer.{key} is not set")
+    stack_offers(env_dir, findings)
+    return findings
+
+
+#: What Spack's concretized tree must show for each capability a stack's ``offers.yaml``
+#: may list (perfguard/contract/offers.py's OFFERS: what the SHARP, CollNet and GPU checks
+#: need): the stack builds it, or it does not offer it.
+STACK_OFFERS = {
+    "mpi-ucc": "openmpi with ucc in its fabrics (coll/ucc: configured --with-ucc)",
+    "ucc-sharp": "ucc +sharp (UCC's SHARP TL: perfguard's recipe, --with-sharp)",
+    "nccl-collnet": "nccl-rdma-sharp-plugins +sharp (libnccl-net.so with CollNet)",
+    "cuda-mpi": "an MPI +cuda",
+}
+OFFERS_FILE = STACK_OFFERS_FILE
+#: The MPIs whose ``+cuda`` makes them CUDA-aware.
+CUDA_MPIS = ("openmpi", "mvapich2", "mpich", "mvapich")
+
+
+def stack_offers(env_dir: Path, findings: Findings) -> frozenset[str] | None:
+    """The stack's ``offers.yaml`` (``offers:``, a list of STACK_OFFERS' names), its
+    mistakes added to ``findings``; None where the stack has none."""
+    path = env_dir / OFFERS_FILE
+    if not path.exists():
+        findings.warnings.append(f"{path} does not exist: the checks cannot tell what the "
+                                 f"stack offers beyond programs (list {', '.join(OFFERS)} "
+                                 f"where it builds them, `offers: []` where none)")
+        return None
+    data = _load_yaml(path, findings)
+    listed = data.get("offers") if isinstance(data, dict) else None
+    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+        findings.errors.append(f"{path}: needs 'offers:', a list of names ([] for none)")
+        return None
+    for name in sorted(set(listed) - set(OFFERS)):
+        findings.errors.append(f"{path}: unknown offer {name!r} (known: {', '.join(OFFERS)})")
+    return frozenset(listed) & set(STACK_OFFERS)
+
+
+def _variant_on(spec: str, variant: str) -> bool:
+    return re.search(rf"\+{variant}(?=[+~\s]|$)", spec) is not None
+
+
+#: A spec line of `spack concretize`'s tree: status, hash, ``^``, name, the rest.
+SPEC_LINE = re.compile(r"^\s*(?:-|\[[+e^]\])\s+\w{7}\s+\^?([\w-]+)@(.*)$", re.M)
+
+
+def offers_in_tree(tree: str) -> set[str]:
+    """What a concretized tree builds (or takes as external) of STACK_OFFERS."""
+    found = set()
+    for name, spec in SPEC_LINE.findall(tree):
+        fabrics = re.search(r"\bfabrics:?=(\S+)", spec)
+        if name == "openmpi" and fabrics and "ucc" in fabrics[1].strip("'\"").split(","):
+            found.add("mpi-ucc")
+        if name == "ucc" and _variant_on(spec, "sharp"):
+            found.add("ucc-sharp")
+        if name == "nccl-rdma-sharp-plugins" and _variant_on(spec, "sharp"):
+            found.add("nccl-collnet")
+        if name in CUDA_MPIS and _variant_on(spec, "cuda"):
+            found.add("cuda-mpi")
+    return found
+
+
+def offers_not_built(tree: str, claimed: frozenset[str], offers_file: Path) -> Findings:
+    """An offer the stack lists that its concretization lacks is an error (a check would
+    run, and fail, for want of it); one it builds but does not list, a warning."""
+    findings, built = Findings(), offers_in_tree(tree)
+    for name in sorted(claimed - built):
+        findings.errors.append(f"{offers_file} lists {name}, but Spack's concretization of "
+                               f"the stack has no {STACK_OFFERS[name]}")
+    for name in sorted(built - claimed):
+        findings.warnings.append(f"the stack builds {STACK_OFFERS[name]}, but {offers_file} "
+                                 f"does not list {name}: the checks that need it are skipped")
     return findings
 
 
@@ -158,13 +230,16 @@ def check_recipe(path: Path) -> Findings:
     calls = [n for n in ast.walk(classes[0]) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Name)]
     versions = [c for c in calls if c.func.id == "version"]
-    if not versions and not _extends_builtin(tree, classes[0]):
+    if not versions and not _extends_builtin(tree, classes[0]) \
+            and not _external_only(classes[0]):
         findings.errors.append(f"{path}: no version() (and no builtin recipe extended, "
-                               f"whose versions it would keep)")
+                               f"whose versions it would keep; no `has_code = False` of "
+                               f"a package that is only ever an external)")
     for call in versions:
         keywords = {k.arg for k in call.keywords}
         label = ast.literal_eval(call.args[0]) if call.args else "?"
-        if not keywords & {"sha256", "git", "commit", "tag"}:
+        if not keywords & {"sha256", "git", "commit", "tag"} \
+                and not _external_only(classes[0]):  # nothing to fetch, nothing to check
             findings.warnings.append(f"{path}: version {label} has no sha256: run "
                                      f"`spack checksum {path.parent.name}` on a connected host")
     for call in (c for c in calls if c.func.id == "depends_on"):
@@ -177,6 +252,16 @@ def check_recipe(path: Path) -> Findings:
         findings.warnings.append(f"{path}: no maintainers(): the builtin repository asks for "
                                  f"the GitHub handles of whoever answers for the recipe")
     return findings
+
+
+def _external_only(package: ast.ClassDef) -> bool:
+    """Whether the recipe says ``has_code = False``: a package that is only ever the
+    site's external (the builtin ``hcoll``, ``hpcx-mpi``; our ``sharp``), whose versions
+    are the externals'."""
+    return any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+               and node.value.value is False
+               and any(isinstance(target, ast.Name) and target.id == "has_code"
+                       for target in node.targets) for node in package.body)
 
 
 def _extends_builtin(tree: ast.Module, package: ast.ClassDef) -> bool:
@@ -306,8 +391,11 @@ def parse_specs(findings: Findings, scope: str | None = None) -> dict[str, str]:
     return spack_python(PARSE_SPECS, findings.specs, scope=scope) if findings.specs else {}
 
 
-def concretize(env_dir: Path, scope: str | None = None) -> Findings:
-    """``spack -e ENV concretize -f``: the roots Spack chose and how long it took."""
+def concretize(env_dir: Path, scope: str | None = None,
+               claimed: frozenset[str] | None = None,
+               offers_file: Path | None = None) -> Findings:
+    """``spack -e ENV concretize -f``: the roots Spack chose and how long it took; with
+    ``claimed`` (the stack's offers.yaml), whether the tree builds what it lists."""
     findings = Findings()
     started = time.monotonic()
     result = _spack("-e", str(env_dir), "concretize", "-f", scope=scope)
@@ -323,6 +411,11 @@ def concretize(env_dir: Path, scope: str | None = None) -> Findings:
         findings.notes.append(f"concretized in {seconds:.0f} s: " + ", ".join(roots))
         findings.warnings += not_the_sites(result.stdout + result.stderr,
                                            declared_externals(env_dir))
+        if claimed is not None:
+            offered = offers_not_built(result.stdout + result.stderr, claimed,
+                                       offers_file or env_dir / OFFERS_FILE)
+            findings.errors += offered.errors
+            findings.warnings += offered.warnings
     return findings
 
 
@@ -492,7 +585,8 @@ def check_stack(env: Path, envs_dir: Path, copy: Path, scratch: Path, scope: str
     for where, error in parse_specs(found, scope).items():
         found.errors.append(f"Spack {label}: {where}: {error}")
     if not found.errors:
-        _merge(found, concretize(rendered, scope), said)
+        claimed = stack_offers(env, Findings())  # its mistakes are in `found` already
+        _merge(found, concretize(rendered, scope, claimed, env / OFFERS_FILE), said)
     if not found.errors and builds_with_cuda(env):
         _merge(found, with_next_cuda(env.name, envs_dir, scratch / "cuda-next", scope), said)
     return found

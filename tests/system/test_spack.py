@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from perfguard.contract import stacks
+from perfguard.contract.offers import OFFERS
 from perfguard.site import spack
 from perfguard.site.spack import SPACK_ENVS, environments, recipes
 from tests.conftest import TEST_STATE, dry_run_scripts, job_file, perfguard, perfguard_command
@@ -44,6 +45,7 @@ def test_without_spack_only_syntax_is_checked_and_said() -> None:
     for env in STACKS:
         assert f"ok   {SPACK_ENVS / env}\n" in result.stdout
     assert "version 2002.02.21 has no sha256" in result.stdout  # said, not hidden
+    assert "version 3.1.0 has no sha256" not in result.stdout  # sharp: only ever external
     assert result.stdout.count("style of Spack's builtin repository: passed") == len(recipes())
     assert "perftest/package.py: no maintainers(): the builtin repository asks" in result.stdout
     assert ("note: spack is not on PATH (source your Spack's share/spack/setup-env.sh; "
@@ -115,12 +117,20 @@ def envs_copy(tmp_path: Path) -> Path:
     (lambda d: _edit(d / "spack_repo/perfguard/packages/osu_micro_benchmarks/package.py",
                      "(BuiltinOsuMicroBenchmarks)", "(AutotoolsPackage)"),
      "no version() (and no builtin recipe extended"),
+    (lambda d: (_edit(d / "spack_repo/perfguard/packages/sharp/package.py",
+                      "    has_code = False\n", ""),
+                _edit(d / "spack_repo/perfguard/packages/sharp/package.py",
+                      '    version("3.1.0")', "    # ")), "sharp/package.py: no version() "),
     (lambda d: _edit(d / "spack_repo/perfguard/packages/himeno/package.py",
                      "import os\nimport re\n", "import re\nimport os\n"),
      "not in the builtin repository's style (lint, "),
     (lambda d: _edit(d / "spack_repo/perfguard/packages/himeno/package.py",
                      "\n\nclass Himeno(", "\nclass Himeno("),
      "not in the builtin repository's style (format, "),
+    (lambda d: _edit(d / "gcc-openmpi-ucx-cuda/offers.yaml", "- ucc-sharp", "- sharp"),
+     "offers.yaml: unknown offer 'sharp' (known: mpi-ucc, ucc-sharp, nccl-collnet, cuda-mpi)"),
+    (lambda d: (d / "gcc-openmpi-ucx/offers.yaml").write_text("offers: mpi-ucc\n"),
+     "offers.yaml: needs 'offers:', a list of names ([] for none)"),
 ])
 def test_broken_copies_fail_with_file_and_reason(envs_copy: Path, breakage, message) -> None:
     breakage(envs_copy)
@@ -300,6 +310,53 @@ def test_check_names_what_a_stack_builds_though_the_site_declared_it(tmp_path: P
                                   "gdrcopy@2.4.1")
     assert warnings[1].startswith("the stack reuses a Spack install of hwloc@2.12.2, not the "
                                   "site's external hwloc@2.9.0")
+
+
+#: Real `spack concretize -f` outputs of the shipped stacks (Spack 1.1.0 offline, with
+#: the example externals: tests/data/spack11/README.md says how they were made).
+SPACK11 = CHECKOUT / "tests" / "data" / "spack11"
+
+
+@pytest.mark.parametrize("stack, recorded", [
+    ("gcc-openmpi-ucx-cuda", "concretize_gcc-openmpi-ucx-cuda_cuda12.txt"),
+    ("gcc-openmpi-ucx-cuda", "concretize_gcc-openmpi-ucx-cuda_cuda13.txt"),
+    ("gcc-openmpi4-verbs-cuda", "concretize_gcc-openmpi4-verbs-cuda_cuda12.txt"),
+])
+def test_a_stack_offers_what_spack_concretized_for_it(stack: str, recorded: str) -> None:
+    """Each CUDA stack's offers.yaml against Spack 1.1's real concretization of it: the
+    SHARP stack's Open MPI has coll/ucc (fabrics ucc,ucx), its UCC the SHARP TL (our
+    recipe, against the site's external SHARP), the NCCL plugin CollNet."""
+    tree = (SPACK11 / recorded).read_text()
+    claimed = spack.stack_offers(SPACK_ENVS / stack, spack.Findings())
+    assert claimed is not None and spack.offers_in_tree(tree) == claimed
+    found = spack.offers_not_built(tree, claimed, SPACK_ENVS / stack / "offers.yaml")
+    assert found.errors == [] and found.warnings == []
+    if stack == "gcc-openmpi-ucx-cuda":
+        assert claimed == {"mpi-ucc", "ucc-sharp", "nccl-collnet", "cuda-mpi"}
+        assert re.search(r"^ -   \w{7}  openmpi@5\.0\.5\S*\+cuda.* fabrics:=ucc,ucx ", tree, re.M)
+        assert re.search(r"^\[e\]  \w{7}      \^sharp@", tree, re.M)  # the site's, never built
+
+
+def test_check_knows_how_spack_shows_each_offer_the_checks_read() -> None:
+    assert list(spack.STACK_OFFERS) == list(OFFERS)
+
+
+def test_an_offer_the_concretization_lacks_is_an_error(tmp_path: Path) -> None:
+    """Open MPI 4.1.6 fabrics=verbs has no coll/ucc: a stack that listed mpi-ucc would
+    send the SHARP checks to a build that can only fail them. What it builds but does not
+    list is a warning (the checks that need it are skipped)."""
+    tree = (SPACK11 / "concretize_gcc-openmpi4-verbs-cuda_cuda12.txt").read_text()
+    listed = tmp_path / "offers.yaml"
+    found = spack.offers_not_built(tree, frozenset({"mpi-ucc", "cuda-mpi"}), listed)
+    assert found.errors == [f"{listed} lists mpi-ucc, but Spack's concretization of the stack "
+                            f"has no openmpi with ucc in its fabrics (coll/ucc: configured "
+                            f"--with-ucc)"]
+    found = spack.offers_not_built(tree, frozenset(), listed)
+    assert found.errors == [] and len(found.warnings) == 1
+    assert found.warnings[0].startswith("the stack builds an MPI +cuda, but ")
+    fake = " -   abcdefg  ucc@1.5.1+cuda~nccl~rocm~sharp build_system=autotools\n" \
+           "[e]  bcdefgh  openmpi@4.1.4~cuda build_system=autotools fabrics:=ucx\n"
+    assert spack.offers_in_tree(fake) == set()
 
 
 def test_mirror_puts_archives_where_spack_looks(tmp_path: Path) -> None:
