@@ -6,11 +6,11 @@ module is a skip naming module and node."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psycopg
@@ -69,8 +69,12 @@ def module_prefix() -> tuple[Path, Path]:
     return prefix, modulefiles
 
 
-def job_files(since: float, name: str) -> list[Path]:
-    return [p for p in (TEST_STATE / "shared").rglob(name) if p.stat().st_mtime >= since]
+def job_output(stdout: str, check: str) -> Path:
+    """The output directory of the run's ``check`` (its report, named in the verdict)."""
+    report = Path(re.search(r"\(report (\S+)\):", stdout).group(1))
+    [case] = [c for c in json.loads(report.read_text())["runs"][0]["testcases"]
+              if c["name"].startswith(check)]
+    return Path(case["outputdir"])
 
 
 def test_a_prefix_through_a_module_runs_with_it_loaded_and_a_misspelled_one_is_a_skip(
@@ -83,23 +87,23 @@ def test_a_prefix_through_a_module_runs_with_it_loaded_and_a_misspelled_one_is_a
     prefix, modulefiles = module_prefix
     env = {"PERFGUARD_PREFIX": str(prefix), "MODULEPATH": str(modulefiles)}
     run = ["run", "--dsn", migrated_dsn, "-n", UCX_LAT, "-S", "UcxPerftestCheck.iterations=200"]
-    started = time.time() - 1
     loaded = perfguard(*run, state=TEST_STATE,
                        env={**env, "PERFGUARD_PREFIX_MODULES": "pgtest/1.0"})
     assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-2000:]
-    [script] = job_files(started, "rfm_job.sh")
-    lines = script.read_text().splitlines()
+    output = job_output(loaded.stdout, "UcxPerftestCheck")
+    lines = (output / "rfm_job.sh").read_text().splitlines()
     assert lines.index(f"source {LMOD_INIT}") < lines.index("module load pgtest/1.0")
-    said = "\n".join(p.read_text() for p in job_files(started, "rfm_job.err"))
+    said = (output / "rfm_job.err").read_text()
     assert re.search(r"^pgtest-module pgtest/1\.0 node\d", said, re.M), said[-2000:]
     assert "pgtest-module none" not in said
 
     misspelled = perfguard(*run, state=TEST_STATE,
                            env={**env, "PERFGUARD_PREFIX_MODULES": "pgtest/1.O"})
     assert misspelled.returncode == 3, misspelled.stdout[-3000:] + misspelled.stderr[-2000:]
-    assert re.search(r"^\[\d\] module pgtest/1\.O did not load on node\d \(provider 'prefix' "
+    notes = " ".join(misspelled.stdout.split())  # the note under the table, unwrapped
+    assert re.search(r"\[\d\] module pgtest/1\.O did not load on node\d \(provider 'prefix' "
                      rf"{re.escape(str(prefix))}\): check the name with `module avail "
-                     r"pgtest/1\.O`", misspelled.stdout, re.M), misspelled.stdout[-3000:]
+                     r"pgtest/1\.O` on node\d", notes), misspelled.stdout[-3000:]
     with psycopg.connect(migrated_dsn) as conn:
         [reason] = conn.execute(
             "SELECT fail_reason FROM testcase WHERE check_name = 'UcxPerftestCheck' "
