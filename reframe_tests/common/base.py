@@ -139,11 +139,12 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
         stage = Path(self.stagedir)
         self.perfguard_fingerprints = fingerprints.read(stage, self.spack_lock_hash)
         self.perfguard_nodelist = launch.recorded_allocation(stage)
-        self.perfguard_cpu_wait, readings = cpu_wait.read(stage)
+        shared_host = bool(self.current_partition.extras.get("nodes_share_host"))
+        self.perfguard_cpu_wait, readings, others = cpu_wait.read(
+            stage, launch.job_cpu_seconds(self.job) if shared_host else None)
         self.perfguard_disturbed = cpu_wait.disturbance(
             self.perfguard_cpu_wait, {"node": self.max_cpu_wait, "job": self.max_job_cpu_wait},
-            self.own_cpus_per_node(), readings,
-            bool(self.current_partition.extras.get("nodes_share_host")))
+            self.own_cpus_per_node(), readings, shared_host, others)
         problem = launch.job_end_problem(self.job, self.stagedir, self.steps_must_succeed)
         if problem:
             raise SanityError(self.explain_job_problem(problem))

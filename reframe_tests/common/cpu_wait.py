@@ -21,8 +21,11 @@ figures are kept but neither judged nor used as anyone's baseline, and the verdi
 the node.
 
 Where the job's own ranks need more CPUs than the node has (virtual nodes sharing a
-host), the job contends with itself and the wait says nothing about other processes: no
-conclusion is drawn.
+host: 4, 8, 16 ranks on 2 cores), the job contends with itself and PSI's wait is its own
+(100 % whether the host is quiet or not). There the CPU time is compared instead: what
+the host's processes used during the job (``/proc/stat``) less what the job's own used
+(Slurm accounting's TotalCPU of the job) is what others took; more than ``max_cpu_wait``
+of the host's CPUs taken by others disturbs the figures as a wait would.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class Reading(NamedTuple):
     cpus: int
     #: "job": the job's own cgroup's pressure; "node": the node's.
     scope: str = "node"
+    #: The CPU time every process of the node (host) had used (/proc/stat), if read.
+    busy_us: int | None = None
 
 
 def add_step(stage: Path) -> str:
@@ -61,12 +66,13 @@ def parse(text: str) -> dict[str, Reading]:
     readings = {}
     for line in text.splitlines():
         parts = line.split("\t")
-        if len(parts) != 6 or parts[0] != "perfguard-cpu":
+        if len(parts) not in (6, 7) or parts[0] != "perfguard-cpu":
             continue
-        _, node, clock, wait, cpus, scope = parts
+        _, node, clock, wait, cpus, scope, *busy = parts
         if clock.isdigit() and cpus.isdigit():
             readings[node] = Reading(int(clock), int(wait) if wait.isdigit() else None,
-                                     int(cpus), scope)
+                                     int(cpus), scope,
+                                     int(busy[0]) if busy and busy[0].isdigit() else None)
     return readings
 
 
@@ -83,24 +89,46 @@ def shares(start: dict[str, Reading], end: dict[str, Reading]) -> dict[str, floa
     return found
 
 
-def read(stage: Path) -> tuple[dict[str, float], dict[str, Reading]]:
-    """({node: CPU wait share}, {node: its reading at the start}) from what the two
-    steps wrote."""
+def others_share(start: dict[str, Reading], end: dict[str, Reading],
+                 job_cpu_s: float | None) -> float | None:
+    """The share of the host's CPUs that processes other than the job's used during the
+    job, where the nodes share one host (any node's readings are the host's), or None
+    where it cannot be told (no /proc/stat reading, no accounting of the job)."""
+    for node, first in sorted(start.items()):
+        last = end.get(node)
+        if job_cpu_s is None or last is None or first.busy_us is None or \
+                last.busy_us is None or last.clock_us <= first.clock_us:
+            continue
+        others_us = last.busy_us - first.busy_us - job_cpu_s * 1e6
+        return round(max(0.0, others_us / ((last.clock_us - first.clock_us) * first.cpus)), 3)
+    return None
+
+
+def read(stage: Path, job_cpu_s: float | None = None
+         ) -> tuple[dict[str, float], dict[str, Reading], float | None]:
+    """({node: CPU wait share}, {node: its reading at the start}, the share of the host's
+    CPUs others took) from what the two steps wrote and the job's own CPU time."""
 
     def readings(name: str) -> dict[str, Reading]:
         path = stage / name
         return parse(path.read_text(errors="replace")) if path.exists() else {}
 
     start, end = readings(START), readings(END)
-    return shares(start, end), start
+    return shares(start, end), start, others_share(start, end, job_cpu_s)
 
 
 def disturbance(waits: dict[str, float], allowed: dict[str, float], own_cpus: int,
-                readings: dict[str, Reading], shared_host: bool) -> str:
+                readings: dict[str, Reading], shared_host: bool,
+                others: float | None = None) -> str:
     """Why the job's figures are not the fabric's ("" where they are, or where nothing
     can be concluded: no PSI, or the job's own ranks (``own_cpus`` of them per node, or
-    per host where the nodes share one) need more CPUs than the node has). ``allowed``:
-    the most wait of each scope ("job", "node") that leaves the figures the fabric's."""
+    per host where the nodes share one) need more CPUs than the node has and what
+    ``others`` took of them is unknown). ``allowed``: the most wait of each scope ("job",
+    "node") that leaves the figures the fabric's; others may take as much as a node's
+    wait may be."""
+    cpus = min((r.cpus for r in readings.values()), default=0)
+    if cpus and own_cpus > cpus:
+        return taken_by_others(others, allowed["node"], own_cpus, cpus)
     busy = {node: share for node, share in waits.items()
             if node in readings and share > allowed[readings[node].scope]
             and own_cpus <= readings[node].cpus}
@@ -114,4 +142,15 @@ def disturbance(waits: dict[str, float], allowed: dict[str, float], own_cpus: in
     return (f"CPUs contended: {who} waited for a CPU during the job, {named} (Linux PSI, "
             f"{source}; allowed {allowed[scope]:.0%}): other processes on {where} shared "
             f"the benchmark's CPUs, so its figures are not the fabric's and are not judged "
+            f"(look for what else ran there, e.g. `top -b -n 1`)")
+
+
+def taken_by_others(others: float | None, allowed: float, own_cpus: int, cpus: int) -> str:
+    """The reason where the job's own ranks outnumber the CPUs: what others took."""
+    if others is None or others <= allowed:
+        return ""
+    return (f"CPUs contended: other processes used {others:.0%} of the host's {cpus} CPUs "
+            f"during the job (/proc/stat less the job's own CPU time from Slurm accounting; "
+            f"allowed {allowed:.0%}; the job's {own_cpus} ranks outnumber the CPUs, so their "
+            f"own wait says nothing): its figures are not the fabric's and are not judged "
             f"(look for what else ran there, e.g. `top -b -n 1`)")

@@ -257,6 +257,25 @@ def job_steps(jobid: str) -> list[tuple[str, str, str, str]]:
     return sacct_steps(listing.stdout)
 
 
+def job_cpu_seconds(job) -> float | None:
+    """The CPU time the job's own processes used (Slurm accounting's TotalCPU of the
+    job, its steps together), or None where accounting does not say."""
+    if job.scheduler.registered_name not in ("slurm", "squeue") or not job.jobid:
+        return None
+    listing = osext.run_command(f"sacct -n -P -j {job.jobid} -o TotalCPU")
+    return total_cpu_seconds(listing.stdout.strip().splitlines()[0]) \
+        if listing.stdout.strip() else None
+
+
+def total_cpu_seconds(text: str) -> float | None:
+    """sacct's TotalCPU ([DD-][HH:]MM:SS[.mmm]) in seconds."""
+    match = re.fullmatch(r"(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)", text.strip())
+    if match is None:
+        return None
+    days, hours, minutes, seconds = (float(part or 0) for part in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
 def sacct_steps(listing: str) -> list[tuple[str, str, str, str]]:
     """``sacct -n -P -o JobID,JobName,State,ExitCode`` → its rows (the same from Slurm
     22.05 to 25.11: tests/data/slurm-25.11)."""

@@ -43,10 +43,38 @@ def test_the_jobs_own_cgroup_is_named_where_it_was_read() -> None:
                           "job, 33% on n7 (Linux PSI, the job's cgroup; allowed 20%)")
 
 
-def test_a_job_whose_own_ranks_overfill_the_cpus_concludes_nothing() -> None:
-    """4 ranks on a host of 2 CPUs contend with themselves: the wait is theirs."""
-    assert cpu_wait.disturbance({"node1": 0.99}, ALLOWED, 4, {"node1": quiet()},
-                                shared_host=True) == ""
+def test_a_job_whose_own_ranks_overfill_the_cpus_is_judged_by_what_others_took() -> None:
+    """4 ranks on a host of 2 CPUs contend with themselves: the wait is theirs, 99 % on a
+    quiet host as on a busy one. What other processes took of the CPUs tells: nothing
+    known or 10 % concludes nothing, 80 % disturbs (the 4-, 8-, 16-node cases at 100 %
+    wait had been stored as clean history)."""
+    readings = {"node1": quiet()}
+    assert cpu_wait.disturbance({"node1": 0.99}, ALLOWED, 4, readings, shared_host=True) == ""
+    assert cpu_wait.disturbance({"node1": 0.99}, ALLOWED, 4, readings, True, 0.1) == ""
+    why = cpu_wait.disturbance({"node1": 0.99}, ALLOWED, 4, readings, True, 0.8)
+    assert why.startswith("CPUs contended: other processes used 80% of the host's 2 CPUs "
+                          "during the job (/proc/stat less the job's own CPU time from "
+                          "Slurm accounting; allowed 50%; the job's 4 ranks outnumber"), why
+
+
+def test_what_others_took_is_the_hosts_cpu_time_less_the_jobs() -> None:
+    """2 s on 2 CPUs: the host used 3.2 CPU-s, the job 1.2 of them: others 2.0 of 4."""
+    start = cpu_wait.parse("perfguard-cpu\tnode1\t1000000\t5000\t2\tnode\t10000000\n")
+    end = cpu_wait.parse("perfguard-cpu\tnode1\t3000000\t1605000\t2\tnode\t13200000\n")
+    assert start["node1"].busy_us == 10_000_000
+    assert cpu_wait.others_share(start, end, 1.2) == 0.5
+    assert cpu_wait.others_share(start, end, None) is None  # no accounting: unknown
+    old_form = cpu_wait.parse(START)  # six fields, before the host's CPU time was read
+    assert cpu_wait.others_share(old_form, cpu_wait.parse(END), 1.2) is None
+
+
+def test_sacct_total_cpu_in_seconds() -> None:
+    from reframe_tests.common.launch import total_cpu_seconds
+
+    assert total_cpu_seconds("00:29.867") == 29.867  # as sacct printed it for a 16-node job
+    assert total_cpu_seconds("01:02:03") == 3723
+    assert total_cpu_seconds("1-00:00:01") == 86401
+    assert total_cpu_seconds("") is None
 
 
 def test_a_quiet_job_is_not_disturbed() -> None:
