@@ -77,7 +77,7 @@ def _add_site(sub: argparse._SubParsersAction) -> None:
 def cmd_site_show(args: argparse.Namespace) -> int:
     from perfguard.site import directory as site
 
-    print(site.describe())
+    print(site.describe(args.ctx.state))
     return 0
 
 
@@ -86,6 +86,7 @@ def cmd_site_check(args: argparse.Namespace) -> int:
 
     system = args.system or ("local" if args.ctx.embedded is not None else None)
     files = check.check(args.ctx, system)
+    files.problems += check.thresholds_of_no_check()
     for path in files.read:
         print(f"read {path}")
     for problem in files.problems:

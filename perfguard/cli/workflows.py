@@ -39,6 +39,10 @@ def _add_workflows(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--cancel-recurring", action="store_true",
                        help="stop the recurring nightly: no next night; a night in "
                             "progress finishes (its report written) unless --now")
+    group.add_argument("--status", action="store_true",
+                       help="what is scheduled where: the recurring job and perfguard's "
+                            "scrontab entry, the next night, a night running now, the last "
+                            "night's outcome")
     nig.add_argument("--now", action="store_true",
                      help="with --cancel-recurring: stop the night in progress too (what "
                           "finished is stored and its report written)")
@@ -80,6 +84,9 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from perfguard.errors import UsageError
     from perfguard.workflows import nightly, schedule
 
+    if args.status:
+        print(schedule.status(args.ctx))
+        return 0
     if args.print_scrontab or args.install_scrontab or args.submit_recurring:
         args.partition = schedule.driver_partition(args.ctx, args.system, args.partition)
     if args.print_scrontab or args.install_scrontab:

@@ -10,6 +10,7 @@ the same verdict serves CI job summaries.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -409,10 +410,21 @@ def write(conn: psycopg.Connection, run_id: int, path: Path, baseline_id: int | 
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Written beside its place and renamed onto it; a place that cannot be written is
+    said as such (not an internal error): which path, why, and what to do."""
+    from perfguard.errors import UsageError
+
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)  # never half a file left behind
+        raise UsageError(f"cannot write the report to {path}: {exc.strerror or exc} (choose "
+                         f"a writable path with -o, or fix the directory's permissions)") \
+            from None
 
 
 def default_path(state: Path, run_id: int) -> Path:

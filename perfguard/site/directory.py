@@ -34,13 +34,14 @@ site's own git repository. What is not here comes from the defaults shipped with
 """
 
 
-def describe() -> str:
-    """Which site directory is used and, per setting file, where it comes from."""
+def describe(state: Path | None = None) -> str:
+    """Which site directory is used and, per setting file, where it comes from; ``state``:
+    the state directory the command resolved (``--state-dir`` among them)."""
     site = paths.site_dir()
     lines = [f"site directory: {site or '(none: shipped defaults only)'}",
              f"shipped defaults: {paths.DEFAULTS_DIR}",
              f"dashboards: {paths.DASHBOARDS_DIR} (Grafana provisioning: docs/grafana.md)",
-             f"state directory: {paths.state_dir()}", ""]
+             f"state directory: {state or paths.state_dir()}", ""]
     for name, source in paths.layered_files().items():
         origin = "site" if site is not None and source.is_relative_to(site) else "shipped"
         lines.append(f"{name:32} {origin:8} {source}")

@@ -4,6 +4,7 @@ missing) a recurring batch job in a partition the nightly does not measure."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -146,7 +147,9 @@ def submit_recurring(ctx: Context, schedule: str, arguments: list[str],
     if os.environ.get("SLURM_JOB_ID") in cancelled:
         return (f"the recurring nightly was cancelled while job {os.environ['SLURM_JOB_ID']} "
                 f"ran: no next night submitted")
-    cancelled_marker(state).unlink(missing_ok=True)  # scheduled again by hand
+    # Everything that can refuse is asked first (the schedule, a DSN with a password):
+    # the cancel marker goes only once sbatch took the new job, or a refused resubmission
+    # would let the running night, cancelled, submit its sequel after all.
     begin = at or next_occurrence(schedule, datetime.now()).strftime("%Y-%m-%dT%H:%M:%S")
     perfguard = shlex.quote(str(Path(sys.executable).parent / "perfguard"))
     exported = ctx.scheduled_environment()
@@ -167,6 +170,7 @@ def submit_recurring(ctx: Context, schedule: str, arguments: list[str],
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         raise PerfguardError(f"sbatch refused the nightly job: {result.stderr.strip()}")
+    cancelled_marker(state).unlink(missing_ok=True)  # scheduled again by hand
     return f"nightly job {result.stdout.strip()} will start at {begin}"
 
 
@@ -221,3 +225,62 @@ def cancel_recurring(ctx: Context, stop_running: bool = False) -> str:
         said.append(f"the running nightly (job {', '.join(running)}) finishes and submits "
                     f"no next night (--now stops it too)")
     return "; ".join(said)
+
+
+# --- what is scheduled ------------------------------------------------------------
+RUN_LINE = re.compile(r"^run \d+: .*$", re.M)
+
+
+def status(ctx: Context) -> str:
+    """What is scheduled where: the recurring driver jobs in Slurm's queue (the next
+    night, a night running now, whether it was cancelled), perfguard's scrontab entry and
+    when it fires next, and the last night's outcome from its log (``STATE/log``)."""
+    listed = slurm.run(ctx, "squeue", "-h", "--me", f"--name={JOB_NAME}", "-o", "%i|%T|%S|%P")
+    if listed.returncode != 0:
+        raise PerfguardError(f"squeue failed: {listed.stderr.strip()} (is slurmctld "
+                             f"reachable from here?)")
+    cancelled = cancelled_jobs(ctx.state)
+    said = []
+    for line in sorted(listed.stdout.split()):
+        job, state, start, partition = line.split("|")
+        if state == "PENDING":
+            said.append(f"next night: recurring job {job} in partition {partition}, "
+                        f"starts {start}")
+        else:
+            sequel = ("cancelled: submits no next night" if job in cancelled
+                      else "then submits the next")
+            said.append(f"running now: recurring job {job} in partition {partition} since "
+                        f"{start} ({sequel})")
+    if not listed.stdout.strip():
+        said.append("recurring job: none queued (`perfguard nightly --submit-recurring`)")
+    said.append(scrontab_status(ctx))
+    said.append(last_night(ctx.state))
+    return "\n".join(said)
+
+
+def scrontab_status(ctx: Context) -> str:
+    """perfguard's scrontab entry and its next firing, or that there is none."""
+    env = ctx.slurm_env()
+    if shutil.which("scrontab", path=(env or os.environ).get("PATH")) is None:
+        return "scrontab: not installed here (Debian's slurm-client 22.05 lacks it)"
+    current = _current_scrontab(env or {})
+    block = current.split(SCRON_BEGIN, 1)[1].split(SCRON_END, 1)[0] \
+        if SCRON_BEGIN in current else ""
+    ours = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    if not ours:
+        return "scrontab: no perfguard entry (`perfguard nightly --install-scrontab`)"
+    schedule = " ".join(ours[0].split()[:5])
+    upcoming = next_occurrence(schedule, datetime.now())
+    return f"scrontab: perfguard's entry '{schedule}', fires next {upcoming:%Y-%m-%dT%H:%M}"
+
+
+def last_night(state: Path) -> str:
+    """The newest nightly log of this state directory and the run line it ended with."""
+    logs = sorted((state / "log").glob("nightly-*.log"), key=lambda p: p.stat().st_mtime)
+    if not logs:
+        return f"last night: none logged under {state / 'log'}"
+    newest = logs[-1]
+    ended = datetime.fromtimestamp(newest.stat().st_mtime)
+    outcome = RUN_LINE.findall(newest.read_text(errors="replace"))
+    return (f"last night: {newest.name} (last written {ended:%Y-%m-%dT%H:%M}): "
+            f"{outcome[-1] if outcome else 'no run line yet (running, or it ended early)'}")

@@ -9,6 +9,7 @@ the place and the fix, not ReFrame's traceback or one failed job per check.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -64,6 +65,41 @@ def read_site_files(ctx: Context) -> SiteFiles:
     for name, schema in (("sweep.yaml", "sweep"), ("mpi_flavours.yaml", "mpi_flavours")):
         files.load(paths.site_file(name), partial(load_yaml, what=name, schema=schema))
     return files
+
+
+def thresholds_of_no_check() -> list[str]:
+    """Every thresholds file's entries that name no check (what `site check` adds to the
+    files' problems; a run goes on: a retired check's old thresholds must not stop a
+    nightly, and judge nothing there either)."""
+    from perfguard.judge import thresholds
+
+    problems = []
+    for path in paths.site_folder("thresholds"):
+        try:
+            problems += unknown_checks(path, thresholds.from_yaml(path))
+        except PerfguardError:
+            continue  # the file's own problems are said by read_site_files
+    return problems
+
+
+def unknown_checks(path: Path, entries: list) -> list[str]:
+    """Entries of a thresholds file that name no check of the library or of the site's
+    ``checks/``: a misspelt name never matches a test case, so the threshold would
+    silently judge nothing (read from the checks' source, as `thresholds import` does)."""
+    from perfguard.judge.scope import declared_checks
+    from perfguard.run.reframe import RunRequest, check_directories
+
+    if not entries:
+        return []
+    known = declared_checks(check_directories(RunRequest(), paths.site_dir()))
+    problems = []
+    for number, entry in enumerate(entries):
+        if entry.check not in known:
+            near = difflib.get_close_matches(entry.check, list(known), n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            problems.append(f"{path}: thresholds[{number}]: check {entry.check!r} is no check "
+                            f"of the library or of the site's checks/{hint}")
+    return problems
 
 
 def find_system(ctx: Context, name: str, systems: list[System] | None = None) -> System:

@@ -315,3 +315,15 @@ def test_checks_lists_what_a_system_would_run_and_why_the_rest_is_skipped(layout
     reframe_list = perfguard("run", "-n", "MpiHelloCheck", "--", "--list", state=TEST_STATE)
     assert reframe_list.returncode == 0, reframe_list.stdout[-2000:] + reframe_list.stderr
     assert "- MpiHelloCheck" in reframe_list.stdout, reframe_list.stdout[-2000:]
+
+
+def test_checks_skips_perftest_where_run_would_the_partition_has_no_rdma_device(layout) -> None:
+    """The embedded nodes talk over the loopback, no RDMA device: `perfguard checks`
+    listed all 44 perftest variants as 'runs', which `run` then skipped. The topology
+    decides it (never this host), so the dry run skips them as the run does."""
+    listed = perfguard("checks", "-t", "perftest", state=TEST_STATE)
+    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
+    rows = [line for line in listed.stdout.splitlines()
+            if line.startswith(("PerftestCheck ", "PerftestInterferenceCheck "))]
+    assert rows and not [row for row in rows if row.endswith(" runs")], rows
+    assert all("perftest needs InfiniBand or RoCE" in row for row in rows), rows[:3]

@@ -172,3 +172,20 @@ def test_gitlab_example_publishes_report_summary_and_junit_from_the_project() ->
             "perfguard-report/report.html", "perfguard-report/summary.md",
             "perfguard-report/junit.xml")
     assert pipeline["upgrade-check"]["variables"]["PERFGUARD_REPORT_BASELINE"] == "pre-upgrade"
+
+
+def test_a_report_to_a_path_it_cannot_write_is_said_plainly(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """`report -o` where no file can be: the path, the system's reason and the fix, exit
+    2; it was an "internal error … please report it" and left nothing to act on."""
+    [run] = store_nights(migrated_dsn, demo_report, tmp_path, [1.0], cv=0.0)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    target = blocker / "reports" / "run.html"  # below a file (root may write anywhere)
+    result = perfguard("report", str(run), "--dsn", migrated_dsn, "-o", str(target),
+                       state=TEST_STATE)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"perfguard: error: cannot write the report to {target}: "
+                                    f"Not a directory (choose a writable path with -o"), \
+        result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr

@@ -106,3 +106,25 @@ def test_a_site_checks_own_reference_judges_unless_the_database_has_one(
         [direction] = conn.execute("SELECT better FROM metric_direction WHERE check_name = "
                                    "'SiteTriadCheck' AND metric = 'triad'").fetchone()
     assert direction == "higher"
+
+
+def test_site_check_refuses_a_thresholds_file_naming_a_check_that_does_not_exist(
+        tmp_path: Path) -> None:
+    """A misspelt check never matches a test case: its threshold would judge nothing and
+    `site check` passed it. Now each such entry is a problem naming file, entry and the
+    check meant; a site's own check (SITE/checks/) is known."""
+    site = tmp_path / "site"
+    guide_files(site)  # SiteTriadCheck, the site's own
+    (site / "thresholds").mkdir(parents=True)
+    (site / "thresholds" / "mine.yaml").write_text(
+        "system: local\nthresholds:\n"
+        "- {check: OsuPt2PtChek, metric: latency, reference: 2.0, upper: 0.1,"
+        " direction: lower}\n"
+        "- {check: SiteTriadCheck, metric: triad_bandwidth, reference: 9000, lower: -0.1,"
+        " direction: higher}\n")
+    checked = perfguard("--site", str(site), "site", "check", state=tmp_path / "state")
+    assert checked.returncode != 0, checked.stdout
+    problems = [line for line in checked.stdout.splitlines() if line.startswith("problem:")]
+    assert problems == [f"problem: {site / 'thresholds' / 'mine.yaml'}: thresholds[0]: check "
+                        f"'OsuPt2PtChek' is no check of the library or of the site's checks/ "
+                        f"(did you mean OsuPt2PtCheck?)"], checked.stdout

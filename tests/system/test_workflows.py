@@ -120,6 +120,11 @@ def test_cancel_recurring_lets_the_night_in_progress_finish_and_submits_no_next(
         assert cancelled.returncode == 0, cancelled.stderr
         assert f"the running nightly (job {job}) finishes and submits no next night" in \
             cancelled.stdout, cancelled.stdout
+        status = perfguard("nightly", "--status", state=TEST_STATE)
+        assert status.returncode == 0, status.stderr
+        assert re.search(rf"^running now: recurring job {job} in partition service since "
+                         rf"\S+ \(cancelled: submits no next night\)$", status.stdout, re.M), \
+            status.stdout
         assert job_end(layout, job) != "CANCELLED"
         [(run_id, _)] = wait_for_runs(dsn, label, 1, 60)
         assert (TEST_STATE / "reports" / f"run-{run_id}.html").is_file()
@@ -275,3 +280,33 @@ def test_upgrade_check_on_chosen_nodes_against_labelled_baseline(dsn: str) -> No
                      state=TEST_STATE).returncode == 2
     with psycopg.connect(dsn) as conn:  # the session's database judges other tests' runs
         conn.execute("DELETE FROM accepted_level WHERE from_run = %s", (int(run_id),))
+
+
+@pytest.mark.parametrize("mistake, refused", [
+    (["--schedule", "every night"], "expected 5 cron fields"),
+    (["--schedule", "0 2 * * *", "--dsn", "postgresql://perfguard:secret@127.0.0.1/x"],
+     "the DSN carries a password"),
+])
+def test_a_refused_resubmission_keeps_a_cancelled_nightly_cancelled(
+        layout, mistake: list[str], refused: str) -> None:
+    """After `--cancel-recurring` the running night must not submit its sequel. A
+    resubmission that is refused (a typo in the schedule, a DSN with a password) deleted
+    the cancel marker before it was refused, so the cancelled night came back; now the
+    marker goes only once sbatch took a new job."""
+    from perfguard.workflows.schedule import cancelled_marker
+
+    marker = cancelled_marker(TEST_STATE)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("424242\n")  # the night in progress when it was cancelled
+    try:
+        result = perfguard("nightly", "--submit-recurring", *mistake, state=TEST_STATE)
+        assert result.returncode != 0 and refused in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+        assert marker.read_text() == "424242\n"
+        assert queued_nightlies(layout) == ""
+        status = perfguard("nightly", "--status", state=TEST_STATE)
+        assert status.returncode == 0, status.stderr
+        assert status.stdout.startswith("recurring job: none queued"), status.stdout
+        assert re.search(r"^last night: ", status.stdout, re.M), status.stdout
+    finally:
+        marker.unlink(missing_ok=True)

@@ -55,3 +55,10 @@ def test_db_error_is_a_message_not_a_traceback() -> None:
     result = perfguard("db", "status", "--dsn", "postgresql://x@127.0.0.1:1/none")
     assert result.returncode == 1
     assert "unreachable" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_site_show_names_the_state_directory_given_on_the_command_line(tmp_path) -> None:
+    """`--state-dir X site show` said the default state directory, not X."""
+    shown = perfguard("site", "show", state=tmp_path / "mine")
+    assert shown.returncode == 0, shown.stderr
+    assert f"state directory: {tmp_path / 'mine'}\n" in shown.stdout, shown.stdout
