@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from perfguard.contract import offers
 from perfguard.contract.topology import AFFINITY_ORDER, parse_cpu_list
 from perfguard.errors import PerfguardError
 
@@ -33,6 +34,8 @@ class Detected:
     ompi_components: set[str] | None = None
     #: Programs found on the node's PATH, of those that decide the binary provider.
     programs: set[str] = field(default_factory=set)
+    #: What the node's MPI and libraries offer beyond programs (perfguard.contract.offers).
+    offers: set[str] = field(default_factory=set)
     #: The memory a job gets on the node: Slurm's RealMemory in a Slurm job (what Himeno's
     #: sizes are checked against: a job beyond it is killed), else MemTotal.
     memory_mib: int | None = None
@@ -64,7 +67,7 @@ class Detected:
         if "spack" in self.programs:
             return {"kind": "spack",
                     "env": "gcc-openmpi-ucx-cuda" if self.gpus else "gcc-openmpi-ucx"}
-        return {"kind": "system"}
+        return {"kind": "system", "offers": sorted(self.offers)}
 
 
 def parse_lscpu(text: str) -> dict[int, list[int]]:
@@ -229,20 +232,30 @@ def _sysfs_rate(name: str, port: int) -> float | None:
 PROVIDER_PROGRAMS = ("spack", "osu_latency")
 
 
-def parse_ompi_info(text: str) -> set[str]:
-    """``ompi_info --parsable`` → its components as ``pml:ucx``, ``btl:openib`` …"""
-    return {":".join(line.split(":")[1:3]) for line in text.splitlines()
-            if line.startswith(("mca:pml:", "mca:btl:"))}
+#: Where the dynamic linker looks when LD_LIBRARY_PATH does not say (Debian's and the RPM
+#: distributions' multiarch and lib64 directories): an NCCL net plugin installed there is
+#: what NCCL's dlopen("libnccl-net.so") finds.
+SYSTEM_LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+                       "/usr/lib", "/usr/local/lib")
+
+
+def library_dirs() -> list[Path]:
+    """The directories a program run on this node loads libraries from, in order."""
+    listed = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    return [Path(d) for d in dict.fromkeys([*listed, *SYSTEM_LIBRARY_DIRS])]
 
 
 def _software(found: Detected) -> None:
     found.programs = {p for p in PROVIDER_PROGRAMS if shutil.which(p)}
-    ompi = _run(["ompi_info", "--parsable"])
+    ompi = _run(["ompi_info", "--parsable", "--all"])
     if ompi is None:
         found.notes.append("ompi_info not on PATH: no Open MPI found on the node; mpi is a "
                            "guess (a key of mpi_flavours.yaml)")
     else:
-        found.ompi_components = parse_ompi_info(ompi)
+        found.ompi_components, cuda = offers.parse_ompi_info(ompi)
+        found.offers = {*offers.ompi_offers(found.ompi_components),
+                        *({"cuda-mpi"} if cuda else set())}
+    found.offers |= offers.library_offers(library_dirs())
     if "spack" in found.programs:
         provider = found.binary_provider()
         found.notes.append(f"binary_provider spack: install the stack before the first run "

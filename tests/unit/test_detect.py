@@ -179,3 +179,16 @@ def test_nodes_of_one_address_are_slurmd_of_one_host() -> None:
                         "a1": "10.0.0.1", "a2": "10.0.0.2"})
     assert found.shares_host("compute")
     assert not found.shares_host("service") and not found.shares_host("batch")
+
+
+def test_detect_writes_what_the_nodes_stack_offers(tmp_path: Path) -> None:
+    """Debian's Open MPI has no coll/ucc and no CUDA, so a SHARP variant is known not to
+    run here; an NCCL net plugin on the library path is found as NCCL's dlopen finds it."""
+    result = perfguard("topology", "detect", "--system", "here")
+    provider = yaml.safe_load(result.stdout)["partitions"][0]["binary_provider"]
+    assert provider == {"kind": "system", "offers": []}, provider
+    (tmp_path / "libnccl-net.so").touch()
+    result = perfguard("topology", "detect", "--system", "here",
+                       env={"LD_LIBRARY_PATH": str(tmp_path)})
+    provider = yaml.safe_load(result.stdout)["partitions"][0]["binary_provider"]
+    assert provider == {"kind": "system", "offers": ["nccl-collnet"]}, provider
