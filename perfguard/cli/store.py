@@ -176,8 +176,9 @@ def _add_spool(sub: argparse._SubParsersAction) -> None:
         "spool", help="reports not stored: list them, purge the rejected ones",
         description="STATE/spool holds reports waiting to be stored (`perfguard ingest "
                     "--spool` retries them) and, under rejected/, those that never can be "
-                    "(each kept up to $PERFGUARD_REJECTED_MAX_MB, default 16 MiB, the rest "
-                    "cut off and said in its reason).")
+                    "(all together kept up to $PERFGUARD_REJECTED_MAX_MB, default 16 MiB: "
+                    "the oldest removed first and said, a larger copy cut off and said in "
+                    "its reason).")
     actions = spl.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("list", help="every report in the spool: waiting or rejected, size, "
                        "reason").set_defaults(func=cmd_spool_list)

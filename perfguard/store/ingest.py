@@ -421,8 +421,9 @@ def _ingest_one(state: Path, conn: psycopg.Connection, report: Path,
             return IngestResult(report, None, False, message=str(exc))
         parked = reject(state, report, str(exc))
         reason = str(exc).removeprefix(f"{report}: ")  # the result names the report itself
-        return IngestResult(report, None, False,
-                            message=f"{reason} (parked as {parked}; it will not be retried)")
+        room = f"; {parked.said()}" if parked.removed else ""
+        return IngestResult(report, None, False, message=f"{reason} (parked as "
+                            f"{parked.path}; it will not be retried{room})")
     except PerfguardError as exc:
         conn.rollback()
         return _keep_for_later(state, report, str(exc))

@@ -3,10 +3,11 @@
 A report that cannot be stored now is copied here under a name of its own (two
 reports both called report.json stay two), its metadata beside it under the same
 name, the reason last; files appear whole (written aside, then renamed) and are
-private (0600 in 0700 directories: reasons may name hosts and users). A rejected report
-(it can never be stored) is kept for diagnosis only up to ``$PERFGUARD_REJECTED_MAX_MB``
-(default 16 MiB); the rest is cut off and its reason says so. `perfguard spool list`
-shows what is kept, `perfguard spool purge` removes it.
+private (0600 in 0700 directories: reasons may name hosts and users). Rejected reports
+(they can never be stored) are kept for diagnosis only up to ``$PERFGUARD_REJECTED_MAX_MB``
+(default 16 MiB) all together: a copy larger than that is cut off and its reason says so,
+and the oldest copies are removed to make room for a new one (said by ``reject``).
+`perfguard spool list` shows what is kept, `perfguard spool purge` removes it.
 """
 
 from __future__ import annotations
@@ -63,15 +64,17 @@ def _private_dir(directory: Path) -> Path:
     return directory
 
 
-#: The most of a rejected report kept, in MiB (the rest is cut off, the reason says so).
+#: The most of the rejected reports kept together, in MiB (a larger copy is cut off, the
+#: reason says so; the oldest are removed to make room).
 REJECTED_MAX_MB_ENV = "PERFGUARD_REJECTED_MAX_MB"
 DEFAULT_REJECTED_MAX_MB = 16.0
 
 
 def rejected_cap() -> int:
-    """``$PERFGUARD_REJECTED_MAX_MB`` (default 16) in bytes: how much of a rejected report
-    is kept. A report that can never be stored is evidence, not data: two 200 MB probes
-    left 401 MB in the spool before."""
+    """``$PERFGUARD_REJECTED_MAX_MB`` (default 16) in bytes: how much of the rejected
+    reports is kept, all of them together. A report that can never be stored is evidence,
+    not data: two 200 MB probes left 401 MB in the spool before, and a cap per copy let a
+    hundred bad nights keep 1.6 GB."""
     text = os.environ.get(REJECTED_MAX_MB_ENV, str(DEFAULT_REJECTED_MAX_MB))
     try:
         cap = float(text)
@@ -79,7 +82,7 @@ def rejected_cap() -> int:
         cap = -1.0
     if not cap >= 0:
         raise UsageError(f"{REJECTED_MAX_MB_ENV}={text!r}: expected a number of MiB (0 or "
-                         f"more) to keep of each rejected report")
+                         f"more) to keep of the rejected reports together")
     return int(cap * 2 ** 20)
 
 
@@ -135,10 +138,56 @@ def spool(state: Path, report: Path, reason: str) -> Path:
     return _keep(spool_dir(state), report, reason, in_spool(state, report))
 
 
-def reject(state: Path, report: Path, reason: str) -> Path:
-    """Park a report that can never be stored, with the reason; never retried. Kept up to
-    ``rejected_cap()`` bytes (the rest cut off, said in the reason)."""
-    return _keep(rejected_dir(state), report, reason, in_spool(state, report), rejected_cap())
+@dataclass(frozen=True)
+class Rejected:
+    """A report parked as rejected (``path``), and the older rejected reports removed to
+    keep them all under the cap (each path and the bytes it freed, oldest first)."""
+    path: Path
+    removed: tuple[tuple[Path, int], ...] = ()
+    cap: int = 0
+
+    def said(self) -> str:
+        """What was removed to make room ('' where nothing was)."""
+        if not self.removed:
+            return ""
+        names = ", ".join(f"{p.name} ({size / 2 ** 20:.1f} MiB)" for p, size in self.removed)
+        freed = sum(size for _, size in self.removed)
+        return (f"removed the oldest rejected report(s) to keep them under "
+                f"${REJECTED_MAX_MB_ENV} ({self.cap / 2 ** 20:g} MiB together): {names}; "
+                f"{freed / 2 ** 20:.1f} MiB freed")
+
+
+def reject(state: Path, report: Path, reason: str) -> Rejected:
+    """Park a report that can never be stored, with the reason; never retried. All
+    rejected reports together are kept up to ``rejected_cap()`` bytes: a larger copy is
+    cut off (said in its reason), and the oldest others are removed until the rest fits
+    (said by ``Rejected.said``)."""
+    cap = rejected_cap()
+    parked = _keep(rejected_dir(state), report, reason, in_spool(state, report), cap)
+    return Rejected(parked, tuple(_trim_rejected(state, parked, cap)), cap)
+
+
+def _footprint(report: Path) -> int:
+    """A kept report's bytes with its metadata and reason."""
+    return sum(p.stat().st_size for p in (report, meta_path(report), reason_path(report))
+               if p.exists())
+
+
+def _trim_rejected(state: Path, newest: Path, cap: int) -> list[tuple[Path, int]]:
+    """Remove the oldest rejected reports (by when they were parked), never ``newest``,
+    until all of them together fit ``cap`` bytes: each removed and its bytes."""
+    others = sorted((p for p in rejected(state) if p != newest),
+                    key=lambda p: (p.stat().st_mtime_ns, p.name))
+    sizes = {p: _footprint(p) for p in [*others, newest]}
+    total = sum(sizes.values())
+    removed = []
+    for old in others:
+        if total <= cap:
+            break
+        unspool(old)
+        total -= sizes[old]
+        removed.append((old, sizes[old]))
+    return removed
 
 
 def _listed(directory: Path) -> list[Path]:
