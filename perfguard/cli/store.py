@@ -164,6 +164,9 @@ def _print_ingest(results) -> int:
         if r.stored:
             print(f"{r.report}: stored as run {r.run_id} ({r.testcases} test cases, "
                   f"{r.samples} samples)")
+            if r.dropped:
+                print(f"  {len(r.dropped)} curve point(s) not stored (not finite): "
+                      + "; ".join(r.dropped[:3]) + ("; …" if len(r.dropped) > 3 else ""))
         elif r.run_id is not None:
             print(f"{r.report}: {r.message} (run {r.run_id}); nothing changed")
         else:

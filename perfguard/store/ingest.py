@@ -65,6 +65,8 @@ class IngestResult:
     testcases: int = 0
     samples: int = 0
     message: str = ""
+    #: Curve points not stored for a value not finite, each named (report.TestCase.dropped).
+    dropped: tuple[str, ...] = ()
 
 
 #: The advisory lock that lets one report at a time into the tables ("pfgi").
@@ -122,7 +124,8 @@ def _stored(conn: psycopg.Connection, path: Path, meta: RunMeta,
         raise PerfguardError(f"{path}: database rejected the report: {exc}".strip()) from exc
     except (OverflowError, ValueError) as exc:  # a number PostgreSQL cannot hold
         raise ReportError(f"{path}: a value cannot be stored ({exc})") from exc
-    return IngestResult(path, run_id, True, len(report.testcases), samples)
+    dropped = tuple(f"{tc.unique_name} {d}" for tc in report.testcases for d in tc.dropped)
+    return IngestResult(path, run_id, True, len(report.testcases), samples, dropped=dropped)
 
 
 # --- dimension rows -----------------------------------------------------------

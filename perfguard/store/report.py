@@ -3,8 +3,9 @@
 A report that is malformed, truncated, of an unknown data version or not what ReFrame's
 own schema (``reframe/schemas/runreport.json`` of the installed ReFrame) describes raises
 ReportError naming the file and the place; nothing downstream ever sees half a report. A
-NaN or infinity among one test case's values fails that test case with the place as its
-reason (none of its figures stored); the rest of the report is stored. perfguard's own
+NaN or infinity among one test case's key figures fails that test case with the place as
+its reason (none of its figures stored); one in a curve drops that point only (named in
+the test case's ``dropped``); the rest of the report is stored. perfguard's own
 variables (``perfguard_samples``, fingerprints, directions), which the schema leaves open,
 are checked here.
 """
@@ -132,6 +133,9 @@ class TestCase:
     better: dict[str, str] = field(default_factory=dict)
     #: A ReFrame fixture (SpackStack): set-up for the checks, no check itself.
     fixture: bool = False
+    #: The curve points not stored for a value that is not finite (NaN, infinity), each
+    #: named with its place, point and value; a curve of such values only, whole.
+    dropped: list[str] = field(default_factory=list)
 
     @property
     def samples(self) -> list[Sample]:
@@ -324,10 +328,11 @@ def _checked_testcase(case: dict, where: str, shapes: dict[tuple, Shape]) -> Tes
     result = str(case.get("result", "unknown"))
     fail_phase = _optional_text(case.get("fail_phase"))
     fail_reason = _optional_text(case.get("fail_reason")) or _skip_reason(case)
+    dropped: list[str] = []
     try:
         key_samples = _perf_samples(case, where)
         series = _series(case.get(SAMPLES_VARIABLE) or [], f"{where}.{SAMPLES_VARIABLE}",
-                         shapes)
+                         shapes, dropped)
     except NonFiniteValue as exc:
         key_samples, series = [], []
         result, fail_phase = "fail", "performance"
@@ -359,6 +364,7 @@ def _checked_testcase(case: dict, where: str, shapes: dict[tuple, Shape]) -> Tes
         fingerprints=_fingerprints(case, where),
         better=_directions(case, where),
         fixture=case.get("fixture") is True,
+        dropped=[d.removeprefix(f"{where}.") for d in dropped],
     )
 
 
@@ -428,21 +434,26 @@ def _perf_samples(case: dict, where: str) -> list[Sample]:
     return samples
 
 
-def _series(raw: Any, where: str, shapes: dict[tuple, Shape]) -> list[Series]:
+def _series(raw: Any, where: str, shapes: dict[tuple, Shape],
+            dropped: list[str]) -> list[Series]:
     if not isinstance(raw, list):
         raise ReportError(f"{where}: expected a list of series")
-    return [_one_series(entry, f"{where}[{index}]", shapes) for index, entry in enumerate(raw)]
+    found = (_one_series(entry, f"{where}[{index}]", shapes, dropped)
+             for index, entry in enumerate(raw))
+    return [series for series in found if series is not None]
 
 
-def _one_series(entry: Any, where: str, shapes: dict[tuple, Shape]) -> Series:
+def _one_series(entry: Any, where: str, shapes: dict[tuple, Shape],
+                dropped: list[str]) -> Series | None:
     """One series, its points' ``Shape`` shared with the series of ``shapes`` measured
-    at the same points."""
+    at the same points. A point whose value is not finite (NaN, infinity) is left out and
+    named in ``dropped``; a series of such points only is None."""
     if not isinstance(entry, dict) or "metric" not in entry or "values" not in entry:
         raise ReportError(f"{where}: expected an object with metric, values and coords")
     values, coords = entry["values"], entry.get("coords") or {}
     if not isinstance(values, list) or not isinstance(coords, dict):
         raise ReportError(f"{where}: values must be a list and coords an object")
-    _require_finite(values, where)
+    bad = _not_finite(values, where)
     columns = []
     for name, column in coords.items():
         if not isinstance(column, list):
@@ -452,6 +463,18 @@ def _one_series(entry: Any, where: str, shapes: dict[tuple, Shape]) -> Series:
                               f"{len(values)} values")
         columns.append(tuple(column))
     names = tuple(map(str, coords))
+    if bad:
+        if len(bad) == len(values):
+            dropped.append(f"{where}: every value ({len(values)}) not finite: "
+                           f"{entry['metric']} dropped")
+            return None
+        for index in bad:
+            at = ", ".join(f"{name}={column[index]}" for name, column in zip(names, columns))
+            dropped.append(f"{where}.values[{index}]" + (f" ({at})" if at else "")
+                           + f": {values[index]!r}")
+        kept = [i for i in range(len(values)) if i not in set(bad)]
+        values = [values[i] for i in kept]
+        columns = [tuple(column[i] for i in kept) for column in columns]
     points = (names, tuple(columns), len(values))
     try:
         shape = shapes.get(points)
@@ -473,14 +496,21 @@ def _hashable(value: tuple) -> bool:
     return True
 
 
-def _require_finite(values: list, where: str) -> None:
+def _not_finite(values: list, where: str) -> list[int]:
+    """Where ``values`` holds a NaN or an infinity (none, the common case, at the cost of
+    one sum); a value that is no number is a malformed report."""
     try:
         if math.isfinite(sum(values)):  # a NaN or infinity carries through the sum
-            return
+            return []
     except (TypeError, OverflowError):  # not numbers; integers whose sum no float holds
         pass
+    bad = []
     for index, value in enumerate(values):
-        _finite(value, f"{where}.values[{index}]")
+        try:
+            _finite(value, f"{where}.values[{index}]")
+        except NonFiniteValue:
+            bad.append(index)
+    return bad
 
 
 def _directions(case: dict, where: str) -> dict[str, str]:

@@ -88,12 +88,29 @@ def test_series_at_the_same_points_share_one_shape() -> None:
     assert other != first and hash(first) == hash((("size",), ((1, 2, 4),), 3))
 
 
-def test_a_curve_with_a_nan_or_an_object_as_a_point_is_named() -> None:
-    """A NaN in a curve fails its test case, naming the value; a point that is an object
-    is a malformed report, naming the coordinate."""
-    tc = parsed_series([{"metric": "bw", "coords": {"size": [1, 2]},
-                         "values": [1.0, float("nan")]}])
-    assert tc.result == "fail" and "values[1]: value nan is not finite" in tc.fail_reason
+def test_a_nan_drops_its_point_not_its_curve() -> None:
+    """One NaN in an 18-point curve drops that point: its 17 finite points are stored,
+    the test case passes, and the dropped point is named. Before, the test case failed
+    and none of its figures was stored. A curve of NaNs only is dropped whole; another
+    test case's curve at the same points keeps the shared shape."""
+    sizes = [2 ** n for n in range(18)]
+    values = [float(n + 1) for n in range(18)]
+    values[3] = float("nan")
+    tc = parsed_series([{"metric": "bw", "coords": {"size": sizes, "nodes": 2},
+                         "values": values},
+                        {"metric": "lat", "coords": {"size": [1, 2]},
+                         "values": [float("nan"), float("inf")]}])
+    assert tc.result == "pass" and tc.fail_reason is None, tc.fail_reason
+    [bw] = tc.series
+    assert len(bw.values) == 17 and 8 not in bw.columns[0] and 16 in bw.columns[0]
+    assert bw.columns[1] == (2,) * 17 and bw.values[3] == 5.0
+    assert [p["size"] for p in (bw.point(i) for i in range(17))] == sizes[:3] + sizes[4:]
+    assert tc.dropped == ["perfguard_samples[0].values[3] (size=8, nodes=2): nan",
+                          "perfguard_samples[1]: every value (2) not finite: lat dropped"]
+
+
+def test_a_curve_with_an_object_as_a_point_is_named() -> None:
+    """A point that is an object is a malformed report, naming the coordinate."""
     with pytest.raises(report.ReportError, match=r"coords\['size'\] must hold numbers"):
         parsed_series([{"metric": "bw", "coords": {"size": [1, [2]]}, "values": [1.0, 2.0]}])
 
