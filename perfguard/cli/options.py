@@ -40,3 +40,44 @@ def connect(args: argparse.Namespace):
     from perfguard.store import db
 
     return db.connect(args.ctx.dsn)
+
+
+#: sbatch options a run may give every one of its jobs (`job_options_option`).
+JOB_OPTIONS = ("reservation", "qos", "account")
+
+
+def job_options_option(parser: argparse.ArgumentParser) -> None:
+    """``--reservation``, ``--qos``, ``--account``: sbatch options for every job of the
+    run (ReFrame's ``-J``), after the partition's ``access``, which holds a site's
+    defaults."""
+    group = parser.add_argument_group(
+        "Slurm", "sbatch options for every job of the run (over a default in the "
+                 "partition's access: docs/topology.md)")
+    group.add_argument("--reservation", metavar="NAME",
+                       help="run every job in this Slurm reservation, e.g. the "
+                            "maintenance reservation of upgraded nodes (sbatch "
+                            "--reservation)")
+    group.add_argument("--qos", metavar="NAME",
+                       help="every job's quality of service (sbatch --qos)")
+    group.add_argument("--account", metavar="NAME",
+                       help="the account every job is charged to (sbatch --account)")
+
+
+def job_options(args: argparse.Namespace) -> tuple[str, ...]:
+    """The sbatch options ``job_options_option`` read: ``('--reservation=R', …)``."""
+    from perfguard.errors import UsageError
+
+    found = []
+    for name in JOB_OPTIONS:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if not value.strip() or any(c.isspace() for c in value):
+            raise UsageError(f"--{name} {value!r}: expected a Slurm {name} name (no spaces)")
+        found.append(f"--{name}={value}")
+    return tuple(found)
+
+
+def job_option_arguments(options: tuple[str, ...]) -> list[str]:
+    """``job_options`` as perfguard's own arguments again (a scheduled nightly's)."""
+    return [part for option in options for part in option.split("=", 1)]

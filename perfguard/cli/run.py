@@ -6,7 +6,13 @@ import argparse
 import sys
 
 from perfguard import paths
-from perfguard.cli.options import DSN, port_base_option, slurm_prefix_option
+from perfguard.cli.options import (
+    DSN,
+    job_options,
+    job_options_option,
+    port_base_option,
+    slurm_prefix_option,
+)
 from perfguard.site.context import Context
 
 
@@ -29,6 +35,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--checks", action="append", default=[], metavar="DIR",
                      help="a directory of the site's own checks, searched beside the shipped "
                           "ones (SITE/checks always is); repeatable")
+    job_options_option(run)
     run.add_argument("reframe_args", nargs=argparse.REMAINDER,
                      help="after --: extra reframe options")
     run.set_defaults(func=cmd_run)
@@ -60,7 +67,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     request = RunRequest(system=args.system, names=tuple(args.name),
                          tags=tuple(args.tag), setvars=tuple(args.setvar),
                          dry_run=args.dry_run, extra=tuple(extra), trigger=args.trigger,
-                         labels=tuple(args.label), checks=tuple(args.checks))
+                         labels=tuple(args.label), checks=tuple(args.checks),
+                         job_options=job_options(args))
     check_directories(request, args.ctx.site)  # a wrong --checks before anything runs
     return run_and_print(args.ctx, request, ingest=not args.no_ingest)
 

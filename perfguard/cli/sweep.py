@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from perfguard.cli.options import DSN
+from perfguard.cli.options import DSN, job_options, job_options_option
 
 
 def _add_sweep(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +33,7 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
                           "a retest confirmed them)")
     swp.add_argument("--resume", action="store_true",
                      help="only RESUME the nodes perfguard drained (others are left alone)")
+    job_options_option(swp)
     swp.set_defaults(func=cmd_sweep)
 
 
@@ -45,7 +46,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
               "no node is drained by perfguard")
         return 0
     outcome = workflow.fabric_sweep(args.ctx, args.system, args.nodes, args.drain,
-                                    args.topology, tuple(args.setvar))
+                                    args.topology, tuple(args.setvar), job_options(args))
     print(outcome.text)
     return 1 if outcome.findings else 0
 

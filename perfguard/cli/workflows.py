@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from perfguard.cli.options import DSN
+from perfguard.cli.options import DSN, job_option_arguments, job_options, job_options_option
 
 
 def _add_workflows(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +46,7 @@ def _add_workflows(sub: argparse._SubParsersAction) -> None:
     nig.add_argument("--now", action="store_true",
                      help="with --cancel-recurring: stop the night in progress too (what "
                           "finished is stored and its report written)")
+    job_options_option(nig)
     nig.add_argument("--at", help="with --submit-recurring: first start (sbatch --begin "
                                   "value, e.g. now+60) instead of the next --schedule time")
     nig.set_defaults(func=cmd_nightly)
@@ -64,6 +65,7 @@ def _add_workflows(sub: argparse._SubParsersAction) -> None:
     upg.add_argument("--accept", metavar="REASON",
                      help="end by accepting the results as the new level (the upgrade was "
                           "meant to change them): later runs are judged against this run")
+    job_options_option(upg)
     upg.set_defaults(func=cmd_upgrade_check)
 
 
@@ -77,7 +79,7 @@ def _nightly_arguments(args: argparse.Namespace) -> list[str]:
         forwarded += ["--webhook", args.webhook]
     if args.mail_cmd:
         forwarded += ["--mail-cmd", args.mail_cmd]
-    return forwarded
+    return forwarded + job_option_arguments(job_options(args))  # every night
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
@@ -111,7 +113,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         print("removed perfguard's entry from your scrontab")
         return 0
     outcome = nightly.nightly(args.ctx, tuple(args.tag or ["nightly"]), args.system,
-                              tuple(args.label))
+                              tuple(args.label), job_options(args))
     print(outcome.text)
     print(outcome.run_line)
     status = outcome.status
@@ -130,7 +132,7 @@ def cmd_upgrade_check(args: argparse.Namespace) -> int:
         raise UsageError("--accept needs the reason the new level is right")
     outcome = upgrade.upgrade_check(args.ctx, args.baseline, args.nodes,
                                     tuple(args.tag or ["acceptance"]), args.system,
-                                    args.accept)
+                                    args.accept, job_options(args))
     print(outcome.text)
     print(outcome.run_line)
     return outcome.exit_code

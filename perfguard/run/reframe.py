@@ -46,6 +46,10 @@ class RunRequest:
     #: A file whose appearance stops reframe as a stall does (what finished is stored):
     #: `perfguard nightly --cancel-recurring --now` writes the nightly's.
     stop_file: Path | None = None
+    #: sbatch options for every job of the run (``--reservation=R``, ``--qos=Q``,
+    #: ``--account=A``): ReFrame's ``-J``, written after the partition's ``access`` into
+    #: each job script, so they win over a site default there.
+    job_options: tuple[str, ...] = ()
 
     @property
     def listing(self) -> bool:
@@ -152,6 +156,8 @@ def reframe_command(request: RunRequest, report: Path, directory: Path,
         command += ["-t", tag]
     for setvar in request.setvars:
         command += ["-S", setvar]
+    for option in request.job_options:  # ReFrame's -J NAME=VALUE: #SBATCH --NAME=VALUE
+        command += ["-J", option.removeprefix("--")]
     command += list(request.extra)
     if not request.listing:
         command.append("--dry-run" if request.dry_run else "-r")

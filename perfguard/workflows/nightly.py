@@ -54,11 +54,11 @@ def stop_file(state: Path) -> Path:
 
 
 def nightly(ctx: Context, tags: tuple[str, ...], system: str,
-            labels: tuple[str, ...] = ()) -> RunVerdict:
+            labels: tuple[str, ...] = (), job_options: tuple[str, ...] = ()) -> RunVerdict:
     with nightly_lock(ctx.state, system):
         stop_file(ctx.state).unlink(missing_ok=True)  # asked of an earlier night
         outcome = run_pipeline(ctx, RunRequest(system=system, tags=tags, trigger="nightly",
-                                               labels=labels,
+                                               labels=labels, job_options=job_options,
                                                stop_file=stop_file(ctx.state)))
     outcome.text = f"perfguard nightly on {system}: run {outcome.completed.run_id}\n" \
                    f"{outcome.text}"

@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from perfguard.judge import verdict as vd
 from perfguard.judge.thresholds import references_in_force
 from perfguard.present import text as tx
 from perfguard.run.reframe import RunRequest, library_revision, run_reframe
+from perfguard.site import slurm
 from perfguard.site.context import Context
 from perfguard.store import db
 from perfguard.store.ingest import RunMeta, ingest_paths
@@ -83,6 +85,8 @@ def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Com
     check.require_runnable(ctx, request.system, against_slurm=submits)
     if ingest and submits:
         require_current_schema(ctx)
+    if submits:
+        request = within_reservation(ctx, request)
     outcome = run_reframe(ctx, request, partial(write_references, ctx, request.system))
     if not submits or not ingest:
         return Completed(outcome.returncode, outcome.report, None, "not ingested",
@@ -91,6 +95,26 @@ def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Com
     [result] = ingest_paths(ctx.state, ctx.dsn, [outcome.report], RunMeta())
     return Completed(outcome.returncode, outcome.report, result.run_id, result.message,
                      outcome.stalled)
+
+
+def within_reservation(ctx: Context, request: RunRequest) -> RunRequest:
+    """A run given ``--reservation=R``: Slurm must have R (else sbatch refuses every job:
+    nothing is run), and a check that needs more nodes than R holds is skipped before
+    submission (it would wait in the queue for ever), unless the run limits its nodes
+    already (``upgrade-check --nodes``)."""
+    names = [o.split("=", 1)[1] for o in request.job_options
+             if o.startswith("--reservation=")]
+    if not names:
+        return request
+    shown = slurm.run(ctx, "scontrol", "show", "reservation", names[-1])
+    count = re.search(r"\bNodeCnt=(\d+)", shown.stdout)
+    if shown.returncode != 0 or count is None:
+        raise UsageError(f"--reservation {names[-1]}: Slurm has no such reservation "
+                         f"({(shown.stderr or shown.stdout).strip()}; `scontrol show "
+                         f"reservation` lists them); nothing was run")
+    if any(s.split("=")[0].endswith("nodes_available") for s in request.setvars):
+        return request
+    return replace(request, setvars=(*request.setvars, f"nodes_available={count[1]}"))
 
 
 def write_references(ctx: Context, system: str, directory: Path) -> Path:

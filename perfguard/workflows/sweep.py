@@ -33,11 +33,13 @@ class SweepOutcome:
 
 def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
                  drain: bool = False, topology: str = "slurm",
-                 setvars: tuple[str, ...] = ()) -> SweepOutcome:
+                 setvars: tuple[str, ...] = (), job_options: tuple[str, ...] = ()
+                 ) -> SweepOutcome:
     """Sweep, retest the failing pairs one at a time, blame, store, drain. Where the leaf
     switches are known (``topology``: see switch_leaves), the sweep pairs nodes within
     each leaf and one pair per leaf pair, and may blame a leaf. ``setvars`` (ReFrame's
-    -S, such as FabricSweepCheck.time_limit=2h) go to the sweep and its retests."""
+    -S, such as FabricSweepCheck.time_limit=2h) and ``job_options`` (sbatch's
+    ``--reservation=R`` …) go to the sweep and its retests."""
     criteria = sw.load_criteria(paths.site_file("sweep.yaml"), system)
     kept = excluded_nodes(ctx, nodes)[0] if nodes else None
     leaves = switch_leaves(ctx, topology, kept)
@@ -48,7 +50,7 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
             for node in members),)
     elif kept:
         setvars += (f"FabricSweepCheck.nodes={','.join(sorted(kept, key=fp.natural_key))}",)
-    first = _sweep_run(ctx, system, setvars, ("sweep",))
+    first = _sweep_run(ctx, system, setvars, ("sweep",), job_options)
     with db.connect(ctx.dsn) as conn:
         found = sw.measurements(conn, first)
         if not found:
@@ -59,7 +61,7 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
     state_of = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own,
                         criteria=criteria, line_rate=rates)
     state_of, load, unretested = _retested(ctx, system, asked, first, state_of,
-                                           criteria.retests)
+                                           criteria.retests, job_options)
     notes = "; ".join(note for note in (load, unretested) if note)
     findings = [sw.Finding(f.kind, f.subject, f.hca, f"{f.evidence}; {notes}" if notes
                            else f.evidence) for f in sw.blame(state_of, leaf_of(leaves))]
@@ -75,7 +77,8 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
 
 
 def _retested(ctx: Context, system: str, asked: tuple[str, ...], first: int,
-              state_of: sw.Sweep, retests: int) -> tuple[sw.Sweep, str, str]:
+              state_of: sw.Sweep, retests: int, job_options: tuple[str, ...] = ()
+              ) -> tuple[sw.Sweep, str, str]:
     """The sweep after up to ``retests`` retests of its failing pairs, one at a time, each
     kind's best pair measured again beside them; the host's load at the last retest; and
     why a retest measured nothing (the sweep then stands as measured once: said, and
@@ -91,7 +94,7 @@ def _retested(ctx: Context, system: str, asked: tuple[str, ...], first: int,
         again = _sweep_run(ctx, system,
                            (*asked, f"FabricSweepCheck.pairs={','.join(pairs)}",
                             "FabricSweepCheck.at_once=1"),
-                           ("sweep-retest", f"sweep:{first}"))
+                           ("sweep-retest", f"sweep:{first}"), job_options)
         with db.connect(ctx.dsn) as conn:
             remeasured = sw.measurements(conn, again)
             if not remeasured:
@@ -122,9 +125,10 @@ def switch_leaves(ctx: Context, source: str, kept: set[str] | None) -> dict[str,
 
 
 def _sweep_run(ctx: Context, system: str, setvars: tuple[str, ...],
-               labels: tuple[str, ...]) -> int:
+               labels: tuple[str, ...], job_options: tuple[str, ...] = ()) -> int:
     completed = run_and_store(ctx, RunRequest(system=system, tags=("sweep",),
-                                              setvars=setvars, trigger="sweep", labels=labels))
+                                              setvars=setvars, trigger="sweep", labels=labels,
+                                              job_options=job_options))
     if not completed.stored:
         raise PerfguardError(f"sweep run not stored: {completed.message}; the report is kept "
                              f"in the spool ({completed.report.name})")

@@ -34,7 +34,8 @@ def excluded_nodes(ctx: Context, keep: str) -> tuple[set[str], str]:
 
 
 def upgrade_check(ctx: Context, baseline: str, nodes: str | None,
-                  tags: tuple[str, ...], system: str, accept: str | None = None) -> RunVerdict:
+                  tags: tuple[str, ...], system: str, accept: str | None = None,
+                  job_options: tuple[str, ...] = ()) -> RunVerdict:
     with db.connect(ctx.dsn) as conn:
         vd.resolve_run(conn, baseline)  # a wrong baseline fails before anything runs
     extra: tuple[str, ...] = ()
@@ -47,7 +48,8 @@ def upgrade_check(ctx: Context, baseline: str, nodes: str | None,
         setvars = (f"nodes_available={len(kept)}",)
     outcome = run_pipeline(ctx, RunRequest(system=system, tags=tags, extra=extra,
                                            setvars=setvars, trigger="upgrade",
-                                           labels=("post-upgrade",)), baseline, kept)
+                                           labels=("post-upgrade",),
+                                           job_options=job_options), baseline, kept)
     outcome.text = (f"perfguard upgrade check on {system}"
                     + (f" (nodes {nodes})" if nodes else "")
                     + f": run {outcome.completed.run_id} against baseline {baseline}\n"
