@@ -115,6 +115,10 @@ def cmd_ack(args: argparse.Namespace) -> int:
                 print(f"#{ack_id} {system} {subject}: by {who} on {at:%Y-%m-%d}: {reason}")
             if not acks:
                 print("none (`perfguard ack SUBJECT --reason WHY` acknowledges a finding)")
+            for ack_id, system, subject, who, at, reason, by, when in \
+                    run_findings.cleared_acknowledgements(conn):
+                print(f"cleared #{ack_id} {system} {subject}: by {who} on {at:%Y-%m-%d}: "
+                      f"{reason}; cleared by {by} on {when:%Y-%m-%d}")
             return 0
         if args.clear is not None:
             print(f"cleared #{args.clear} ({run_findings.clear(conn, args.clear)}): it pages "
@@ -141,11 +145,18 @@ def _add_accept(sub: argparse._SubParsersAction) -> None:
                     "judged against the new level from run RUN on, from the next verdict "
                     "on: against the runs accepted until it has 3 runs of its own, then "
                     "against those, so a second fault pages. Who, when and why are shown "
-                    "with each of those lines; verdicts stored already are not rewritten.")
+                    "with each of those lines; verdicts stored already are not rewritten. "
+                    "A level covers the lines run RUN measured (or earlier runs), never a "
+                    "check that first ran later; --clear ID withdraws it (kept, listed).")
     acc.add_argument("subject", nargs="?", help="the cause whose level is accepted")
     acc.add_argument("--from-run", help="the first run at the new level (id, uuid or label)")
     acc.add_argument("--reason", default="", help="why (shown with its lines)")
-    acc.add_argument("--list", action="store_true", help="the accepted levels")
+    group = acc.add_mutually_exclusive_group()
+    group.add_argument("--list", action="store_true",
+                       help="the accepted levels, cleared ones with who cleared them")
+    group.add_argument("--clear", type=int, metavar="ID",
+                       help="withdraw one (kept in the list): from the next verdict on its "
+                            "lines are judged against their history as before")
     acc.set_defaults(func=cmd_accept)
 
 
@@ -154,12 +165,20 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
     with connect(args) as conn:
         if args.list:
-            for level_id, subject, from_run, who, at, reason in vd.accepted(conn):
+            for level_id, subject, from_run, who, at, reason, by, when in vd.accepted(conn):
+                cleared = f"; cleared by {by} on {when:%Y-%m-%d}" if when else ""
                 print(f"#{level_id} {subject} from run {from_run}: by {who} on "
-                      f"{at:%Y-%m-%d}: {reason}")
+                      f"{at:%Y-%m-%d}: {reason}{cleared}")
+            return 0
+        if args.clear is not None:
+            print(f"cleared #{args.clear} ({vd.clear_accepted(conn, args.clear)}): from the "
+                  f"next verdict on its lines are judged against their history as before; "
+                  f"verdicts stored already stay as judged (`perfguard verdict RUN` shows "
+                  f"the clearing over them)")
             return 0
         if not args.subject or not args.from_run or not args.reason.strip():
-            raise UsageError("give the cause, --from-run RUN and --reason (or --list)")
+            raise UsageError("give the cause, --from-run RUN and --reason (or --list, "
+                             "--clear ID)")
         run_id = vd.resolve_run(conn, args.from_run)
         vd.accept(conn, args.subject, run_id, args.reason)
     print(f"accepted: {args.subject} is judged against its level from run {run_id} on")

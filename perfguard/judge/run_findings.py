@@ -205,20 +205,29 @@ def acknowledge(conn: Connection, system: str, subject: str, reason: str) -> Ack
 def overlay(conn: Connection, run_id: int, since, found: list[dict]) -> dict[str, list[str]]:
     """What changed since the run's verdict was stored (at ``since``), shown over it and
     never written into it: each finding's subject → "acknowledged since by who on date:
-    why (#id)" for the acknowledgements made later that mute it, and "*" → "accepted
-    since: cause: new level from run N accepted by …" for levels accepted later."""
+    why (#id)" for the acknowledgements made later that mute it, or, of a finding muted,
+    "acknowledgement #id cleared since by who on date" for those that muted it and were
+    cleared since; "*" → "accepted since: cause: new level from run N accepted by …" for
+    levels accepted later, "cleared since: cause: new level … (#id; cleared by …)" for
+    levels it was judged with and cleared since."""
     notes: dict[str, list[str]] = {}
     if since is None:
         return notes
-    later = queries.tuples(conn, "acknowledged_since", {"run_id": run_id, "since": since})
+    at = {"run_id": run_id, "since": since}
+    later = queries.tuples(conn, "acknowledged_since", at)
+    cleared = queries.tuples(conn, "acknowledgements_cleared_since", at)
     for finding in found:
-        if finding["acknowledged"]:
-            continue
+        muted = bool(finding["acknowledged"])
         notes[finding["subject"]] = [
-            f"acknowledged since {said} (#{ack_id})" for ack_id, cause, said in later
+            f"acknowledgement #{ack_id} cleared since {said}" if muted
+            else f"acknowledged since {said} (#{ack_id})"
+            for ack_id, cause, said in (cleared if muted else later)
             if fd.acknowledges(cause, finding["subject"], finding["members"])]
     notes["*"] = [f"accepted since: {cause}: {said} (#{level_id})" for level_id, cause, said
-                  in queries.tuples(conn, "accepted_since", {"run_id": run_id, "since": since})]
+                  in queries.tuples(conn, "accepted_since", at)]
+    notes["*"] += [f"cleared since: {cause}: {said} (#{level_id}; {how})"
+                   for level_id, cause, said, how
+                   in queries.tuples(conn, "accepted_cleared_since", at)]
     return {subject: said for subject, said in notes.items() if said}
 
 
@@ -233,6 +242,12 @@ def clear(conn: Connection, ack_id: int) -> str:
 
 def acknowledgements(conn: Connection) -> list[tuple]:
     return queries.tuples(conn, "active_acknowledgements")
+
+
+def cleared_acknowledgements(conn: Connection) -> list[tuple]:
+    """The acknowledgements cleared (kept): those of ``acknowledgements`` and who cleared
+    each, when."""
+    return queries.tuples(conn, "cleared_acknowledgements")
 
 
 def rows(run_id: int, found: list[fd.Finding], critical: float) -> list[tuple]:

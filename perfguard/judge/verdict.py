@@ -120,7 +120,7 @@ def verdict(conn: Connection, run_id: int, rules: judge.Rules | None = None,
 
 def _verdict(conn: Connection, run_id: int, rules: judge.Rules,
              with_curves: bool) -> list[Line]:
-    levels = accepted_levels(conn, run_id)  # first: judgement_begins.sql says why
+    levels = in_force(accepted_levels(conn, run_id))  # first: judgement_begins.sql says why
     with queries.planned(conn, queries.NO_MERGE_JOINS):
         rows = queries.shared_rows(conn, "verdict_lines", {"run_id": run_id})
     regressed = regressed_runs(conn, run_id)
@@ -128,7 +128,8 @@ def _verdict(conn: Connection, run_id: int, rules: judge.Rules,
     series = _history(conn, run_id, rows, dataclasses.replace(rules, times=True))
     epochs: dict = {}  # the run's lines share their nodes' fingerprint epoch
     rules_of = [rules.for_metric(row["check_name"], row["metric"]) for row in rows]
-    accepted = [_accepted(row, levels) for row in rows]
+    accepted = [_accepted(row, levels, _first(series.get(_series_key(row))))
+                for row in rows]
     kept = [_without(series.get(_series_key(row)), regressed.get(_line_key(row)), level, rule)
             for row, rule, level in zip(rows, rules_of, accepted)]
     timed = [history.timed_values(conn, _since(found, level), rule.same_fingerprint, epochs)
@@ -155,8 +156,25 @@ def _verdict(conn: Connection, run_id: int, rules: judge.Rules,
 
 def accepted_levels(conn: Connection, run_id: int) -> list[tuple]:
     """(cause, from when, "new level from run N accepted by who on date: why", when it
-    was accepted) of the run's system, oldest first (`perfguard accept`)."""
-    return queries.tuples(conn, "accepted_levels", (run_id,))
+    was accepted, its id, when it was cleared (None: in force), the lines its run
+    measured) of the run's system, oldest first (`perfguard accept`), cleared ones too."""
+    levels = queries.tuples(conn, "accepted_levels", (run_id,))
+    if not levels:
+        return []
+    lines: dict[int, set] = {level[4]: set() for level in levels}
+    for level_id, *line in queries.tuples(conn, "accepted_lines",
+                                          {"levels": list(lines)}):
+        lines[level_id].add(tuple(line))
+    return [(*level, frozenset(lines[level[4]])) for level in levels]
+
+
+def in_force(levels: list[tuple], at: Any = None) -> list[tuple]:
+    """The levels in force (at ``at``: accepted by then and not cleared by then; None:
+    now)."""
+    if at is None:
+        return [level for level in levels if level[5] is None]
+    return [level for level in levels
+            if level[3] <= at and (level[5] is None or level[5] > at)]
 
 
 def accept(conn: Connection, subject: str, from_run: int, reason: str) -> None:
@@ -168,8 +186,20 @@ def accept(conn: Connection, subject: str, from_run: int, reason: str) -> None:
 
 
 def accepted(conn: Connection) -> list[tuple]:
-    """Every accepted level: (id, cause, from run, who, when, why)."""
+    """Every accepted level, cleared ones too: (id, cause, from run, who, when, why, who
+    cleared it, when; None while in force)."""
     return queries.tuples(conn, "accepted_level_list")
+
+
+def clear_accepted(conn: Connection, level_id: int) -> str:
+    """Withdraw an accepted level (kept, with who and when): from the next verdict on its
+    lines are judged against their history as before. Its cause."""
+    with conn.transaction():
+        row = queries.one(conn, "clear_accepted_level", (getpass.getuser(), level_id))
+    if row is None:
+        raise UsageError(f"no accepted level #{level_id} in force (`perfguard accept "
+                         f"--list`)")
+    return row[0]
 
 
 def line_name(check: str, params: dict, metric: str) -> str:
@@ -185,16 +215,26 @@ def devices_of(params: dict, nodes: tuple[str, ...] | list[str]) -> tuple[str, .
     return tuple([*(f"{n}:{hca}" for n in nodes if hca), *(f"{n}:gpu" for n in nodes if gpu)])
 
 
-def _accepted(row: dict, levels: list[tuple]) -> tuple | None:
+def _accepted(row: dict, levels: list[tuple], first: Any = None) -> tuple | None:
     """The newest accepted level whose cause is this line's: '*', one of its nodes or
     devices, or its name (each cause a finding can name; a finding naming twins,
-    ``node1:lo, node2:lo``, covers the lines of either)."""
+    ``node1:lo, node2:lo``, covers the lines of either), of those that cover the line:
+    its run measured it (``level[6]``), or it was measured before (``first``: when its
+    history as read begins). A check that first ran later was never at that level."""
     nodes = row.get("nodelist") or []
     params = row["params"] or {}
     causes = {"*", *nodes, *devices_of(params, nodes),
               line_name(row["check_name"], params, row["metric"])}
-    found = [level for level in levels if set(level[0].split(", ")) & causes]
+    line = (row["check_name"], row["params_text"], row["partition"], row["environ"],
+            row["metric"].removesuffix(" curve"))
+    found = [level for level in levels if set(level[0].split(", ")) & causes
+             and (line in level[6] or (first is not None and first < level[1]))]
     return found[-1] if found else None
+
+
+def _first(series: history.Series | None) -> Any:
+    """When a series' history as read begins (None: not read, or without times)."""
+    return series.times[0] if series is not None and series.times else None
 
 
 def regressed_runs(conn: Connection, run_id: int) -> dict[tuple, set]:
@@ -286,8 +326,9 @@ def judge_curves_since(conn: Connection, run_id: int, rules: judge.Rules,
     reads it: the verdict and the report's marks alike."""
     def since(series: history.Series) -> history.Series:
         row = {"nodelist": series.nodes, "params": series.params, "check_name": series.check,
-               "metric": f"{series.metric} curve"}
-        return _since(series, _accepted(row, levels))
+               "metric": f"{series.metric} curve", "params_text": series.params_text,
+               "partition": series.partition, "environ": series.environ}
+        return _since(series, _accepted(row, levels, _first(series)))
 
     return curves.judge_curves(conn, run_id, dataclasses.replace(rules, times=bool(levels)),
                                since=since if levels else None, **options)
@@ -298,9 +339,7 @@ def levels_as_judged(conn: Connection, run_id: int) -> list[tuple]:
     last judgement): what its report marks the curves' sizes against, so that a later
     accept changes neither until the run is judged again (``--rejudge``)."""
     [judged_at] = queries.one(conn, "judged_at", {"run": run_id})
-    levels = accepted_levels(conn, run_id)
-    return levels if judged_at is None else [level for level in levels
-                                             if level[3] <= judged_at]
+    return in_force(accepted_levels(conn, run_id), judged_at)
 
 
 def _curve_lines(conn: Connection, run_id: int, rules: judge.Rules,

@@ -1,2 +1,3 @@
--- Every accepted level.
-SELECT id, subject, from_run, who, at, reason FROM accepted_level ORDER BY id
+-- Every accepted level, cleared ones too (who cleared it and when; NULL while in force).
+SELECT id, subject, from_run, who, at, reason, cleared_by, cleared_at FROM accepted_level
+ORDER BY id
