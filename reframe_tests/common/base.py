@@ -24,11 +24,15 @@ before performance    ``references_and_directions``
 
 A check calls ``provided(relpath)`` for its executable, ``pin_to_hca(...)`` after setup,
 ``record_series(...)`` in sanity and ``skip_saying(...)`` to skip with a reason the
-report keeps; ``explain_job_problem`` and ``compose_steps`` are its to override.
+report keeps; ``explain_job_problem`` and ``compose_steps`` are its to override. Where a
+hook computes ``executable_opts``, ``num_tasks_per_node`` or ``valid_systems``, it takes
+them through ``steerable(name, computed)``: a user's ``-S`` on them is honoured or
+refused with a skip saying why, never silently replaced.
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import reframe as rfm
@@ -48,6 +52,19 @@ from reframe_tests.common import (
     time_limit,
 )
 from reframe_tests.common.output import read_output
+
+#: What the checks' hooks compute that a user may also set with ReFrame's ``-S``
+#: (``steerable``).
+STEERABLE = ("executable_opts", "num_tasks_per_node", "valid_systems")
+
+
+def declared_value(cls, name: str):
+    """The value of variable ``name`` that the body of ``cls`` gives, else the first
+    base's that has the variable (None: none has it, a plugin below the test class)."""
+    if name in cls.__dict__:
+        return cls.__dict__[name]
+    return next((base._rfm_var_space[name]._default_value for base in cls.__mro__[1:]
+                 if name in getattr(base, "_rfm_var_space", {})), None)
 
 
 class LaunchedCheck(rfm.RegressionTestPlugin):
@@ -90,6 +107,15 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
     perfguard_cpu_wait = variable(typ.Dict[str, float], value={})
     #: Why the figures are not the fabric's (other processes on the CPUs); "" if they are.
     perfguard_disturbed = variable(str, value="")
+
+    def __init_subclass__(cls, **kwargs):
+        """What the class declares of the ``STEERABLE`` variables (its body's value, else
+        its bases'), kept before ReFrame's loader applies ``-S``: the loader redefines a
+        test class's variables and keeps no record of it, so a value that differs from
+        the declared one later is the user's (or the topology's ``check_variables``)."""
+        super().__init_subclass__(**kwargs)
+        cls._perfguard_declared = {name: copy.deepcopy(declared_value(cls, name))
+                                   for name in STEERABLE}
 
     @run_after("init")
     def maintained_by_perfguard(self):
@@ -176,6 +202,36 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
         if condition:
             self.skip_saying(reason)
 
+    def set_by_user(self, name: str) -> bool:
+        """Whether ``-S`` gave ``name`` (one of ``STEERABLE``) another value than the
+        check's classes declare."""
+        given = type(self)._rfm_var_space[name]._default_value
+        declared = self._perfguard_declared[name]
+        return given is not declared and given != declared
+
+    def steerable(self, name: str, computed, fixed: str = ""):
+        """``computed``, the check's own value of ``name`` (one of ``STEERABLE``), unless
+        the user set it with ``-S``. Then: ``fixed`` (why the check cannot take another
+        value) skips the test saying so where the user's differs (call it after setup);
+        else ``executable_opts``: the user's options after the check's own (where a
+        program takes the last of an option, the user's wins); ``valid_systems``: the
+        user's systems narrowed to where the variant can run (``computed``: what it
+        needs, ``["+hca_mlx5_0"]``; ``[]``: nowhere); ``num_tasks_per_node``: the
+        user's."""
+        if not self.set_by_user(name):
+            return computed
+        given = type(self)._rfm_var_space[name].default_value
+        if fixed:
+            shown = ",".join(map(str, given)) if isinstance(given, list) else given
+            self.skip_saying_if(given != computed,
+                                f"{name} cannot be set (-S {name}={shown}): {fixed}")
+            return computed
+        if name == "executable_opts":
+            return [*computed, *given]
+        if name == "valid_systems":
+            return [f"{spec} {need}".strip() for spec in given for need in computed]
+        return given
+
     def expected_node_cores(self) -> dict[str, list[int]]:
         """Host → the cores its ranks must own, where each node has its own map."""
         nodes = self.perfguard_nodelist or list(self.job.nodelist or [])
@@ -222,6 +278,9 @@ class LaunchedCheck(rfm.RegressionTestPlugin):
             srun = self.job.launcher.run_command(self.job)
             self.job.launcher = getlauncher("local")()
             self.compose_steps(srun)
+            if self.executable_opts:  # options left after the composed steps mean nothing
+                self.steerable("executable_opts", [], fixed=f"{type(self).__name__} composes "
+                               f"its job's steps (compose_steps) and puts no options on them")
 
 
 class MeasuredCheck(LaunchedCheck):
@@ -257,8 +316,8 @@ class MeasuredCheck(LaunchedCheck):
         too. A check with an ``hca`` parameter runs only where the partition has it."""
         self.exclusive_access = True
         if "hca" in type(self).param_space.params:
-            self.valid_systems = pinning.hca_valid_systems(
-                self.hca, "+gpu" if self.needs_gpu else "")
+            self.valid_systems = self.steerable("valid_systems", pinning.hca_valid_systems(
+                self.hca, "+gpu" if self.needs_gpu else ""))
 
     @run_before("run")
     def take_the_measurement_slot(self):

@@ -9,7 +9,7 @@ stopped when the client ends, whether it passed or failed.
 
 from __future__ import annotations
 
-from reframe.core.builtins import parameter, variable
+from reframe.core.builtins import parameter, run_after, variable
 
 from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.launch import HELPER_STEP
@@ -103,6 +103,21 @@ class ServerClientCheck(MeasuredCheck):
     self_launched = True
     #: First TCP port to try; 0 derives it from the job id (busy ports are skipped).
     first_port = variable(int, value=0)
+    #: Tasks per node of the job: 1 (server and client on two nodes), 2 for a loopback.
+    pair_tasks_per_node = 1
+
+    @run_after("setup")
+    def the_pair_fixes_the_shape(self):
+        self.num_tasks_per_node = self.steerable(
+            "num_tasks_per_node", self.pair_tasks_per_node,
+            fixed="a node runs one side of a server/client pair (both for a loopback): the "
+                  "pairs fix the job's shape")
+
+    def users_options(self) -> list[str]:
+        """The user's options (``-S executable_opts``) for both sides' command lines; the
+        job runs composed steps, after which no options go."""
+        self.executable_opts = []
+        return self.steerable("executable_opts", [])
 
     def pair_steps(self, srun: str) -> None:
         """Define the roles and `run_pair`; one task per step on its node."""

@@ -72,7 +72,8 @@ class GpcnetCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
     tags = {"gpcnet", "congestion", "acceptance"}
     #: Nodes to span; 0 takes the partition's ``num_nodes`` (topology ``nodes``).
     num_nodes = variable(int, value=0)
-    #: GPCNeT's processes per NIC: 1 loads the fabric least (its README's first setting).
+    #: GPCNeT's processes per NIC: 1 loads the fabric least (its README's first setting);
+    #: a user's ``num_tasks_per_node`` (-S) is taken for it.
     ranks_per_node = variable(int, value=1)
     #: The congestion impact factor a fabric may show at all, per column (``avg``, ``p99``).
     impact_limits = variable(typ.Dict[str, float], value={"avg": 3.0, "p99": 10.0})
@@ -81,6 +82,7 @@ class GpcnetCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
 
     @run_after("setup")
     def shape(self):
+        self.ranks_per_node = self.steerable("num_tasks_per_node", self.ranks_per_node)
         nodes = self.num_nodes or self.current_partition.extras.get("num_nodes", 2)
         self.skip_saying_if(nodes < MINIMUM_NODES[self.program],
                             f"{self.program} needs {MINIMUM_NODES[self.program]} nodes, the "

@@ -100,7 +100,10 @@ class HimenoCheck(rfm.RegressionTest, MeasuredCheck):
         self.ranks_per_node = 1 if divisor == 0 else max(1, cores // divisor)
         self.skip_saying_if(self.ranks_step != "1" and self.ranks_per_node == 1,
                             f"{cores} core(s) per node: this step is the 1-rank run")
-        self.num_tasks_per_node = self.ranks_per_node
+        self.num_tasks_per_node = self.steerable(
+            "num_tasks_per_node", self.ranks_per_node,
+            fixed=f"ranks_step={self.ranks_step} fixes the ranks per node ({self.ranks_per_node} "
+                  f"of {cores} cores): the sweep's points are its parameters")
         self.num_tasks = self.nodes * self.ranks_per_node
         self.grid = process_grid(self.num_tasks, GRIDS[self.size])
 

@@ -83,7 +83,10 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
         self.nccl_hcas = [f"{hca.name}:{hca.port}" for hca in node.hcas if hca.rdma]
         nodes = (self.num_nodes or self.current_partition.extras.get("num_nodes", 2)
                  if self.nccl_hcas else 1)
-        self.num_tasks_per_node = len(node.gpus)
+        self.num_tasks_per_node = self.steerable(
+            "num_tasks_per_node", len(node.gpus),
+            fixed=f"one rank per GPU, {len(node.gpus)} on a node of "
+                  f"{self.current_partition.fullname} (nccl-tests' -g 1)")
         self.num_tasks = nodes * len(node.gpus)
         self.skip_saying_if(self.num_tasks < 2 and self.test != "sendrecv_perf",
                             f"one GPU in all on {self.current_partition.fullname}: a collective "
@@ -91,8 +94,8 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
         self.executable = self.provided(f"bin/{self.test}")
         if self.collnet == "on":
             self.collnet_through_the_plugin()
-        self.executable_opts = ["-b", str(self.min_size), "-e", str(self.max_size), "-f", "2",
-                                "-g", "1"]
+        self.executable_opts = self.steerable("executable_opts", [
+            "-b", str(self.min_size), "-e", str(self.max_size), "-f", "2", "-g", "1"])
         self.pin_cores(node.cores_near_gpus(node.gpus))
         self.pin_gpus(topology, node.gpus)
         if self.srun_gpu_bound():

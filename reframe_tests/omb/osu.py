@@ -93,7 +93,7 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, MeasuredCheck):
         self.num_tasks_per_node = self.ranks_per_node
         self.executable = self.provided(f"{OMB_LIBEXEC}/{self.benchmark_path}")
         self.pin_to_hca(self.hca, self.ranks_per_node, self.gpudirect, self.device_buffers)
-        self.executable_opts = self.omb_options()
+        self.executable_opts = self.steerable("executable_opts", self.omb_options())
         self.perf_variables = {name: self.key_figure(name) for name in self.key_figures}
 
     @run_after("setup")
@@ -122,6 +122,12 @@ class OsuBenchmark(rfm.RunOnlyRegressionTest, MeasuredCheck):
 
     def shape(self) -> None:
         raise NotImplementedError
+
+    def across(self, nodes: int) -> None:
+        """A collective over ``nodes`` nodes: one rank on each, or as many as the user's
+        ``num_tasks_per_node`` (-S)."""
+        self.ranks_per_node = self.steerable("num_tasks_per_node", 1)
+        self.num_tasks = nodes * self.ranks_per_node
 
     def expected_work_s(self) -> float:
         """OMB's own iterations at each size of the sweep (``-i`` where set), its window
@@ -221,7 +227,10 @@ class OsuPt2PtCheck(OsuBenchmark):
         self.benchmark_path = f"pt2pt/{self.benchmark}"
         self.device_buffers = self.needs_gpu
         self.gpudirect = self.transfer.endswith("-gdr") if self.device_buffers else None
-        self.ranks_per_node = 2 if self.placement == "intra" else 1
+        self.ranks_per_node = self.steerable(
+            "num_tasks_per_node", 2 if self.placement == "intra" else 1,
+            fixed=f"placement={self.placement} fixes the ranks per node (inter: one on each "
+                  f"of two nodes, intra: two on one)")
         self.key_figures = ("latency",) if self.benchmark == "osu_latency" else ("bandwidth",)
 
     def omb_options(self) -> list[str]:
@@ -256,7 +265,9 @@ class OsuMultiPairCheck(OsuBenchmark):
     def shape(self) -> None:
         self.benchmark_path = "pt2pt/osu_mbw_mr"
         self.pairs = self.pairs or min(4, self.current_partition.processor.num_cpus or 1)
-        self.ranks_per_node = self.pairs
+        self.ranks_per_node = self.steerable(
+            "num_tasks_per_node", self.pairs, fixed=f"a node's ranks are the {self.pairs} "
+            f"pairs' senders or receivers: set pairs (-S OsuMultiPairCheck.pairs=N)")
         self.num_tasks = 2 * self.pairs
         # OMB pairs rank i with rank i + N/2: block distribution puts them on two nodes.
         self.srun_extra = [*self.srun_extra, "--distribution=block:block"]
@@ -282,7 +293,7 @@ class OsuCollectiveCheck(OsuBenchmark):
     def shape(self) -> None:
         self.benchmark_path = f"collective/{self.benchmark}"
         self.sized = self.benchmark != "osu_barrier"
-        self.num_tasks = self.num_nodes or self.current_partition.extras.get("num_nodes", 2)
+        self.across(self.num_nodes or self.current_partition.extras.get("num_nodes", 2))
         self.key_figures = ("latency",)
 
     def omb_options(self) -> list[str]:
@@ -309,7 +320,7 @@ class OsuAllreduceScalingCheck(OsuBenchmark):
         self.skip_saying_if(self.nodes > available, f"{self.nodes} nodes: the partition has "
                                                     f"{available} (topology nodes)")
         self.benchmark_path = "collective/osu_allreduce"
-        self.num_tasks = self.nodes
+        self.across(self.nodes)
         self.key_figures = ("latency",)
         self.sharp_requested = self.sharp == "on"
 
@@ -356,7 +367,7 @@ class OsuSharpCheck(OsuBenchmark):
     def shape(self) -> None:
         self.benchmark_path = f"collective/{self.benchmark}"
         self.sized = self.benchmark != "osu_barrier"
-        self.num_tasks = self.current_partition.extras.get("num_nodes", 2)
+        self.across(self.current_partition.extras.get("num_nodes", 2))
         self.key_figures = ("latency",)
         self.sharp_requested = self.sharp == "on"
 

@@ -129,7 +129,8 @@ class PerftestBase(rfm.RunOnlyRegressionTest, ServerClientCheck):
     def pair(self, verb: str, measure: str, extra: list[str], duration: int = 0) -> str:
         """One `run_pair` line: identical options on both sides, the client adds the host."""
         return pair_line(" ".join([self.numactl() + self.program(verb, measure),
-                                   *self.common_options(verb, duration), *extra]))
+                                   *self.common_options(verb, duration), *extra,
+                                   *self.users_options()]))
 
 
 @rfm.simple_test
@@ -149,7 +150,7 @@ class PerftestCheck(PerftestBase):
     @run_after("init")
     def shape(self):
         self.num_tasks = 2
-        self.num_tasks_per_node = 2 if self.placement == "loopback" else 1
+        self.pair_tasks_per_node = 2 if self.placement == "loopback" else 1
         atomic = self.verb.startswith("atomic")
         # CUDA memory: perftest supports latency only for read and send; no atomics.
         cuda_ok = not atomic and (self.measure == "bw" or self.verb in ("read", "send"))
@@ -210,7 +211,7 @@ class PerftestInterferenceCheck(PerftestBase):
     measure = parameter(["bw", "lat"])
     interferer = parameter(["write", "read", "atomic_fadd", "atomic_cswap"])
     num_tasks = 4
-    num_tasks_per_node = 2
+    pair_tasks_per_node = 2
     descr = "perftest with interfering traffic on the same HCA"
     #: How long the interfering pair runs (perftest -D), long enough to cover the test.
     interference_seconds = variable(int, value=30)

@@ -8,7 +8,7 @@ way it was meant to run.
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import sanity_function, variable
+from reframe.core.builtins import run_after, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
 from reframe_tests.common.base import LaunchedCheck
@@ -23,13 +23,18 @@ class MpiHelloCheck(rfm.RegressionTest, LaunchedCheck):
     sourcepath = "mpi_hello.c"
     build_system = "SingleSource"
     num_tasks = 2
-    num_tasks_per_node = 1
     tags = {"sanity", "demo", "nightly", "acceptance"}
 
     #: Expected CPU mask per host, e.g. ``node1:0x1,node2:0x2``. Empty: with
     #: ``--cpu-bind=cores`` each rank must own exactly one of its node's cores (the
     #: partition's ``node_cpus``); which one is Slurm's choice on a multi-core node.
     expected_masks = variable(typ.Dict[str, str], value={})
+
+    @run_after("setup")
+    def one_rank_per_node(self):
+        self.num_tasks_per_node = self.steerable(
+            "num_tasks_per_node", 1, fixed="MPI hello proves its ranks land on distinct "
+                                          "nodes: one on each")
 
     @sanity_function
     def validate(self):

@@ -97,7 +97,6 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
     descr = "fabric sweep: HCA loopback on every node, then every node pair once"
     memory = parameter(["host", "cuda"])
     valid_prog_environs = ["*"]
-    num_tasks_per_node = 1
     tags = {"sweep"}
     steps_must_succeed = False  # a failed pair is a result (metric `failed`), not an error
     perfguard_better = {"bandwidth": "higher", "latency": "lower", "failed": "lower",
@@ -177,7 +176,8 @@ class FabricSweepCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
         self.prerun_cmds += [
             f"srun_server='{server}'", f"srun_client='{client}'",
             f"srun_loopback_server='{self.loopback_server(server)}'",
-            f"export PG_SWEEP_COMMAND='{self.ucx_perftest} -m {self.memory},{self.memory}'",
+            f"export PG_SWEEP_COMMAND='{self.ucx_perftest} -m {self.memory},{self.memory}"
+            f"{''.join(' ' + option for option in self.users_options())}'",
             f"export PG_SWEEP_TESTS='tag_bw:{self.bandwidth_size}:{self.iterations} "
             f"tag_lat:{self.latency_size}:{self.iterations * 10}'",
             *ROUND_FUNCTIONS.splitlines()]

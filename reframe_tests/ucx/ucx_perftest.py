@@ -33,7 +33,6 @@ class UcxPerftestCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
     memory = parameter(["host", "cuda"])
     valid_prog_environs = ["*"]
     num_tasks = 2
-    num_tasks_per_node = 1
     tags = {"ucx", "demo", "nightly", "acceptance"}
     perfguard_better = {"latency": "lower", "latency_p50": "lower", "bandwidth": "higher",
                         "message_rate": "higher"}
@@ -56,8 +55,8 @@ class UcxPerftestCheck(UcxPerftestTool, rfm.RunOnlyRegressionTest, ServerClientC
 
     def ucx_options(self, size: int) -> str:
         """Both sides get the same options; the client adds the server's address."""
-        return (f"-p {PORT} -t {self.test} -s {size} -n {self.iterations} "
-                f"-m {self.memory},{self.memory}")
+        return " ".join([f"-p {PORT} -t {self.test} -s {size} -n {self.iterations} "
+                         f"-m {self.memory},{self.memory}", *self.users_options()])
 
     def compose_steps(self, srun: str) -> None:
         self.pair_steps(srun)

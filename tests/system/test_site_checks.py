@@ -4,7 +4,10 @@ shipped checks."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -16,10 +19,12 @@ from tests.conftest import TEST_STATE, perfguard
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "writing-checks.md"
 
 
-def guide_files(site: Path) -> list[Path]:
-    """The guide's code blocks, each written where its first line says (SITE/...)."""
+def guide_files(site: Path, section: str = "A complete example") -> list[Path]:
+    """The code blocks of the guide's ``section`` (the heading's start), each written where
+    its first line says (SITE/...)."""
     written = []
-    for block in re.findall(r"```(?:python|c)\n(.*?)```", GUIDE.read_text(), re.S):
+    text = GUIDE.read_text().split(f"\n## {section}", 1)[1].split("\n## ", 1)[0]
+    for block in re.findall(r"```(?:python|c)\n(.*?)```", text, re.S):
         where = re.match(r"(?:#|/\*) SITE/(\S+?)(?::| |$)", block.splitlines()[0])
         assert where, block.splitlines()[0]
         target = site / where.group(1)
@@ -128,3 +133,29 @@ def test_site_check_refuses_a_thresholds_file_naming_a_check_that_does_not_exist
     assert problems == [f"problem: {site / 'thresholds' / 'mine.yaml'}: thresholds[0]: check "
                         f"'OsuPt2PtChek' is no check of the library or of the site's checks/ "
                         f"(did you mean OsuPt2PtCheck?)"], checked.stdout
+
+
+def test_the_guides_server_client_check_runs_as_written(
+        layout, migrated_dsn: str, tmp_path: Path) -> None:
+    """The guide's server/client example and its run line, as written there: the server
+    step on the job's first node, the client on its last, the round trip stored. A site's
+    first try failed twice (the binary SingleSource built was named after the test; the
+    composed steps replaced `self.executable`)."""
+    site = tmp_path / "site"
+    check, source = guide_files(site, section="A server and a client")
+    assert (check.name, source.name) == ("pingpong.py", "pingpong.c")
+    section = GUIDE.read_text().split("\n## A server and a client", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```sh\n(.*?)```", section, re.S)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-xc", block], capture_output=True, text=True,
+        timeout=900, env={**os.environ, "PERFGUARD_SITE": str(site),
+                          "PERFGUARD_STATE_DIR": str(TEST_STATE), "PERFGUARD_DSN": migrated_dsn,
+                          "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    [line] = [line for line in done.stdout.splitlines()
+              if line.strip().startswith("round_trip")]
+    assert re.match(r"\s*round_trip\s+[\d,.]+\s+us\s", line), line
+    with psycopg.connect(migrated_dsn) as conn:
+        [better] = conn.execute("SELECT better FROM metric_direction WHERE check_name = "
+                                "'SitePingPongCheck' AND metric = 'round_trip'").fetchone()
+    assert better == "lower"
