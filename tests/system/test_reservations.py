@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psycopg
@@ -167,6 +168,22 @@ def reserved_jobs(conn: psycopg.Connection, run_id: int) -> list[str]:
         (run_id,))]
 
 
+def accounting(layout, jobs: list[str]) -> list[list[str]]:
+    """sacct's JobID, Reservation and NodeList of ``jobs`` once slurmdbd has their end
+    (slurmctld sends it a moment after the job ended: a row read earlier may still lack
+    the reservation and name part of the nodes)."""
+    deadline = time.monotonic() + 60
+    while True:
+        listed = slurm(layout, "sacct", "-X", "-n", "-P", "-j", ",".join(jobs), "-o",
+                       "JobID,State,Reservation,NodeList").stdout
+        rows = [line.split("|") for line in listed.split()]
+        if (len(rows) == len(jobs) and all(state == "COMPLETED" and reserved
+                                           for _, state, reserved, _ in rows)) \
+                or time.monotonic() > deadline:
+            return [[job, reserved, nodes] for job, _, reserved, nodes in rows]
+        time.sleep(2)
+
+
 def test_the_maintenance_flow_of_operations_md(dsn: str, layout) -> None:
     """docs/operations.md's block, command by command (its upgrade check limited to the
     sanity checks, `-t sanity`, as the suite's other upgrade checks): the upgrade check's
@@ -196,11 +213,9 @@ def test_the_maintenance_flow_of_operations_md(dsn: str, layout) -> None:
         with psycopg.connect(dsn) as conn:
             jobs = reserved_jobs(conn, run_id)
         assert jobs
-        accounted = slurm(layout, "sacct", "-X", "-n", "-P", "-j", ",".join(jobs), "-o",
-                          "JobID,Reservation,NodeList").stdout
-        rows = [line.split("|") for line in accounted.split()]
-        assert rows and all(reserved == "upgrade" and nodes == "node[3-4]"
-                            for _, reserved, nodes in rows), accounted
+        accounted = accounting(layout, jobs)
+        assert all(reserved == "upgrade" and nodes == "node[3-4]"
+                   for _, reserved, nodes in accounted), accounted
         outside = without_the_reservation(layout, dsn, commands[1])
         assert "job cancelled because it was blocked due to reason: ReqNodeNotAvail" \
             in outside, outside
