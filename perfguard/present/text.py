@@ -52,6 +52,9 @@ def plain(value: float | None) -> str:
 
 #: The verdict table fits a 120-column terminal; `--explain` gives the full names.
 TABLE_WIDTH = 120
+#: Wrapped text breaks between words only: a path, a module name or a node list is never
+#: cut at its hyphens (`modules-test/prefix` read back as "modules- test/prefix").
+WHOLE_WORDS = {"break_on_hyphens": False, "break_long_words": False}
 
 def skip_notes(lines: list[Line]) -> dict[str, tuple[int, str]]:
     """Skip reason → (note number, the note): each reason said once under the table, not
@@ -137,7 +140,7 @@ def verdict_table(lines: list[Line], show_baseline: bool = False) -> str:
         """The row; a verdict longer than its column goes on below it, never cut: a
         failure's reason ends with the rank, node and signal that explain it."""
         lead = "  ".join([fit(c, w).ljust(w) for c, w in zip(row[:-1], widths)] + [""])
-        said = textwrap.wrap(row[-1], last, break_on_hyphens=False) or [""]
+        said = textwrap.wrap(row[-1], last, **WHOLE_WORDS) or [""]
         return "\n".join([(lead + said[0]).rstrip()] + [" " * len(lead) + more
                                                         for more in said[1:]])
 
@@ -146,7 +149,7 @@ def verdict_table(lines: list[Line], show_baseline: bool = False) -> str:
         text.append(fit(f"{name}  ({where})", TABLE_WIDTH))
         text += [formatted(row) for row in group]
     notes = dict(skip_notes(lines).values())
-    said = [textwrap.fill(f"[{n}] {note}", TABLE_WIDTH, subsequent_indent="    ")
+    said = [textwrap.fill(f"[{n}] {note}", TABLE_WIDTH, subsequent_indent="    ", **WHOLE_WORDS)
             for n, note in sorted(notes.items())]
     blind = blind_note(lines)
     counted = textwrap.fill(f"verdict: {summary(lines)}", TABLE_WIDTH, subsequent_indent="    ")

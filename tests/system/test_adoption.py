@@ -309,7 +309,9 @@ def test_site_init_describes_each_partition_from_one_of_its_nodes(layout, tmp_pa
     [part] = system.partitions
     assert part.node.memory_mib == 2048
     assert part.name == "compute" and part.access == ("--partition=compute",)
-    assert part.mpi_flavour == "openmpi-tcp" and part.provider == {"kind": "system"}
+    # Debian's Open MPI: no coll/ucc, no CUDA, no net plugin (topology detect says so)
+    assert part.mpi_flavour == "openmpi-tcp" and part.provider == {"kind": "system",
+                                                                   "offers": []}
     # the embedded nodes are slurmd of one host (one NodeAddr): what a night costs there
     from perfguard.cluster.layout import SHARED_HOST_CHECK_VARIABLES
     assert part.nodes_share_host and ("OMPI_MCA_mpi_yield_when_idle", "1") in part.env_vars

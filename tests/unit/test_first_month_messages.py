@@ -64,3 +64,19 @@ def test_a_long_failure_reason_is_wrapped_in_its_column_never_cut() -> None:
     said = " ".join(row.strip() for row in table.splitlines() if row.startswith("   "))
     assert "rank 1 on node2: Segmentation fault (core dumped)" in said, table
     assert "…" not in table
+
+
+def test_a_skip_note_never_cuts_a_path_at_its_hyphens() -> None:
+    """The note under the table wraps between words: a path read back from it is whole
+    (a CI path `…/session/modules-test/prefix` came back as `modules- test/prefix`)."""
+    from perfguard.present.text import verdict_table
+    from perfguard.states import SKIPPED
+
+    path = "/work/ci-clone/.state-test/gw1/session/modules-test/prefix"
+    for pad in range(40):
+        reason = (f"module pgtest/1.O did not load on node1 {'x' * pad} (provider 'prefix' "
+                  f"{path}): check the name with `module avail pgtest/1.O` on node1")
+        line = vd.Line("UcxPerftestCheck", {}, "compute", "gnu", "-", None, "", {}, None, None,
+                       None, SKIPPED, detail=reason)
+        table = verdict_table([line])
+        assert path in table, table
