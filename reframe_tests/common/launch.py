@@ -257,14 +257,30 @@ def job_steps(jobid: str) -> list[tuple[str, str, str, str]]:
     return sacct_steps(listing.stdout)
 
 
-def job_cpu_seconds(job) -> float | None:
-    """The CPU time the job's own processes used (Slurm accounting's TotalCPU of the
-    job, its steps together), or None where accounting does not say."""
+def job_cpu_seconds(job, wait_s: float = 15) -> float | None:
+    """The CPU time the job's benchmark steps used (Slurm accounting's TotalCPU of each
+    step but perfguard's helpers and the batch script), or None where accounting does
+    not say within ``wait_s``. The CPU readings bracket the benchmark alone: the job's
+    whole TotalCPU, its fingerprint step before them included, would be more than the
+    job used between them (a short benchmark read as the job's own busy host)."""
     if job.scheduler.registered_name not in ("slurm", "squeue") or not job.jobid:
         return None
-    listing = osext.run_command(f"sacct -n -P -j {job.jobid} -o TotalCPU")
-    return total_cpu_seconds(listing.stdout.strip().splitlines()[0]) \
-        if listing.stdout.strip() else None
+    deadline = time.monotonic() + wait_s
+    while True:
+        listing = osext.run_command(f"sacct -n -P -j {job.jobid} -o JobID,JobName,TotalCPU")
+        written = re.search(r"^\S+\.\d+\|", listing.stdout, re.M)  # any step at all
+        if written or time.monotonic() >= deadline:
+            return benchmark_cpu_seconds(listing.stdout)
+        time.sleep(1)  # slurmdbd has not written the job's steps yet
+
+
+def benchmark_cpu_seconds(listing: str) -> float | None:
+    """``sacct -n -P -o JobID,JobName,TotalCPU`` → the benchmark steps' CPU seconds (the
+    numbered steps not named perfguard-helper), None where none is listed yet."""
+    steps = [line.split("|") for line in listing.splitlines() if line.count("|") == 2]
+    times = [total_cpu_seconds(cpu) for step, name, cpu in steps
+             if step.partition(".")[2].isdigit() and not name.startswith(HELPER_STEP)]
+    return sum(t for t in times if t is not None) if times else None
 
 
 def total_cpu_seconds(text: str) -> float | None:

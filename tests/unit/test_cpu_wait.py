@@ -134,3 +134,15 @@ def test_a_step_of_a_slurm_job_reads_its_jobs_cgroup(tmp_path) -> None:
 def test_outside_a_job_cgroup_the_nodes_pressure_is_read(tmp_path) -> None:
     reading = run_script(tmp_path, "/user.slice/user-0.slice/session-3.scope")
     assert (reading.wait_us, reading.scope) == (111, "node")
+
+
+def test_the_job_cpu_is_its_benchmark_steps_not_its_helpers() -> None:
+    """The readings bracket the benchmark: the fingerprint and CPU-wait helper steps and
+    the batch script are not counted (sacct, as the embedded cluster printed it)."""
+    from reframe_tests.common.launch import benchmark_cpu_seconds
+
+    listing = ("4|rfm_OsuAllreduceScalingCheck_c8343fd5|00:29.867\n4.batch|batch|00:00.128\n"
+               "4.0|perfguard-helper|00:00.683\n4.1|perfguard-helper|00:00.278\n"
+               "4.2|osu_allreduce|00:28.588\n4.3|perfguard-helper|00:00.188\n")
+    assert benchmark_cpu_seconds(listing) == 28.588
+    assert benchmark_cpu_seconds("4|rfm_x|00:00:00\n4.batch|batch|00:00:00\n") is None
