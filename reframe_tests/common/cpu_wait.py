@@ -24,7 +24,7 @@ Where the job's own ranks need more CPUs than the node has (virtual nodes sharin
 host: 4, 8, 16 ranks on 2 cores), the job contends with itself and PSI's wait is its own
 (100 % whether the host is quiet or not). There the CPU time is compared instead: what
 the host's processes used during the job (``/proc/stat``) less what the job's own used
-(Slurm accounting's TotalCPU of the job) is what others took; more than ``max_cpu_wait``
+(Slurm accounting's TotalCPU of its benchmark steps) is what others took; more than ``max_cpu_wait``
 of the host's CPUs taken by others disturbs the figures as a wait would.
 """
 
