@@ -86,7 +86,7 @@ def cmd_site_check(args: argparse.Namespace) -> int:
 
     system = args.system or ("local" if args.ctx.embedded is not None else None)
     files = check.check(args.ctx, system)
-    files.problems += check.thresholds_of_no_check()
+    files.problems += check.thresholds_of_no_check(files)
     for path in files.read:
         print(f"read {path}")
     for problem in files.problems:

@@ -59,10 +59,11 @@ def stack_offers(stack_dir: Path) -> frozenset[str] | None:
     return frozenset((yaml.safe_load(listed.read_text()) or {}).get("offers") or [])
 
 
-def ompi_offers(components: set[str]) -> set[str]:
-    """What ``ompi_info --parsable``'s components say (``coll:ucc``; CUDA is an MCA
-    parameter, ``mpi_built_with_cuda_support:value:true``, read by the caller)."""
-    return {"mpi-ucc"} if "coll:ucc" in components else set()
+def ompi_offers(components: set[str], cuda: bool) -> set[str]:
+    """What ``ompi_info --parsable --all`` says (``parse_ompi_info``): the ``coll:ucc``
+    component, CUDA support."""
+    return {*({"mpi-ucc"} if "coll:ucc" in components else set()),
+            *({"cuda-mpi"} if cuda else set())}
 
 
 def library_offers(library_dirs: list[Path]) -> set[str]:
@@ -105,8 +106,7 @@ def prefix_offers(prefix: str) -> frozenset[str] | None:
                                   text=True, timeout=60).stdout
         except (OSError, subprocess.TimeoutExpired):
             return None
-        components, cuda = parse_ompi_info(text)
-        found |= ompi_offers(components) | ({"cuda-mpi"} if cuda else set())
+        found |= ompi_offers(*parse_ompi_info(text))
     return frozenset(found)
 
 

@@ -253,8 +253,7 @@ def _software(found: Detected) -> None:
                            "guess (a key of mpi_flavours.yaml)")
     else:
         found.ompi_components, cuda = offers.parse_ompi_info(ompi)
-        found.offers = {*offers.ompi_offers(found.ompi_components),
-                        *({"cuda-mpi"} if cuda else set())}
+        found.offers = offers.ompi_offers(found.ompi_components, cuda)
     found.offers |= offers.library_offers(library_dirs())
     if "spack" in found.programs:
         provider = found.binary_provider()

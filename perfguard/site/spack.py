@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from perfguard.contract import stacks
-from perfguard.contract.offers import OFFERS, STACK_OFFERS_FILE
+from perfguard.contract.offers import OFFERS, STACK_OFFERS_FILE, unknown_offers
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.paths import SPACK_ENVS_DIR, spack_packages_file, state_dir
 
@@ -153,7 +153,6 @@ STACK_OFFERS = {
     "nccl-collnet": "nccl-rdma-sharp-plugins +sharp (libnccl-net.so with CollNet)",
     "cuda-mpi": "an MPI +cuda",
 }
-OFFERS_FILE = STACK_OFFERS_FILE
 #: The MPIs whose ``+cuda`` makes them CUDA-aware.
 CUDA_MPIS = ("openmpi", "mvapich2", "mpich", "mvapich")
 
@@ -161,7 +160,7 @@ CUDA_MPIS = ("openmpi", "mvapich2", "mpich", "mvapich")
 def stack_offers(env_dir: Path, findings: Findings) -> frozenset[str] | None:
     """The stack's ``offers.yaml`` (``offers:``, a list of STACK_OFFERS' names), its
     mistakes added to ``findings``; None where the stack has none."""
-    path = env_dir / OFFERS_FILE
+    path = env_dir / STACK_OFFERS_FILE
     if not path.exists():
         findings.warnings.append(f"{path} does not exist: the checks cannot tell what the "
                                  f"stack offers beyond programs (list {', '.join(OFFERS)} "
@@ -172,7 +171,7 @@ def stack_offers(env_dir: Path, findings: Findings) -> frozenset[str] | None:
     if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
         findings.errors.append(f"{path}: needs 'offers:', a list of names ([] for none)")
         return None
-    for name in sorted(set(listed) - set(OFFERS)):
+    for name in unknown_offers(listed):
         findings.errors.append(f"{path}: unknown offer {name!r} (known: {', '.join(OFFERS)})")
     return frozenset(listed) & set(STACK_OFFERS)
 
@@ -413,7 +412,7 @@ def concretize(env_dir: Path, scope: str | None = None,
                                            declared_externals(env_dir))
         if claimed is not None:
             offered = offers_not_built(result.stdout + result.stderr, claimed,
-                                       offers_file or env_dir / OFFERS_FILE)
+                                       offers_file or env_dir / STACK_OFFERS_FILE)
             findings.errors += offered.errors
             findings.warnings += offered.warnings
     return findings
@@ -586,7 +585,7 @@ def check_stack(env: Path, envs_dir: Path, copy: Path, scratch: Path, scope: str
         found.errors.append(f"Spack {label}: {where}: {error}")
     if not found.errors:
         claimed = stack_offers(env, Findings())  # its mistakes are in `found` already
-        _merge(found, concretize(rendered, scope, claimed, env / OFFERS_FILE), said)
+        _merge(found, concretize(rendered, scope, claimed, env / STACK_OFFERS_FILE), said)
     if not found.errors and builds_with_cuda(env):
         _merge(found, with_next_cuda(env.name, envs_dir, scratch / "cuda-next", scope), said)
     return found

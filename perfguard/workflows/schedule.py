@@ -187,13 +187,19 @@ def cancelled_jobs(state: Path) -> set[str]:
         return set()
 
 
-def recurring_jobs(ctx: Context) -> dict[str, str]:
-    """The recurring nightly's driver jobs of this user in Slurm's queue: id → state."""
-    listed = slurm.run(ctx, "squeue", "-h", "--me", f"--name={JOB_NAME}", "-o", "%i %T")
+def queued_drivers(ctx: Context, fields: str = "%i|%T") -> list[list[str]]:
+    """The recurring nightly's driver jobs of this user in Slurm's queue, each as the
+    squeue ``fields`` asked (``|``-separated: id, state, …)."""
+    listed = slurm.run(ctx, "squeue", "-h", "--me", f"--name={JOB_NAME}", "-o", fields)
     if listed.returncode != 0:
         raise PerfguardError(f"squeue failed: {listed.stderr.strip()} (is slurmctld "
                              f"reachable from here?)")
-    return dict(line.split()[:2] for line in listed.stdout.splitlines() if line.strip())
+    return sorted(line.split("|") for line in listed.stdout.splitlines() if line.strip())
+
+
+def recurring_jobs(ctx: Context) -> dict[str, str]:
+    """The recurring nightly's driver jobs of this user in Slurm's queue: id → state."""
+    return {job: state for job, state in queued_drivers(ctx)}
 
 
 def cancel_recurring(ctx: Context, stop_running: bool = False) -> str:
@@ -235,14 +241,10 @@ def status(ctx: Context) -> str:
     """What is scheduled where: the recurring driver jobs in Slurm's queue (the next
     night, a night running now, whether it was cancelled), perfguard's scrontab entry and
     when it fires next, and the last night's outcome from its log (``STATE/log``)."""
-    listed = slurm.run(ctx, "squeue", "-h", "--me", f"--name={JOB_NAME}", "-o", "%i|%T|%S|%P")
-    if listed.returncode != 0:
-        raise PerfguardError(f"squeue failed: {listed.stderr.strip()} (is slurmctld "
-                             f"reachable from here?)")
+    drivers = queued_drivers(ctx, "%i|%T|%S|%P")
     cancelled = cancelled_jobs(ctx.state)
     said = []
-    for line in sorted(listed.stdout.split()):
-        job, state, start, partition = line.split("|")
+    for job, state, start, partition in drivers:
         if state == "PENDING":
             said.append(f"next night: recurring job {job} in partition {partition}, "
                         f"starts {start}")
@@ -251,7 +253,7 @@ def status(ctx: Context) -> str:
                       else "then submits the next")
             said.append(f"running now: recurring job {job} in partition {partition} since "
                         f"{start} ({sequel})")
-    if not listed.stdout.strip():
+    if not drivers:
         said.append("recurring job: none queued (`perfguard nightly --submit-recurring`)")
     said.append(scrontab_status(ctx))
     said.append(last_night(ctx.state))

@@ -38,6 +38,8 @@ class SiteFiles:
     read: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     systems: list[System] = field(default_factory=list)
+    #: Each thresholds file that loaded → its entries.
+    thresholds: dict[Path, list] = field(default_factory=dict)
 
     def load(self, path: Path, loader: Callable[[Path], Any]) -> Any:
         self.read.append(path)
@@ -60,38 +62,33 @@ def read_site_files(ctx: Context) -> SiteFiles:
         if system is not None:
             files.systems.append(system)
     for path in paths.site_folder("thresholds"):
-        files.load(path, thresholds.from_yaml)
+        loaded = files.load(path, thresholds.from_yaml)
+        if loaded is not None:
+            files.thresholds[path] = loaded
     files.load(rules_file(), load_rules)
     for name, schema in (("sweep.yaml", "sweep"), ("mpi_flavours.yaml", "mpi_flavours")):
         files.load(paths.site_file(name), partial(load_yaml, what=name, schema=schema))
     return files
 
 
-def thresholds_of_no_check() -> list[str]:
-    """Every thresholds file's entries that name no check (what `site check` adds to the
-    files' problems; a run goes on: a retired check's old thresholds must not stop a
-    nightly, and judge nothing there either)."""
-    from perfguard.judge import thresholds
-
-    problems = []
-    for path in paths.site_folder("thresholds"):
-        try:
-            problems += unknown_checks(path, thresholds.from_yaml(path))
-        except PerfguardError:
-            continue  # the file's own problems are said by read_site_files
-    return problems
-
-
-def unknown_checks(path: Path, entries: list) -> list[str]:
-    """Entries of a thresholds file that name no check of the library or of the site's
-    ``checks/``: a misspelt name never matches a test case, so the threshold would
-    silently judge nothing (read from the checks' source, as `thresholds import` does)."""
+def thresholds_of_no_check(files: SiteFiles) -> list[str]:
+    """The entries of the thresholds files read that name no check (what `site check`
+    adds to the files' problems; a run goes on: a retired check's old thresholds must
+    not stop a nightly, and judge nothing there either)."""
     from perfguard.judge.scope import declared_checks
     from perfguard.run.reframe import RunRequest, check_directories
 
-    if not entries:
+    if not any(files.thresholds.values()):
         return []
     known = declared_checks(check_directories(RunRequest(), paths.site_dir()))
+    return [problem for path, entries in files.thresholds.items()
+            for problem in unknown_checks(path, entries, known)]
+
+
+def unknown_checks(path: Path, entries: list, known: dict) -> list[str]:
+    """Entries of a thresholds file that name no check of ``known`` (the library's and
+    the site's ``checks/``, read from their source as `thresholds import` does): a
+    misspelt name never matches a test case, so the threshold would judge nothing."""
     problems = []
     for number, entry in enumerate(entries):
         if entry.check not in known:

@@ -32,7 +32,7 @@ def test_ompi_info_lines_name_coll_ucc_and_cuda() -> None:
     text = ("mca:coll:ucc:version:mca:2.1.0\nmca:pml:ucx:version:mca:2.1.0\n"
             "mca:mpi:base:param:mpi_built_with_cuda_support:value:true\n")
     components, cuda = offers.parse_ompi_info(text)
-    assert offers.ompi_offers(components) == {"mpi-ucc"} and cuda
+    assert cuda and offers.ompi_offers(components, cuda) == {"mpi-ucc", "cuda-mpi"}
     assert offers.parse_ompi_info(text.replace("value:true", "value:false"))[1] is False
 
 
