@@ -279,7 +279,7 @@ def benchmark_cpu_seconds(listing: str) -> float | None:
     numbered steps not named perfguard-helper), None where none is listed yet."""
     steps = [line.split("|") for line in listing.splitlines() if line.count("|") == 2]
     times = [total_cpu_seconds(cpu) for step, name, cpu in steps
-             if step.partition(".")[2].isdigit() and not name.startswith(HELPER_STEP)]
+             if is_benchmark_step(step, name)]
     return sum(t for t in times if t is not None) if times else None
 
 
@@ -299,6 +299,14 @@ def sacct_steps(listing: str) -> list[tuple[str, str, str, str]]:
             if line.count("|") == 3]
 
 
+def is_benchmark_step(step: str, name: str) -> bool:
+    """A step of the job's own commands (``12.2``), not the job itself, its batch script
+    or extern step, nor one of perfguard's helpers around the benchmark."""
+    suffix = step.partition(".")[2]
+    return bool(suffix) and suffix not in ("batch", "extern") and \
+        not name.startswith(HELPER_STEP)
+
+
 def job_problem(jobid: str | None, state: str, exitcode: int | None,
                 steps: list[tuple[str, str, str, str]], steps_must_succeed: bool = True
                 ) -> str | None:
@@ -309,8 +317,7 @@ def job_problem(jobid: str | None, state: str, exitcode: int | None,
     if job_state in UNSUCCESSFUL or (exitcode or 0) != 0:
         problems.append(f"job {jobid} {job_state or 'ended'} with exit code {exitcode}")
     for step, name, step_state, code in steps if steps_must_succeed else []:
-        suffix = step.partition(".")[2]
-        if not suffix or suffix in ("batch", "extern") or name.startswith(HELPER_STEP):
+        if not is_benchmark_step(step, name):
             continue
         if (step_state.split() or [""])[0] in UNSUCCESSFUL or code not in ("0:0", ""):
             problems.append(f"step {step} ({name}) {step_state} {code}")

@@ -114,9 +114,8 @@ class NcclTestsCheck(rfm.RunOnlyRegressionTest, MeasuredCheck):
     def expected_work_s(self) -> float:
         """nccl-tests' own counts at each size (``src/common.cu``: 20 timed iterations,
         warm-up 1 in 2.19, 5 in older releases (5 counted), one data check, out of place
-        and in place), each moving about twice
-        the size per rank (an allreduce's reduce-scatter and all-gather), at the floor
-        rate (time_limit.py)."""
+        and in place), each moving about twice the size per rank (an allreduce's
+        reduce-scatter and all-gather), at the floor rate (time_limit.py)."""
         sizes = time_limit.doubling_sizes(self.min_size, self.max_size)
         return time_limit.sweep_seconds([(2 * (5 + 20 + 1) * 2, size) for size in sizes])
 
