@@ -65,7 +65,7 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     if over.get("*"):
         print("\n".join(over["*"]) + f"\n(`perfguard verdict {run_id} --rejudge` judges "
                                       f"the run again with them)")
-    print(result.line(run_id))
+    print(tx.run_line(result, run_id, lines))
     return result.exit_code
 
 

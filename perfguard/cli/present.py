@@ -33,6 +33,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     `run` and the nightly: a CI job that publishes the report fails on a failed run)."""
     from perfguard.judge import verdict as vd
     from perfguard.present import htmlreport
+    from perfguard.present import text as tx
 
     with connect(args) as conn:
         run_id = vd.resolve_run(conn, args.run)
@@ -41,7 +42,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         report = htmlreport.write(conn, run_id, path, baseline, args.markdown)
     if args.junit:
         htmlreport.copy_junit(report, args.junit)
-    print(f"{report.outcome.line(run_id)}; report: {path}"
+    print(f"{tx.run_line(report.outcome, run_id, report.lines)}; report: {path}"
           + (f"; summary: {args.markdown}" if args.markdown else "")
           + (f"; JUnit: {args.junit}" if args.junit else ""))
     return report.outcome.exit_code

@@ -321,7 +321,7 @@ def _failed_cases(report_path: str | None) -> list[dict]:
             if case.get("result") in ("fail", "failure"):
                 failed.append({"name": case.get("display_name", case.get("name")),
                                "phase": case.get("fail_phase"),
-                               "reason": (case.get("fail_reason") or "").splitlines()[:1],
+                               "reason": (case.get("fail_reason") or "").splitlines(),
                                "stagedir": case.get("stagedir"),
                                "outputdir": case.get("outputdir"),
                                "nodes": ",".join(case.get("job_nodelist") or []),

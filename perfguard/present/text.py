@@ -13,14 +13,25 @@ from perfguard.judge import rules as judge
 from perfguard.judge.fingerprint import Change, SlowLink, compact_nodes, natural_key
 from perfguard.judge.sweep import BETTER, DRAIN_MARK, Finding, Measurement, Sweep
 from perfguard.judge.verdict import (
+    OUTCOME_PASS,
     WITHOUT_FIGURE,
     Line,
+    RunOutcome,
     line_name,
     measured_counts,
     variant_name,
     without_figure,
 )
-from perfguard.states import FAIL, FAILING, NO_REFERENCE, PASS, SKIPPED
+from perfguard.states import (
+    ABORTED,
+    DISTURBED,
+    EXPECTED_FAILURE,
+    FAIL,
+    FAILING,
+    NO_REFERENCE,
+    PASS,
+    SKIPPED,
+)
 
 
 def key_point_text(line: Line) -> str:
@@ -168,6 +179,41 @@ def summary(lines: list[Line]) -> str:
         names = ", ".join(dict.fromkeys(line.check for line in lines if without_figure(line)))
         said += f"; {bare} {WITHOUT_FIGURE} ({names})"
     return said
+
+#: The run line's word for a run that passed without one figure judged (a first night).
+NOTHING_JUDGED = "NOTHING-JUDGED"
+
+
+def unjudged(lines: list[Line]) -> dict[str, int]:
+    """Why each figure of a run that passed was not judged ('not yet judged: history 0
+    of 8 runs', 'no-reference', 'disturbed'), with how many; empty where one figure was
+    judged (against a threshold or its history) or the run measured no figure at all (a
+    run of sanity checks: its pass is a judgement)."""
+    figures = [line for line in lines if line.metric != "-"
+               and line.status not in (SKIPPED, ABORTED)]
+    why: dict[str, int] = {}
+    for line in figures:
+        if line.detail.startswith(judge.NOT_YET):
+            reason = line.detail.split(" (the last ")[0]
+        elif line.status in (NO_REFERENCE, DISTURBED, EXPECTED_FAILURE):
+            reason = line.status
+        else:
+            return {}
+        why[reason] = why.get(reason, 0) + 1
+    return why
+
+
+def run_line(outcome: RunOutcome, run_id: int, lines: list[Line]) -> str:
+    """``run N: PASS (why)``, the last line `run`, `nightly`, `verdict` and `report` print;
+    a run that passed with no figure judged (every line learning its history, without a
+    reference, or disturbed) says so instead of PASS: nothing was compared with anything.
+    Its exit code stays the pass's (0): a first night is no failure."""
+    why = unjudged(lines) if outcome.outcome == OUTCOME_PASS else {}
+    if not why:
+        return outcome.line(run_id)
+    said = ", ".join(f"{n} {reason}" for reason, n in why.items())
+    return f"run {run_id}: {NOTHING_JUDGED} (no figure judged yet: {said}; {outcome.why})"
+
 
 def name_of(line: Line) -> str:
     """``Check %p=v … metric @size=…``: how a line is named in the table and --explain."""

@@ -73,10 +73,11 @@ class RunVerdict:
 
     @property
     def run_line(self) -> str:
-        """``run N: PASS (why)``, the last line `run`, `nightly` and `upgrade-check` print."""
+        """``run N: PASS (why)``, the last line `run`, `nightly` and `upgrade-check` print
+        (NOTHING-JUDGED where no figure was: present.text.run_line)."""
         if self.result is None:
             return f"run not stored: FAIL ({self.completed.message})"
-        return self.result.line(self.completed.run_id)
+        return tx.run_line(self.result, self.completed.run_id, self.lines)
 
 
 def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Completed:

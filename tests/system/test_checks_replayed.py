@@ -83,7 +83,10 @@ def test_run_passes_and_skips_are_not_failures(replayed) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "test-failed" not in re.sub(r"\d+ test-failed", "", result.stdout)
     *_, verdict, run_line = result.stdout.splitlines()
-    assert re.fullmatch(r"run \d+: PASS \(no line failed or regressed\)", run_line), run_line
+    # A fresh database: no figure has history or a reference yet, so none was judged.
+    assert re.fullmatch(r"run \d+: NOTHING-JUDGED \(no figure judged yet: \d+ not yet "
+                        r"judged: history 0 of 8 runs.*; no line failed or regressed\)",
+                        run_line), run_line
     assert verdict.startswith("verdict:") and "0 fail, 0 regression, 0 test-failed" in verdict
     assert re.search(r"\b6 skipped\b", verdict), verdict  # Himeno quarter/half, 1/2/4 nodes
     skipped = [tc for tc in testcases if tc["result"] == "skip"]

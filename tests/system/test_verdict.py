@@ -22,6 +22,9 @@ def test_verdict_pass_fail_and_inconclusive_without_history(migrated_dsn: str, d
     assert "inconclusive: not yet judged: history 0 of 8 runs" in plain.stdout
     assert max(len(line) for line in plain.stdout.splitlines()) <= 120
     assert " fail" not in plain.stdout.split("verdict:")[0]
+    # No figure had a history or a threshold: the run line says so, not PASS (issue 69).
+    assert plain.stdout.splitlines()[-1].startswith(
+        f"run {stored.run_id}: NOTHING-JUDGED (no figure judged yet: "), plain.stdout
 
     # A bound set after the run does not judge it: thresholds are matched by validity time.
     perfguard("thresholds", "set", "--dsn", migrated_dsn, *BW, "--reference", "1e9",

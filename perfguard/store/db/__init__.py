@@ -63,14 +63,17 @@ def _connect_hint(dsn: str, reason: str) -> str:
         passfile = str(params.get("passfile") or os.environ.get("PGPASSFILE")
                        or Path.home() / ".pgpass")
         if "no password supplied" in reason:
-            return _passfile_hint(passfile)
+            return _passfile_hint(passfile, params)
         return _password_source(params, passfile)
     if "does not exist" in reason and "database" in reason:
         return " (check the database name in the DSN; the DBA creates it: docs/adopting.md)"
     return ""
 
 
-def _passfile_hint(passfile: str) -> str:
+def _passfile_hint(passfile: str, params: dict) -> str:
+    """Why libpq found no password: the passfile missing, ignored for its mode, or without
+    a line for these parameters; where a line differs from them in one field only (a
+    misspelled database name in the DSN), that field is named, not the passfile."""
     if not os.access(passfile, os.R_OK):
         return (f" (the passfile {passfile} does not exist or cannot be read: create it, "
                 f"mode 0600, with a line HOST:PORT:DB:USER:PASSWORD)")
@@ -78,6 +81,12 @@ def _passfile_hint(passfile: str) -> str:
     if mode & 0o077:  # libpq: "password file has group or world access", then ignored
         return (f" (the passfile {passfile} has permissions {mode:04o}: libpq ignores it; "
                 f"chmod 600 {passfile})")
+    near = passfile_near_line(passfile, params)
+    if near is not None:
+        number, field, theirs, ours = near
+        return (f" (the DSN's {field} is {ours!r}, the passfile {passfile} has line {number} "
+                f"for {field} {theirs!r}: check the {field} in the DSN; if {ours!r} is "
+                f"right, add its line to the passfile)")
     return (f" (the passfile {passfile} has no line for this host, port, database and "
             f"user: HOST:PORT:DB:USER:PASSWORD)")
 
@@ -96,9 +105,34 @@ def _password_source(params: dict, passfile: str) -> str:
             f"there)")
 
 
+#: The fields of a passfile line before the password, as messages name them.
+PASSFILE_FIELDS = ("host", "port", "database", "user")
+
+
 def passfile_line(passfile: str, params: dict) -> int | None:
     """The number of the passfile's first line that libpq would take for these connection
     parameters (``*`` matches anything; ``\\:`` and ``\\\\`` are escapes), or None."""
+    wanted = _passfile_wanted(params)
+    for number, fields in _passfile_lines(passfile):
+        if all(f in ("*", w) for f, w in zip(fields[:4], wanted)):
+            return number
+    return None
+
+
+def passfile_near_line(passfile: str, params: dict) -> tuple[int, str, str, str] | None:
+    """The passfile's first line that matches these parameters in all fields but one:
+    (its number, that field's name, the line's value, the DSN's), or None."""
+    wanted = _passfile_wanted(params)
+    for number, fields in _passfile_lines(passfile):
+        differ = [i for i, (f, w) in enumerate(zip(fields[:4], wanted)) if f not in ("*", w)]
+        if len(differ) == 1:
+            i = differ[0]
+            return number, PASSFILE_FIELDS[i], fields[i], wanted[i]
+    return None
+
+
+def _passfile_wanted(params: dict) -> list[str]:
+    """Host, port, database and user as libpq matches them against a passfile."""
     wanted = [str(params.get("host") or os.environ.get("PGHOST") or "localhost"),
               str(params.get("port") or os.environ.get("PGPORT") or "5432"),
               str(params.get("dbname") or os.environ.get("PGDATABASE") or ""),
@@ -106,17 +140,23 @@ def passfile_line(passfile: str, params: dict) -> int | None:
     wanted[2] = wanted[2] or wanted[3]
     if wanted[0].startswith("/"):
         wanted[0] = "localhost"  # a socket directory matches "localhost" in a passfile
+    return wanted
+
+
+def _passfile_lines(passfile: str) -> list[tuple[int, list[str]]]:
+    """(number, fields) of each line that is not blank or a comment and has a password."""
     try:
         text = Path(passfile).read_text()
     except (OSError, UnicodeDecodeError):
-        return None
+        return []
+    found = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         fields = _passfile_fields(line)
-        if len(fields) >= 5 and all(f in ("*", w) for f, w in zip(fields[:4], wanted)):
-            return number
-    return None
+        if len(fields) >= 5:
+            found.append((number, fields))
+    return found
 
 
 def _passfile_fields(line: str) -> list[str]:
