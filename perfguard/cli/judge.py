@@ -31,6 +31,7 @@ def _add_verdict(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_verdict(args: argparse.Namespace) -> int:
+    from perfguard.judge import coverage as cov
     from perfguard.judge import fingerprint as fp
     from perfguard.judge import run_findings
     from perfguard.judge import verdict as vd
@@ -49,7 +50,10 @@ def cmd_verdict(args: argparse.Namespace) -> int:
             vd.with_baseline(lines, vd.stored_verdict(conn, before))
         explained = _explained(conn, run_id, lines, args.explain, args.rejudge)
         slow = fp.links_below_maximum(fp.fingerprints(conn, run_id))
+        cost = cov.run_cost(conn, run_id)
     print(f"run {run_id}" + (f": as {judged[-1].when()}" if judged else ""))
+    if cost is not None:
+        print(f"  {tx.cost_line(cost)}")
     print("".join(tx.fit(f"  earlier: {j.said()}", tx.TABLE_WIDTH) + "\n"
                   for j in judged[:-1]), end="")
     if args.explain is not None:

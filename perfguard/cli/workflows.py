@@ -46,6 +46,21 @@ def _add_workflows(sub: argparse._SubParsersAction) -> None:
     nig.add_argument("--now", action="store_true",
                      help="with --cancel-recurring: stop the night in progress too (what "
                           "finished is stored and its report written)")
+    budget = nig.add_argument_group(
+        "budget", "measure the machine node by node within a budget a night (the sweep's "
+                  "loopbacks on the nodes measured longest ago, idle ones first; "
+                  "docs/operations.md)")
+    budget.add_argument("--budget", metavar="NODE_HOURS", type=float,
+                        help="node-hours this night may spend (default: the site's "
+                             "nightly_budget in sweep.yaml, where --budget-default is given)")
+    budget.add_argument("--budget-default", action="store_true",
+                        help="a budget nightly with the site's nightly_budget")
+    budget.add_argument("--budget-partition", metavar="PARTITION",
+                        help="the Slurm partition whose nodes it measures (default: "
+                             "Slurm's default partition)")
+    budget.add_argument("--drain", action="store_true",
+                        help="drain a node the budget nightly blames (reason "
+                             "'perfguard: …'); one measurement, no retest")
     job_options_option(nig)
     nig.add_argument("--at", help="with --submit-recurring: first start (sbatch --begin "
                                   "value, e.g. now+60) instead of the next --schedule time")
@@ -79,6 +94,14 @@ def _nightly_arguments(args: argparse.Namespace) -> list[str]:
         forwarded += ["--webhook", args.webhook]
     if args.mail_cmd:
         forwarded += ["--mail-cmd", args.mail_cmd]
+    if args.budget is not None:
+        forwarded += ["--budget", f"{args.budget:g}"]
+    if args.budget_default:
+        forwarded += ["--budget-default"]
+    if args.budget_partition:
+        forwarded += ["--budget-partition", args.budget_partition]
+    if args.drain:
+        forwarded += ["--drain"]
     return forwarded + job_option_arguments(job_options(args))  # every night
 
 
@@ -112,6 +135,11 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         schedule.install_scrontab(args.ctx, None)
         print("removed perfguard's entry from your scrontab")
         return 0
+    if args.budget is not None or args.budget_default:
+        return _budget_nightly(args)
+    if args.drain or args.budget_partition:
+        raise UsageError("--drain and --budget-partition go with --budget (or "
+                         "--budget-default)")
     outcome = nightly.nightly(args.ctx, tuple(args.tag or ["nightly"]), args.system,
                               tuple(args.label), job_options(args))
     print(outcome.text)
@@ -122,6 +150,31 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     if args.mail_cmd:
         nightly.notify_mail(args.mail_cmd, f"perfguard nightly {status}", outcome.text)
     return outcome.exit_code
+
+
+def _budget_nightly(args: argparse.Namespace) -> int:
+    from perfguard.errors import UsageError
+    from perfguard.workflows import coverage, nightly
+
+    if args.tag:
+        raise UsageError("--budget measures the per-node checks (the sweep's loopbacks); "
+                         "--tag goes with the ordinary nightly")
+    outcome = coverage.budget_nightly(args.ctx, args.system, args.budget,
+                                      args.budget_partition, tuple(args.label),
+                                      job_options(args), args.drain)
+    print(outcome.text)
+    status = "FAIL" if outcome.exit_code else "PASS"
+    print(f"run {outcome.run_id}: {status}")
+    if args.mail_cmd:
+        nightly.notify_mail(args.mail_cmd, f"perfguard nightly {status}", outcome.text)
+    return outcome.exit_code
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    from perfguard.workflows import coverage
+
+    print(coverage.nodes_listing(args.ctx, args.system, args.partition))
+    return 0
 
 
 def cmd_upgrade_check(args: argparse.Namespace) -> int:
@@ -138,5 +191,19 @@ def cmd_upgrade_check(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+def _add_nodes(sub: argparse._SubParsersAction) -> None:
+    nodes = sub.add_parser(
+        "nodes", parents=[DSN], help="each node's state and when it was last measured",
+        description="Lists each node of a Slurm partition with its state and how long ago "
+                    "a per-node check (the sweep's loopbacks: `perfguard nightly --budget`, "
+                    "`perfguard sweep`) and any check measured it, the devices measured "
+                    "and the last run; the longest unmeasured first.")
+    nodes.add_argument("--system", default="local",
+                       help="ReFrame system whose runs count (default: local)")
+    nodes.add_argument("--partition", help="Slurm partition (default: Slurm's default)")
+    nodes.set_defaults(func=cmd_nodes)
+
+
 def add(sub: argparse._SubParsersAction) -> None:
     _add_workflows(sub)
+    _add_nodes(sub)

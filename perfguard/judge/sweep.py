@@ -70,6 +70,11 @@ class Criteria:
     #: Latency a pair may exceed the lowest by in any case (µs): where the lowest is a
     #: tenth of a µs (shared memory), a factor alone is noise. 0 on a fabric.
     latency_slack_us: float = 0.0
+    #: `perfguard nightly --budget`'s default (node-hours a night); None: no default.
+    nightly_budget: float | None = None
+    #: A node's cost in a budget nightly before any was stored (node-hours); None: the
+    #: conservative default (judge.coverage.DEFAULT_NODE_HOURS_PER_NODE).
+    node_hours_per_node: float | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import jinja2
 import psycopg
 
 from perfguard import __version__, states
+from perfguard.judge import coverage as cov
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
 from perfguard.judge import run_findings
@@ -75,6 +76,8 @@ class Report:
     nodes: dict[tuple, list[str]] = field(default_factory=dict)
     #: The run's stored findings (perfguard.judge.run_findings), paging ones first.
     findings: list[dict] = field(default_factory=list)
+    #: The run's node-hours and queue wait (judge.coverage.RunCost); None: not recorded.
+    cost: cov.RunCost | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -156,7 +159,8 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
     report = Report(run, lines, baseline_id, changes,
                     slow_links=fp.links_below_maximum(current),
                     outcome=vd.outcome(conn, run_id), nodes=_nodes(conn, run_id),
-                    findings=run_findings.stored(conn, run_id))
+                    findings=run_findings.stored(conn, run_id),
+                    cost=cov.run_cost(conn, run_id))
     with db.planned(conn, db.HASH_JOINS):
         _add_curves(conn, report)
     _add_scaling(conn, report)
@@ -361,6 +365,7 @@ def render_html(report: Report) -> str:
         r=report, tx=tx, sparkline=_sparkline, version=__version__,
         generated=datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         cell=tx.verdict_cell, num=tx.plain, state_class=_state_class, one_host=ONE_HOST,
+        cost_line=tx.cost_line,
         hostlist=fp.compact_nodes)
 
 
@@ -376,6 +381,8 @@ def render_markdown(report: Report, html_name: str | None = None) -> str:
     status = report.outcome.word
     out = [f"## perfguard run {run['id']} on {run['system']}: {status}", "",
            " · ".join(f"{n} {state}" for state, n in report.counts.items()), ""]
+    if report.cost:
+        out[-1:-1] = ["", tx.cost_line(report.cost)]
     if report.top:
         out += ["| line | value | baseline | verdict |", "|---|---|---|---|"]
         for line in report.top:

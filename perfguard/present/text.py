@@ -406,3 +406,54 @@ def planned_variants(system: str, cases: list, stages: Path) -> str:
     return "\n".join(lines + ["", f"system {system}: {len(rows) - skipped} variant(s) would "
                                    f"run, {skipped} skipped (a dry run, nothing submitted: "
                                    f"the job scripts are under {stages})"])
+
+
+def duration(seconds: float | None) -> str:
+    """A time span as an admin reads it: 42 s, 3.5 min, 2.1 h, 3.2 d."""
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def cost_line(cost: Any) -> str:
+    """A run's cost (judge.coverage.RunCost) in one line; None: accounting not recorded."""
+    if cost is None:
+        return "cost: not recorded (Slurm accounting had none of the run's jobs)"
+    return (f"cost: {cost.node_hours:.3g} node-hours in {cost.jobs} job"
+            f"{'s' if cost.jobs != 1 else ''}; queue wait {duration(cost.queue_wait_s)}"
+            f" in all, the longest {duration(cost.longest_wait_s)}")
+
+
+def coverage_table(rows: list, states: dict[str, str], now: Any) -> str:
+    """`perfguard nodes`: each node (Slurm's and the measured ones), its Slurm state, how
+    long ago a per-node check and any check measured it, its devices and the last run;
+    the longest unmeasured first."""
+    known = {row.node: row for row in rows}
+    names = sorted(set(states) | set(known), key=lambda n: (
+        _age_key(known.get(n), now), natural_key(n)))
+    out = [f"{'node':<10} {'state':<10} {'per-node check':>15} {'any check':>10}  "
+           f"{'run':>5}  devices"]
+    for name in names:
+        row = known.get(name)
+        per_node = _ago(row.last_per_node_at if row else None, now)
+        anything = _ago(row.last_measured_at if row else None, now)
+        run = str(row.last_run_id) if row and row.last_run_id else "-"
+        devices = ", ".join(row.devices) if row and row.devices else "-"
+        out.append(f"{name:<10} {states.get(name, 'unknown'):<10} {per_node:>15} "
+                   f"{anything:>10}  {run:>5}  {devices}")
+    never = sum(1 for n in names if known.get(n) is None or known[n].last_per_node_at is None)
+    out.append(f"{len(names)} nodes; {never} never measured by a per-node check")
+    return "\n".join(out)
+
+
+def _ago(when: Any, now: Any) -> str:
+    return "never" if when is None else f"{duration((now - when).total_seconds())} ago"
+
+
+def _age_key(row: Any, now: Any) -> tuple:
+    """Never measured first, then the oldest per-node measurement."""
+    when = row.last_per_node_at if row else None
+    return (when is not None, (now - when).total_seconds() * -1 if when else 0)

@@ -8,7 +8,9 @@ The site directory is checked against it before anything is submitted
 from __future__ import annotations
 
 import subprocess
+import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from perfguard.errors import PerfguardError
 from perfguard.site.context import Context
@@ -63,3 +65,82 @@ def nodes(ctx: Context) -> SlurmNodes:
         cpus[node] = int(count)
         addresses[node] = address
     return SlurmNodes(partitions, cpus, addresses)
+
+
+@dataclass(frozen=True)
+class JobAccount:
+    """One Slurm job as accounting (sacct) saw it: what a run's cost is made of."""
+    job_id: str
+    nodes: int
+    submitted_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    elapsed_s: float
+    state: str
+
+    @property
+    def node_hours(self) -> float:
+        """Elapsed × allocated nodes: what the job took from the machine."""
+        return self.nodes * self.elapsed_s / 3600
+
+    @property
+    def queue_wait_s(self) -> float | None:
+        """Start − submit; None for a job that never started."""
+        if self.submitted_at is None or self.started_at is None:
+            return None
+        return max(0.0, (self.started_at - self.submitted_at).total_seconds())
+
+    @property
+    def finished(self) -> bool:
+        """Accounting has written the job's end (slurmdbd writes it a moment later)."""
+        return self.ended_at is not None and self.state.split()[0] not in (
+            "PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED")
+
+
+#: sacct's fields for JobAccount, one line per job (-X: the allocation, not its steps).
+SACCT_JOB_FIELDS = "JobIDRaw,NNodes,Submit,Start,End,ElapsedRaw,State"
+
+
+def parse_jobs(listing: str) -> list[JobAccount]:
+    """``sacct -X -n -P -o`` SACCT_JOB_FIELDS → JobAccount per line. Times are the local
+    time sacct prints ("Unknown" or "None" where there is none); lines of another shape
+    (a warning) are left out."""
+    found = []
+    for line in listing.splitlines():
+        fields = line.split("|")
+        if len(fields) != 7 or not fields[0].strip():
+            continue
+        job_id, nodes, submit, start, end, elapsed, state = (f.strip() for f in fields)
+        try:
+            found.append(JobAccount(job_id, int(nodes or 0), _sacct_time(submit),
+                                    _sacct_time(start), _sacct_time(end),
+                                    float(elapsed or 0), state))
+        except ValueError:
+            continue
+    return found
+
+
+def _sacct_time(text: str) -> datetime | None:
+    """sacct's ``2026-11-28T22:40:01`` (local time) as an aware datetime; None for
+    ``Unknown``, ``None`` or empty."""
+    if text in ("", "Unknown", "None"):
+        return None
+    return datetime.fromisoformat(text).astimezone()
+
+
+def job_accounting(ctx: Context, job_ids: list[str], wait_s: float = 30
+                   ) -> list[JobAccount]:
+    """The jobs as Slurm accounting has them, waiting up to ``wait_s`` for slurmdbd to
+    write their ends (a run's last job ends a moment before accounting says so). Jobs
+    accounting does not know are left out; a site without accounting gets []."""
+    if not job_ids:
+        return []
+    deadline = time.monotonic() + wait_s
+    while True:
+        listing = run(ctx, "sacct", "-X", "-n", "-P", "-j", ",".join(job_ids),
+                      "-o", SACCT_JOB_FIELDS)
+        jobs = parse_jobs(listing.stdout) if listing.returncode == 0 else []
+        done = len(jobs) >= len(set(job_ids)) and all(job.finished for job in jobs)
+        if done or time.monotonic() >= deadline:
+            return jobs
+        time.sleep(1)

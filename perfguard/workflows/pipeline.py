@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -16,6 +17,7 @@ import psycopg
 
 from perfguard.contract.references import References
 from perfguard.errors import PerfguardError, UsageError
+from perfguard.judge import coverage as cov
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import run_findings
 from perfguard.judge import verdict as vd
@@ -94,8 +96,25 @@ def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Com
                          outcome.stalled)
     RunMeta(request.trigger, request.labels, library_revision()).save_beside(outcome.report)
     [result] = ingest_paths(ctx.state, ctx.dsn, [outcome.report], RunMeta())
+    if result.run_id is not None:
+        record_cost(ctx, result.run_id)
     return Completed(outcome.returncode, outcome.report, result.run_id, result.message,
                      outcome.stalled)
+
+
+def record_cost(ctx: Context, run_id: int) -> None:
+    """The run's jobs as Slurm accounting saw them (node-hours, queue wait) stored with
+    the run. A site without accounting, or a database that fails now, leaves the run
+    without a cost: `perfguard verdict` then says it was not recorded."""
+    try:
+        with db.connect(ctx.dsn) as conn:
+            ids = cov.job_ids(conn, run_id)
+            jobs = slurm.job_accounting(ctx, ids)
+            if jobs:
+                cov.store_jobs(conn, run_id, jobs)
+    except (PerfguardError, psycopg.Error) as exc:
+        print(f"perfguard: the cost of run {run_id} was not recorded: "
+              f"{str(exc).strip().splitlines()[0]}", file=sys.stderr)
 
 
 def within_reservation(ctx: Context, request: RunRequest) -> RunRequest:

@@ -33,13 +33,17 @@ class SweepOutcome:
 
 def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
                  drain: bool = False, topology: str = "slurm",
-                 setvars: tuple[str, ...] = (), job_options: tuple[str, ...] = ()
-                 ) -> SweepOutcome:
+                 setvars: tuple[str, ...] = (), job_options: tuple[str, ...] = (),
+                 labels: tuple[str, ...] = ("sweep",), trigger: str = "sweep",
+                 retests: int | None = None) -> SweepOutcome:
     """Sweep, retest the failing pairs one at a time, blame, store, drain. Where the leaf
     switches are known (``topology``: see switch_leaves), the sweep pairs nodes within
     each leaf and one pair per leaf pair, and may blame a leaf. ``setvars`` (ReFrame's
     -S, such as FabricSweepCheck.time_limit=2h) and ``job_options`` (sbatch's
-    ``--reservation=R`` …) go to the sweep and its retests."""
+    ``--reservation=R`` …) go to the sweep and its retests. The budget nightly sweeps
+    loopbacks alone (``FabricSweepCheck.pairs=n:n,…``) with its own ``labels`` and
+    ``trigger``, and ``retests`` (else the criteria's) 0: a retest would spend beyond
+    its budget."""
     criteria = sw.load_criteria(paths.site_file("sweep.yaml"), system)
     kept = excluded_nodes(ctx, nodes)[0] if nodes else None
     leaves = switch_leaves(ctx, topology, kept)
@@ -50,7 +54,7 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
             for node in members),)
     elif kept:
         setvars += (f"FabricSweepCheck.nodes={','.join(sorted(kept, key=fp.natural_key))}",)
-    first = _sweep_run(ctx, system, setvars, ("sweep",), job_options)
+    first = _sweep_run(ctx, system, setvars, labels, job_options, trigger)
     with db.connect(ctx.dsn) as conn:
         found = sw.measurements(conn, first)
         if not found:
@@ -60,8 +64,9 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
     rates = _line_rates(system)
     state_of = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own,
                         criteria=criteria, line_rate=rates)
-    state_of, load, unretested = _retested(ctx, system, asked, first, state_of,
-                                           criteria.retests, job_options)
+    state_of, load, unretested = _retested(
+        ctx, system, asked, first, state_of,
+        criteria.retests if retests is None else retests, job_options)
     notes = "; ".join(note for note in (load, unretested) if note)
     findings = [sw.Finding(f.kind, f.subject, f.hca, f"{f.evidence}; {notes}" if notes
                            else f.evidence) for f in sw.blame(state_of, leaf_of(leaves))]
@@ -125,9 +130,10 @@ def switch_leaves(ctx: Context, source: str, kept: set[str] | None) -> dict[str,
 
 
 def _sweep_run(ctx: Context, system: str, setvars: tuple[str, ...],
-               labels: tuple[str, ...], job_options: tuple[str, ...] = ()) -> int:
+               labels: tuple[str, ...], job_options: tuple[str, ...] = (),
+               trigger: str = "sweep") -> int:
     completed = run_and_store(ctx, RunRequest(system=system, tags=("sweep",),
-                                              setvars=setvars, trigger="sweep", labels=labels,
+                                              setvars=setvars, trigger=trigger, labels=labels,
                                               job_options=job_options))
     if not completed.stored:
         raise PerfguardError(f"sweep run not stored: {completed.message}; the report is kept "

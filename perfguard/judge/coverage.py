@@ -1,0 +1,153 @@
+"""What runs cost and which nodes were measured when (issue 68): a run's node-hours and
+queue wait from its jobs' accounting, each node's coverage age, and the budget nightly's
+choice of nodes — the nodes measured longest ago, idle ones first, as many as the budget
+buys. The choice is pure (``plan``); the reads and writes go through named queries."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from perfguard.judge.fingerprint import natural_key
+from perfguard.store import queries
+from perfguard.store.queries import Connection
+
+#: A node's cost in a budget nightly when no earlier one says (node-hours): a loopback
+#: sweep job of a real node (allocation, fingerprints, every HCA × memory kind) takes
+#: minutes; a quarter hour is far on the safe side of it, and the first night's stored
+#: cost replaces it.
+DEFAULT_NODE_HOURS_PER_NODE = 0.25
+#: The budget nightly plans to spend this share of the budget on its estimate: the rest
+#: is the jobs' headroom under the time limit that caps them at the budget.
+PLANNED_SHARE = 2 / 3
+#: Earlier budget nightlies whose cost per node is read (the largest counts).
+COST_RUNS = 5
+#: Slurm states of nodes that can take a job now, idle first.
+IDLE, BUSY = ("idle",), ("mixed", "allocated", "completing")
+#: Slurm's KillWait (30 s by default): how long a job at its limit may run on.
+KILL_WAIT_MIN = 0.5
+#: A node not measured for this long is due: the coverage promised (every node weekly).
+DUE = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """A run's cost as accounting said (run_cost view)."""
+    jobs: int
+    node_hours: float
+    queue_wait_s: float
+    longest_wait_s: float
+
+
+@dataclass(frozen=True)
+class NodeCoverage:
+    """When a node was last measured (node_coverage view); None: never."""
+    node: str
+    last_measured_at: datetime | None
+    last_per_node_at: datetime | None
+    last_run_id: int | None
+    devices: tuple[str, ...]
+    oldest_device_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The budget nightly's choice: which nodes, at what estimated cost, under what cap."""
+    nodes: list[str]
+    per_node: float
+    estimated: float
+    #: Each job's time limit in whole minutes: nodes × jobs × limit ≤ budget.
+    minutes: int
+    #: Nodes that could run but did not fit the budget (measured later nights).
+    left: int
+    why: str
+
+
+def store_jobs(conn: Connection, run_id: int, jobs: list) -> None:
+    """The run's jobs as sacct saw them (site.slurm.JobAccount), their cost recorded."""
+    queries.execute_many(conn, "insert_run_job", [
+        {"run_id": run_id, "job_id": j.job_id, "nodes": j.nodes,
+         "submitted_at": j.submitted_at, "started_at": j.started_at,
+         "ended_at": j.ended_at, "elapsed_s": j.elapsed_s, "state": j.state}
+        for j in jobs])
+    conn.commit()
+
+
+def job_ids(conn: Connection, run_id: int) -> list[str]:
+    """The Slurm job ids of the run's test cases (retried attempts too)."""
+    return [row[0] for row in queries.tuples(conn, "job_ids_of_run", (run_id,))]
+
+
+def run_cost(conn: Connection, run_id: int) -> RunCost | None:
+    """The run's node-hours and queue wait; None where accounting was not recorded."""
+    row = queries.first(conn, "run_cost", (run_id,))
+    return RunCost(**row) if row else None
+
+
+def coverage(conn: Connection, system: str) -> list[NodeCoverage]:
+    """Every node the system's runs measured, oldest per-node measurement first."""
+    return [NodeCoverage(r["node"], r["last_measured_at"], r["last_per_node_at"],
+                         r["last_run_id"], tuple(r["devices"] or ()), r["oldest_device_at"])
+            for r in queries.rows(conn, "node_coverage", (system,))]
+
+
+def node_cost(conn: Connection, system: str) -> tuple[float, str]:
+    """One node's cost in a budget nightly: the largest of the recent nightlies' node-hours
+    per node measured, else the conservative default; and where it comes from."""
+    found = queries.rows(conn, "coverage_node_cost", {"system": system, "runs": COST_RUNS})
+    if not found:
+        return DEFAULT_NODE_HOURS_PER_NODE, (
+            f"no earlier budget nightly on {system}: {DEFAULT_NODE_HOURS_PER_NODE:g} "
+            f"node-hours a node assumed")
+    worst = max(found, key=lambda r: r["per_node"])
+    return float(worst["per_node"]), (
+        f"the largest of the last {len(found)} budget nightlies' cost per node (run "
+        f"{worst['run_id']})")
+
+
+def order(states: dict[str, str], measured: dict[str, datetime | None], now: datetime,
+          due: timedelta = DUE) -> list[str]:
+    """Nodes that can take a job now in the order a budget nightly takes them: first those
+    due (never measured, or not for ``due``), then the rest; within each, idle nodes
+    before busy ones (a job naming a busy node waits for it), and the longest unmeasured
+    first. Drained, down or reserved nodes are left out (a job naming one would wait for
+    it as long as it stays so)."""
+    def key(node: str) -> tuple:
+        when = measured.get(node)
+        is_due = when is None or now - when >= due
+        return (not is_due, _state(states[node]) not in IDLE, when is not None,
+                when or now, natural_key(node))
+
+    return sorted((n for n, s in states.items() if _state(s) in IDLE + BUSY), key=key)
+
+
+def _state(text: str) -> str:
+    """sinfo's %T without its flags (``idle*``: not responding; ``mixed-``, …)."""
+    return text.rstrip("*~#!%$@^-+").lower()
+
+
+def plan(candidates: list[str], budget: float, per_node: float, jobs_per_node: int,
+         why: str) -> Plan:
+    """As many of ``candidates`` (in order) as PLANNED_SHARE of ``budget`` buys at
+    ``per_node`` node-hours each (at least one where the cap allows it: the first night
+    has no stored cost), and every job's time limit so that even jobs that run to their
+    limit stay within the budget: nodes × jobs × (limit + Slurm's kill wait) ≤ budget,
+    the limit in whole minutes (Slurm's unit). None fits where the budget cannot give
+    each job a minute."""
+    if budget <= 0 or per_node <= 0:
+        raise ValueError("budget and cost per node must be positive")
+    jobs = max(1, jobs_per_node)
+    count = min(len(candidates),
+                max(1, math.floor(budget * PLANNED_SHARE / per_node + 1e-9)))
+    while count > 0 and _minutes(budget, count, jobs) < 1:
+        count -= 1
+    minutes = _minutes(budget, count, jobs) if count else 0
+    return Plan(candidates[:count], per_node, count * per_node, minutes,
+                len(candidates) - count, why)
+
+
+def _minutes(budget: float, count: int, jobs: int) -> int:
+    """Each job's whole minutes of its share of the budget, less Slurm's kill wait (a job
+    at its limit is signalled, then killed that much later)."""
+    return math.floor(budget * 60 / (count * jobs) - KILL_WAIT_MIN + 1e-9)
