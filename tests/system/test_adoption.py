@@ -125,15 +125,20 @@ def site_user():
 ADOPTING = CHECKOUT / "docs" / "adopting.md"
 
 
+#: The doc's kinds of ``sh`` block beside the user's: ``sh dba`` (the site's admins, as
+#: root) and ``sh stop`` (the user's, run once the first night is stored).
+BLOCK_KINDS = ("dba", "stop")
+
+
 def doc_commands(path: Path) -> list[tuple[str, str]]:
     """(who, command) of every line of the doc's ``sh`` blocks, in order: ``user``, or
-    ``dba`` for a ``sh dba`` block."""
+    ``dba`` for a ``sh dba`` block, ``stop`` for a ``sh stop`` block."""
     commands, who = [], None
     for line in path.read_text().splitlines():
         if line.startswith("```"):
             info = line[3:].split()
             who = None if who or not info or info[0] != "sh" else \
-                ("dba" if info[1:] == ["dba"] else "user")
+                (info[1] if info[1:2] and info[1] in BLOCK_KINDS else "user")
         elif who and line.strip() and not line.lstrip().startswith("#"):
             commands.append((who, line))
     return commands
@@ -142,21 +147,34 @@ def doc_commands(path: Path) -> list[tuple[str, str]]:
 def test_the_adoption_doc_is_what_the_test_runs() -> None:
     """Every block of docs/adopting.md is one the adoption test knows how to run."""
     commands = doc_commands(ADOPTING)
-    assert {who for who, _ in commands} == {"user", "dba"}
+    assert {who for who, _ in commands} == {"user", "dba", "stop"}
     assert any("--detect" in c for _, c in commands)
-    assert any("--submit-recurring" in c for _, c in commands)
+    assert any("--submit-recurring" in c and "--at now" in c for _, c in commands)
+    dba = [c for who, c in commands if who == "dba"]
+    assert any("CREATE ROLE" in c for c in dba) and any("CREATE DATABASE" in c for c in dba)
+    assert any("pg_hba.conf" in c for c in dba)
+    stop = [c for who, c in commands if who == "stop"]
+    assert any("--cancel-recurring" in c for c in stop)
+    assert any("--remove-scrontab" in c for c in stop)
 
 
 def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_itself(
         site_user) -> None:
     """docs/adopting.md, command by command: the user's blocks as the user (the exports of
-    earlier blocks in force), the admins' as root with the owner's DSN."""
+    earlier blocks in force), the admins' as root: the DBA's SQL creates a fresh owner role
+    and database on the site's PostgreSQL (not the embedded cluster's own), and everything
+    after uses them; the stop block once the first night is stored."""
     base, cluster_state = site_user
     started = base / "started"  # files of the user's newer than this are this test's
     started.touch()
     record = json.loads((cluster_state / "cluster.json").read_text())
-    owner_dsn = record["dsn"]
-    port = owner_dsn.split("@127.0.0.1:")[1].split("/")[0]
+    port = record["dsn"].split("@127.0.0.1:")[1].split("/")[0]
+    postgres = (cluster_state / "postgres").resolve()  # the server's socket and data
+    assert superuser_sql(postgres, port, "SELECT count(*) FROM pg_database WHERE datname = "
+                         "'perfdb' OR datname IN (SELECT rolname FROM pg_roles WHERE "
+                         "rolname = 'perfdb_owner')") == "0"  # fresh, not the cluster's
+    dba_home = base / "dba"  # root's passfile for the owner, not root's own ~/.pgpass
+    dba_home.mkdir(mode=0o700)
     wheel = build_wheel(base)
     deps = linked_dependencies(base)
     home = base / "home"
@@ -167,30 +185,26 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
         ("/path/to/perfguard-0.1.0-py3-none-any.whl", str(wheel)),
         ("dbhost:5432", f"127.0.0.1:{port}"), ("hpcuser", USER),
         ("PERFGUARD_GRANT_PASSWORD=...", "PERFGUARD_GRANT_PASSWORD=site-secret"),
-        (":PASSWORD", ":site-secret"),
-        ("--schedule '30 2 * * *'", "--schedule '* * * * *' --at now")]
+        ("OWNER_PASSWORD", "owner-secret"), (":PASSWORD", ":site-secret"),
+        ("/etc/postgresql/15/main/pg_hba.conf", str(postgres / "data" / "pg_hba.conf")),
+        ("192.0.2.0/24", "127.0.0.1/32"),
+        ("--schedule '30 2 * * *'", "--schedule '* * * * *'")]
     user_env = {"SLURM_CONF": record["slurm_conf"],  # the site's /etc/slurm
-                "PERFGUARD_STATE_DIR": str(home / "state"),
                 "PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1"}  # no network: deps linked below
-    exports: list[str] = []
+    dba_env = {**os.environ, "HOME": str(dba_home), "PGHOST": str(postgres), "PGPORT": port,
+               "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    exports: dict[str, list[str]] = {"user": [], "dba": [], "stop": []}
     first_command = time.monotonic()
+    stops = []
     for who, command in doc_commands(ADOPTING):
         for doc, ours in site_names:
             command = command.replace(doc, ours)
-        if who == "dba":
-            done = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
-                                  env={**os.environ, "OWNER_DSN": owner_dsn,
-                                       "PATH": f"{Path(sys.executable).parent}:"
-                                               f"{os.environ['PATH']}"}, timeout=300)
-        else:
-            done = as_user(home, "bash", "-c", "\n".join([*exports, command]), env=user_env)
-        if "--install-scrontab" in command and done.returncode != 0:
-            assert "scrontab is not installed" in done.stderr, done.stderr
-        else:
-            assert done.returncode == 0, (command, done.stdout[-3000:], done.stderr[-2000:])
-        assert "deprecat" not in (done.stdout + done.stderr).lower(), command
+        if who == "stop":  # once the first night is stored (below)
+            stops.append(command)
+            continue
+        done = run_as(who, command, exports, home, user_env, dba_env)
         if command.startswith("export "):
-            exports.append(command)
+            exports[who].append(command)
         if "pip install" in command:  # the project's dependencies, linked (no network)
             [purelib] = (home / "perfguard-venv" / "lib").glob("python3*/site-packages")
             as_user(home, "sh", "-c", f"echo {deps} > {purelib / 'site-deps.pth'}")
@@ -198,6 +212,12 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
             assert re.search(r"systems/sitea\.yaml\s+site\s", done.stdout), done.stdout
             assert f"dashboards: {purelib / 'perfguard' / 'shipped' / 'dashboards'}" in \
                 done.stdout
+    # the DBA's pg_hba.conf line is read by the server, without an error
+    rules = superuser_sql(postgres, port, "SELECT count(*) FILTER (WHERE error IS NOT NULL) "
+                          "|| ' ' || count(*) FILTER (WHERE 'perfdb' = ANY(database)) FROM "
+                          "pg_hba_file_rules")
+    assert rules == "0 1", rules
+    owner_dsn = f"postgresql://perfdb_owner:owner-secret@127.0.0.1:{port}/perfdb"
     try:  # events, not the clock: the nights' rows, generous limits for a loaded host
         with psycopg.connect(owner_dsn, autocommit=True) as conn:
             wait_for(lambda: scheduled_runs(conn) >= 1, 900, "the nightly was not stored")
@@ -209,6 +229,10 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
         # the night submitted the next one itself (test_workflows.py watches nights recur)
         wait_for(lambda: next_night(record["slurm_conf"]), 300,
                  "the night submitted no next night")
+        for command in stops:  # the doc's way to stop the schedule
+            done = run_as("stop", command, exports, home, user_env, dba_env)
+            if command.endswith("--status"):
+                assert "next night:" not in done.stdout, done.stdout
     finally:
         as_user(home, "perfguard", "nightly", "--cancel-recurring", "--now",
                 env={**user_env, "PATH": f"{home / 'perfguard-venv' / 'bin'}:/usr/bin:/bin"})
@@ -221,11 +245,11 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
     assert rows and {user for user, _, _ in rows} == {USER}, jobs
     assert {p for _, name, p in rows if name == "perfguard-nightly"} == {"service"}, jobs
     assert {p for _, name, p in rows if name.startswith("rfm_")} == {"compute"}, jobs
-    user_dsn = f"postgresql://{USER}:site-secret@127.0.0.1:{port}/perfguard"
+    user_dsn = f"postgresql://{USER}:site-secret@127.0.0.1:{port}/perfdb"
     ddl = subprocess.run(["psql", user_dsn, "-c", "DROP TABLE sample_block"],
                          capture_output=True, text=True)
     assert ddl.returncode != 0 and "must be owner" in ddl.stderr, ddl.stderr
-    with psycopg.connect(f"postgresql://grafana:site-secret@127.0.0.1:{port}/perfguard") as g:
+    with psycopg.connect(f"postgresql://grafana:site-secret@127.0.0.1:{port}/perfdb") as g:
         assert g.execute("SELECT count(*) FROM run_outcome").fetchone()[0] >= 2
     # nothing of the user's outside its own home (state and site live there)
     stray = subprocess.run(["find", "/var/tmp", "/tmp", "/dev/shm", str(CHECKOUT),
@@ -233,6 +257,32 @@ def test_an_ordinary_user_follows_the_adoption_doc_to_a_nightly_that_runs_by_its
                             f"{home}*"],
                            capture_output=True, text=True)
     assert stray.stdout.split() == [], stray.stdout
+
+
+def run_as(who: str, command: str, exports: dict[str, list[str]], home: Path,
+           user_env: dict[str, str], dba_env: dict[str, str]) -> subprocess.CompletedProcess:
+    """One doc command: the DBA's as root, the user's as the user, each with the exports
+    of its earlier blocks in force; it must exit 0 (scrontab's where Slurm has none may
+    say so) and print no deprecation warning."""
+    if who == "dba":
+        done = subprocess.run(["bash", "-c", "\n".join([*exports["dba"], command])],
+                              capture_output=True, text=True, env=dba_env, timeout=300)
+    else:
+        done = as_user(home, "bash", "-c", "\n".join([*exports["user"], command]),
+                       env=user_env)
+    if "scrontab" in command and done.returncode != 0:
+        assert "scrontab is not installed" in done.stderr, done.stderr
+    else:
+        assert done.returncode == 0, (command, done.stdout[-3000:], done.stderr[-2000:])
+    assert "deprecat" not in (done.stdout + done.stderr).lower(), command
+    return done
+
+
+def superuser_sql(postgres: Path, port: str, query: str) -> str:
+    """One value, as the PostgreSQL superuser over the server's socket (the DBA's way)."""
+    return subprocess.run(["runuser", "-u", "postgres", "--", "psql", "-h", str(postgres),
+                           "-p", port, "-d", "postgres", "-tAc", query], capture_output=True,
+                          text=True, check=True).stdout.strip()
 
 
 def wait_for(event: Callable[[], bool], timeout: float, failure: str) -> None:

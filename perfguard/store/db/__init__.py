@@ -441,6 +441,9 @@ def grant(conn: psycopg.Connection, user: str, kind: str, password: str | None) 
     if password is not None:
         conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(role, sql.Literal(password)))
     conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(GRANT_GROUPS[kind]), role))
+    # A DBA closes the database to PUBLIC (docs/adopting.md): the role may connect.
+    conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+        sql.Identifier(conn.info.dbname), role))
     conn.commit()
     return not exists
 
