@@ -6,6 +6,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfguard.cluster import cgroups
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.cluster.procs import (
     port_in_use,
@@ -14,7 +15,13 @@ from perfguard.cluster.procs import (
     run,
     terminate,
 )
-from perfguard.cluster.services import SERVICES, dead_nodes, node_states
+from perfguard.cluster.services import (
+    SERVICES,
+    choose_tracking,
+    dead_nodes,
+    node_states,
+    node_tracking,
+)
 from perfguard.errors import PerfguardError
 
 
@@ -63,6 +70,8 @@ def up(state: Path, nodes: int, port_base: int, leaves: int = 0,
     layout = wanted
     _check_ports(layout)
     layout.save()
+    if not any(s.running(layout) for s in SERVICES if s.name.startswith("slurm")):
+        choose_tracking(layout)
     for service in SERVICES:
         if not service.running(layout):
             service.start(layout)
@@ -120,6 +129,9 @@ def down(state: Path) -> list[str]:
         if pids:
             terminate(pids, timeout=30 if service.name == "postgresql" else 15)
             stopped.append(service.name)
+    tracking = node_tracking(layout)
+    if tracking.cgroup:  # the nodes' cgroups, empty once their tasks are gone
+        cgroups.remove_node_dirs(tracking, layout.port_base)
     return stopped
 
 
@@ -166,7 +178,7 @@ def status(state: Path) -> list[ComponentStatus]:
         running = service.running(layout)
         detail = ""
         if service.name == "slurmd":
-            detail = _nodes_detail(layout)
+            detail = _nodes_detail(layout) + f"; {node_tracking(layout).said()}"
         elif service.name == "slurmctld":
             detail = slurm_version(layout) + (f" from {layout.slurm_prefix}"
                                                if layout.slurm_prefix else "")

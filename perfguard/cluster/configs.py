@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import socket
 
+from perfguard.cluster.cgroups import Tracking
 from perfguard.cluster.layout import (
     CLUSTER_NAME,
     MEASUREMENT_LICENSE,
@@ -36,7 +37,7 @@ def _render(template: str, **values) -> str:
     return _templates().get_template(template).render(**values).rstrip("\n") + "\n"
 
 
-def slurm_conf(layout: ClusterLayout) -> str:
+def slurm_conf(layout: ClusterLayout, tracking: Tracking) -> str:
     host_cpus = len(layout.host_cpus)
     domains = layout.numa_domains
     nodes = [{"name": node.name, "port": node.port,
@@ -47,7 +48,7 @@ def slurm_conf(layout: ClusterLayout) -> str:
                    sockets=len(domains), cores_per_socket=len(domains[0]),
                    memory_mib=NODE_MEMORY_MIB, license=MEASUREMENT_LICENSE,
                    partition=PARTITION, service_partition=SERVICE_PARTITION,
-                   service_node=SERVICE_NODE)
+                   service_node=SERVICE_NODE, tracking=tracking)
 
 
 def topology_conf(layout: ClusterLayout) -> str:

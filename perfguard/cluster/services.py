@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfguard.cluster import cgroups
 from perfguard.cluster.configs import (
     SLURMDBD_DB,
     SLURMDBD_DB_USER,
@@ -132,7 +133,8 @@ def _ensure_slurm_db_user(layout: ClusterLayout) -> None:
 # --- Slurm ----------------------------------------------------------------
 def write_slurm_configs(layout: ClusterLayout) -> None:
     layout.etc.mkdir(parents=True, exist_ok=True)
-    layout.slurm_conf.write_text(slurm_conf(layout))
+    tracking = node_tracking(layout)
+    layout.slurm_conf.write_text(slurm_conf(layout, tracking))
     topology = layout.etc / "topology.conf"
     if layout.leaves:
         topology.write_text(topology_conf(layout))
@@ -142,9 +144,31 @@ def write_slurm_configs(layout: ClusterLayout) -> None:
     password = _mariadb_password_file(layout).read_text().strip()
     dbd_conf.write_text(slurmdbd_conf(layout, password))
     dbd_conf.chmod(0o600)
-    (layout.etc / "cgroup.conf").write_text("CgroupPlugin=autodetect\n")
+    (layout.etc / "cgroup.conf").write_text(tracking.cgroup_conf())
     for sub in ("slurm/ctld", "slurm/d", "shared"):
         (layout.state / sub).mkdir(parents=True, exist_ok=True)
+
+
+def tracking_file(layout: ClusterLayout) -> Path:
+    return layout.etc / "perfguard-tracking"
+
+
+def choose_tracking(layout: ClusterLayout) -> cgroups.Tracking:
+    """What the host allows now (cgroups.detect), kept with the cluster: `cluster up`
+    decides once, before any Slurm daemon runs; a restarted node keeps the choice."""
+    chosen = cgroups.detect(cgroups.plugin_dirs(layout.slurm_prefix))
+    layout.etc.mkdir(parents=True, exist_ok=True)
+    tracking_file(layout).write_text(chosen.to_text())
+    return chosen
+
+
+def node_tracking(layout: ClusterLayout) -> cgroups.Tracking:
+    """The cluster's choice; a cluster started before perfguard chose keeps linuxproc."""
+    kept = tracking_file(layout)
+    if kept.exists():
+        return cgroups.Tracking.from_text(kept.read_text())
+    return cgroups.Tracking(None, "started before perfguard chose cgroups: `perfguard "
+                                  "cluster down` and `up` choose")
 
 
 def start_slurmdbd(layout: ClusterLayout) -> None:
@@ -202,6 +226,7 @@ def start_nodes(layout: ClusterLayout) -> None:
             for node in layout.slurmd_specs() if node not in dead}
     for node in dead:  # all before any new node: a new namespace may reuse a dead one's number
         _clear_dead_node(layout, node.name, live)
+    tracking = node_tracking(layout)
     for node in dead:
         tmp = layout.node_tmp(node.name)
         tmp.mkdir(parents=True, exist_ok=True)
@@ -209,11 +234,14 @@ def start_nodes(layout: ClusterLayout) -> None:
         # SlurmdSpoolDir=…/%n: 25.11's slurmd no longer creates it ("Domain socket
         # directory …: No such file or directory", and no slurmstepd socket there)
         (layout.state / "slurm" / "d" / node.name).mkdir(parents=True, exist_ok=True)
+        if tracking.cgroup:
+            cgroups.prepare_node(tracking, layout.port_base, node.name)
         script = "; ".join([
             f"hostname {node.name}",
             f"mount --bind {tmp} /tmp",
             f"mount --bind {_node_hosts_file(layout)} /etc/hosts",
-            f"exec slurmd -D -N {node.name}",
+            cgroups.node_command(tracking, layout.port_base, node.name,
+                                 f"slurmd -D -N {node.name}"),
         ])
         pid = spawn(["unshare", "--uts", "--mount", "--propagation", "private",
                      "sh", "-c", script],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -146,3 +147,39 @@ def test_sixty_four_nodes_come_up_and_run_a_step_on_each() -> None:
         assert sorted(set(step.stdout.split())) == sorted(f"node{i}" for i in range(1, 65))
     finally:
         perfguard("cluster", "down", "--purge", state=state)
+
+
+def test_status_says_how_jobs_are_tracked_and_slurm_runs_so(layout: ClusterLayout) -> None:
+    """`cluster status` names the process tracking and task plugins and why (issue 69):
+    Slurm runs what it says; with cgroups, each job step's tasks are in Slurm's job cgroup
+    inside their node's own cgroup (another cluster's node1 is elsewhere), confined to the
+    cores Slurm gave the job."""
+    from perfguard.cluster.services import node_tracking
+
+    tracking = node_tracking(layout)
+    status = perfguard("cluster", "status", state=layout.state, check=True).stdout
+    [slurmd] = [line for line in status.splitlines() if line.startswith("slurmd ")]
+    assert slurmd.endswith(f"; {tracking.said()}"), slurmd
+    config = subprocess.run(["scontrol", "show", "config"], env=layout.client_env(),
+                            capture_output=True, text=True, check=True).stdout
+    assert re.search(rf"^ProctrackType\s*=\s*{tracking.proctrack}$", config, re.M), config
+    assert re.search(rf"^TaskPlugin\s*=\s*{tracking.task_plugin}$", config, re.M), config
+    if not tracking.cgroup:
+        assert tracking.reason, tracking
+        return
+    step = subprocess.run(["srun", "-N1", "-n1", "-w", "node2", "sh", "-c",
+                           "cat /proc/self/cgroup; grep Cpus_allowed_list /proc/self/status; "
+                           "echo $SLURM_JOB_ID"],
+                          env=layout.client_env(), capture_output=True, text=True,
+                          timeout=120, cwd=layout.shared)
+    assert step.returncode == 0, step.stderr
+    *cgroup_lines, allowed, jobid = step.stdout.split("\n")[:-1]
+    freezer = [line.split(":", 2)[2] for line in cgroup_lines if ":freezer:" in line]
+    assert freezer == [f"/slurm_node2/uid_0/job_{jobid}/step_0"], step.stdout
+    host_view = [Path(base) / f"perfguard-{layout.port_base}" / "node2" / "slurm_node2"
+                 for controller, base in tracking.mounts if controller == "freezer"]
+    assert host_view and host_view[0].is_dir(), host_view
+    cpus = {cpu for part in allowed.split()[-1].split(",")
+            for cpu in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)}
+    # ConstrainCores: the one core Slurm gave the job, not every core of the host
+    assert len(cpus) == 1 or os.cpu_count() == 1, allowed
