@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build Slurm from a source tree and install it under a prefix: what `perfguard cluster up
 # --slurm-prefix PREFIX` runs (docs/adopting.md, "Which Slurm", shows these very commands;
-# tests/unit/test_build_slurm.py holds the two together). Not run in CI: a build takes
-# about 20 minutes on two cores.
+# tests/unit/test_build_slurm.py holds the two together). Not run in CI: a build of
+# Slurm takes many minutes.
 #
 #   ci/build-slurm.sh SOURCE_DIR PREFIX           build and install (root installs the
 #                                                 Debian packages the build needs)
@@ -58,6 +58,7 @@ if ((${#missing[@]})); then
         echo "build-slurm.sh: Debian packages missing: ${missing[*]}; run as root" >&2
         exit 1
     fi
+    apt-get update -q
     apt-get install -y --no-install-recommends "${packages[@]}"
 fi
 cd "$src"

@@ -1,6 +1,6 @@
 """ci/build-slurm.sh builds and installs Slurm from a source tree (issue 69): docs/adopting.md
 shows the very commands it runs, packages and configure line, and the script parses. The
-build itself is not run here (about 20 minutes on two cores)."""
+build itself is not run here (not in CI)."""
 
 from __future__ import annotations
 
