@@ -67,13 +67,43 @@ def _add_workflows(sub: argparse._SubParsersAction) -> None:
     nig.set_defaults(func=cmd_nightly)
     upg = sub.add_parser(
         "upgrade-check", parents=[DSN],
-        help="after a driver/firmware upgrade: run the acceptance suite, compare with a baseline",
-        description="Runs the checks tagged 'acceptance' (on --nodes only, if given), then prints "
-                    "per metric the baseline value, the new value, the change and the verdict, "
-                    "and what changed in the nodes' fingerprints. Mark a baseline with "
-                    "`perfguard run --label pre-upgrade`.")
-    upg.add_argument("--baseline", required=True, help="run id, session uuid or label")
-    upg.add_argument("--nodes", help="Slurm hostlist to run on, e.g. node[3-4]")
+        help="after a driver/firmware upgrade: measure every upgraded node, judge each "
+             "against its own level before and its peers",
+        description="With --nodes: measures every listed node on its own (the fabric "
+                    "sweep's loopback per HCA and every pair among the listed nodes and "
+                    "--peers, a one-node Himeno, NCCL on the node's GPUs where it has "
+                    "some), then the checks tagged 'acceptance' once on the listed nodes; "
+                    "prints one row per node (what changed in its fingerprint, its verdict, "
+                    "the figure that failed with its own level before the upgrade) and "
+                    "exits 1 naming the failed nodes. Without --nodes: the acceptance "
+                    "checks against --baseline. Mark a baseline with `perfguard "
+                    "upgrade-check --nodes ALL --label pre-upgrade` (or `perfguard run "
+                    "--label pre-upgrade`).")
+    upg.add_argument("--baseline", help="run id, session uuid or label: each node's own "
+                                        "level is its values up to this run (default with "
+                                        "--nodes: every earlier run)")
+    upg.add_argument("--nodes", help="Slurm hostlist of the upgraded nodes, e.g. node[3-4]: "
+                                     "each is measured and judged on its own")
+    upg.add_argument("--peers", help="with --nodes: not-upgraded nodes the upgraded ones are "
+                                     "paired with and compared to, e.g. node[1-2]")
+    upg.add_argument("--label", help="a label of the check's runs; batches of one rolling "
+                                     "upgrade share it (--summary LABEL)")
+    upg.add_argument("--summary", metavar="LABEL",
+                     help="list every node of the upgrade LABEL (--nodes, else every node "
+                          "of the partitions its batches measured): measured and passed, "
+                          "failed, or not yet measured; runs nothing")
+    upg.add_argument("--drain", action="store_true",
+                     help="with --nodes: DRAIN the nodes that failed, the reason beginning "
+                          "'perfguard:'")
+    upg.add_argument("--resume", action="store_true",
+                     help="with --nodes: listed nodes that are drained are RESUMEd for the "
+                          "check (use a maintenance --reservation); those that pass stay in "
+                          "service, those that fail are drained again")
+    upg.add_argument("--himeno-size", default="M", metavar="SIZE",
+                     help="grid of the one-node Himeno (XS, S, M, L, XL; default M)")
+    upg.add_argument("-S", "--setvar", action="append", default=[],
+                     help="passed to ReFrame for every run of the check, e.g. "
+                          "FabricSweepCheck.iterations=100")
     upg.add_argument("--system", default="local", help="ReFrame system to run on (default: local)")
     upg.add_argument("-t", "--tag", action="append", default=None,
                      help="check tags to run (default: acceptance)")
@@ -181,13 +211,21 @@ def cmd_upgrade_check(args: argparse.Namespace) -> int:
     from perfguard.errors import UsageError
     from perfguard.workflows import upgrade
 
+    if args.summary is not None:
+        text, status = upgrade.upgrade_summary(args.ctx, args.summary, args.nodes)
+        print(text)
+        return status
     if args.accept is not None and not args.accept.strip():
         raise UsageError("--accept needs the reason the new level is right")
-    outcome = upgrade.upgrade_check(args.ctx, args.baseline, args.nodes,
-                                    tuple(args.tag or ["acceptance"]), args.system,
-                                    args.accept, job_options(args))
+    if not args.nodes and (args.peers or args.drain or args.resume):
+        raise UsageError("--peers, --drain and --resume go with --nodes (the upgraded "
+                         "nodes, each measured and judged on its own)")
+    outcome = upgrade.upgrade_check(args.ctx, upgrade.UpgradeRequest(
+        args.baseline, args.nodes, tuple(args.tag or ["acceptance"]), args.system,
+        args.accept, job_options(args), args.peers, args.drain, args.resume, args.label,
+        tuple(args.setvar), args.himeno_size))
     print(outcome.text)
-    print(outcome.run_line)
+    print(outcome.run.run_line)
     return outcome.exit_code
 
 

@@ -36,6 +36,13 @@ class Figure:
     value: float
     unit: str
     better: str  # higher or lower
+    #: Where the figure was measured again beside reference nodes (see ``conditions``):
+    #: the share of their own level those reached then, when below 1 (a slower host, a
+    #: busier fabric than at the baseline); the own limit is scaled by it.
+    conditions: float = 1.0
+    #: How often the figure was measured (its best value kept): a miss counts only when
+    #: every measurement missed.
+    attempts: int = 1
 
 
 @dataclass(frozen=True)
@@ -118,11 +125,54 @@ def _misses(value: float, limit: float, better: str) -> bool:
 
 
 def judge_own(figure: Figure, history: list[float], criteria: Criteria) -> Miss | None:
-    """The figure against the node's own earlier values (None: it holds its level)."""
+    """The figure against the node's own earlier values (None: it holds its level), its
+    limit scaled by the conditions it was measured in again (``Figure.conditions``)."""
     level, limit, why = own_limit(history, figure.better, figure.unit, criteria)
+    if figure.conditions < 1:
+        limit = limit * figure.conditions if figure.better == "higher" else \
+            limit / figure.conditions
+        why += (f"; scaled to the conditions of its retest, where the reference nodes "
+                f"reached {figure.conditions:.0%} of their own level")
+    if figure.attempts > 1:
+        why += f"; best of {figure.attempts} measurements"
     if _misses(figure.value, limit, figure.better):
         return Miss(figure, "its own level before the upgrade", level, limit, why)
     return None
+
+
+def own_misses(figures: list[Figure], history: dict[tuple, list[float]],
+               criteria: Criteria) -> list[Figure]:
+    """The figures that miss their node's own level (those to measure again)."""
+    return [f for f in figures if history.get((f.node, f.name))
+            and judge_own(f, history[(f.node, f.name)], criteria) is not None]
+
+
+def remeasured(figures: list[Figure], again: list[Figure], suspects: list[Figure],
+               history: dict[tuple, list[float]]) -> list[Figure]:
+    """``figures`` with each suspect's value the best of its measurements (``again``:
+    the suspects' and the reference nodes' new values), and its conditions: the median
+    share of their own level the references (those measured again that were no suspect)
+    reached at the retest, per figure name."""
+    suspect_keys = {(f.node, f.name) for f in suspects}
+    shares: dict[str, list[float]] = defaultdict(list)
+    for f in again:
+        earlier = history.get((f.node, f.name))
+        if (f.node, f.name) not in suspect_keys and earlier and median(earlier):
+            share = f.value / median(earlier)
+            shares[f.name].append(share if f.better == "higher" else 1 / share)
+    best = {(f.node, f.name): f for f in again if (f.node, f.name) in suspect_keys}
+    out = []
+    for f in figures:
+        newer = best.get((f.node, f.name))
+        if newer is None:
+            out.append(f)
+            continue
+        better = max if f.better == "higher" else min
+        conditions = min(median(shares[f.name]), f.conditions) if shares[f.name] else \
+            f.conditions
+        out.append(Figure(f.node, f.name, better(f.value, newer.value), f.unit, f.better,
+                          conditions, f.attempts + 1))
+    return out
 
 
 def judge_peers(figures: list[Figure], criteria: Criteria) -> list[Miss]:

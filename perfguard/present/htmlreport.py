@@ -76,6 +76,8 @@ class Report:
     nodes: dict[tuple, list[str]] = field(default_factory=dict)
     #: The run's stored findings (perfguard.judge.run_findings), paging ones first.
     findings: list[dict] = field(default_factory=list)
+    #: An upgrade check's node matrix: one row per upgraded node (upgrade_node).
+    upgrade_nodes: list[dict] = field(default_factory=list)
     #: The run's node-hours and queue wait (judge.coverage.RunCost); None: not recorded.
     cost: cov.RunCost | None = None
 
@@ -167,6 +169,7 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
     _add_allreduce(conn, report)
     _add_heatmap(report)
     _add_sweep(conn, report)
+    report.upgrade_nodes = queries.rows(conn, "upgrade_nodes_of_run", (run_id,))
     report.failed_cases = _failed_cases(run.get("report_path"))
     return report
 

@@ -4,7 +4,7 @@ store the findings and, if asked, drain the blamed nodes (and resume them later)
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfguard import paths
@@ -29,6 +29,14 @@ class SweepOutcome:
     findings: list
     drained: list[str]
     text: str
+    #: The sweep's runs: the sweep, then its retests.
+    runs: list[int] = field(default_factory=list)
+    #: Every pair's latest value after the retests, with the limits it was judged by.
+    state: sw.Sweep | None = None
+
+
+class NothingMeasured(PerfguardError):
+    """A sweep run stored no pair (its jobs failed, were held, or cancelled): why."""
 
 
 def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
@@ -43,7 +51,7 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
     ``--reservation=R`` …) go to the sweep and its retests. The budget nightly sweeps
     loopbacks alone (``FabricSweepCheck.pairs=n:n,…``) with its own ``labels`` and
     ``trigger``, and ``retests`` (else the criteria's) 0: a retest would spend beyond
-    its budget."""
+    its budget. `upgrade-check` adds its labels (kept on the retests too)."""
     criteria = sw.load_criteria(paths.site_file("sweep.yaml"), system)
     kept = excluded_nodes(ctx, nodes)[0] if nodes else None
     leaves = switch_leaves(ctx, topology, kept)
@@ -58,15 +66,17 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
     with db.connect(ctx.dsn) as conn:
         found = sw.measurements(conn, first)
         if not found:
-            raise PerfguardError(f"sweep run {first} measured no pair: "
-                                 f"{sw.why_unmeasured(conn, first)}")
+            raise NothingMeasured(f"sweep run {first} measured no pair: "
+                                  f"{sw.why_unmeasured(conn, first)}")
         own = sw.history_limits(conn, first, judge.load_rules(vd.rules_file()))
     rates = _line_rates(system)
     state_of = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own,
                         criteria=criteria, line_rate=rates)
+    runs = [first]
     state_of, load, unretested = _retested(
         ctx, system, asked, first, state_of,
-        criteria.retests if retests is None else retests, job_options)
+        criteria.retests if retests is None else retests, job_options,
+        tuple(label for label in labels if label != "sweep"), runs)
     notes = "; ".join(note for note in (load, unretested) if note)
     findings = [sw.Finding(f.kind, f.subject, f.hca, f"{f.evidence}; {notes}" if notes
                            else f.evidence) for f in sw.blame(state_of, leaf_of(leaves))]
@@ -78,16 +88,17 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
     if unretested:
         text += f"\n{unretested[0].upper()}{unretested[1:]}" + (
             "; nothing drained on one measurement" if drain and findings else "")
-    return SweepOutcome(first, findings, drained, text)
+    return SweepOutcome(first, findings, drained, text, runs, state_of)
 
 
 def _retested(ctx: Context, system: str, asked: tuple[str, ...], first: int,
-              state_of: sw.Sweep, retests: int, job_options: tuple[str, ...] = ()
+              state_of: sw.Sweep, retests: int, job_options: tuple[str, ...] = (),
+              labels: tuple[str, ...] = (), runs: list[int] | None = None
               ) -> tuple[sw.Sweep, str, str]:
     """The sweep after up to ``retests`` retests of its failing pairs, one at a time, each
     kind's best pair measured again beside them; the host's load at the last retest; and
     why a retest measured nothing (the sweep then stands as measured once: said, and
-    nobody drained)."""
+    nobody drained). Each retest's run id is added to ``runs``."""
     load = ""
     for _ in range(retests):
         suspects = state_of.failing()
@@ -99,7 +110,9 @@ def _retested(ctx: Context, system: str, asked: tuple[str, ...], first: int,
         again = _sweep_run(ctx, system,
                            (*asked, f"FabricSweepCheck.pairs={','.join(pairs)}",
                             "FabricSweepCheck.at_once=1"),
-                           ("sweep-retest", f"sweep:{first}"), job_options)
+                           (*labels, "sweep-retest", f"sweep:{first}"), job_options)
+        if runs is not None:
+            runs.append(again)
         with db.connect(ctx.dsn) as conn:
             remeasured = sw.measurements(conn, again)
             if not remeasured:
@@ -107,6 +120,15 @@ def _retested(ctx: Context, system: str, asked: tuple[str, ...], first: int,
                                         f"{sw.why_unmeasured(conn, again)}")
         state_of = state_of.retested(remeasured)
     return state_of, load, ""
+
+
+def loopback_retest(ctx: Context, system: str, pairs: list[str], setvars: tuple[str, ...],
+                    job_options: tuple[str, ...], labels: tuple[str, ...]) -> int:
+    """Loopbacks (``node:node``) measured again one at a time (`upgrade-check`: a node
+    below its own level, beside reference nodes); the run id."""
+    return _sweep_run(ctx, system, (*setvars, f"FabricSweepCheck.pairs={','.join(pairs)}",
+                                    "FabricSweepCheck.at_once=1"),
+                      (*labels, "sweep-retest"), job_options)
 
 
 def switch_leaves(ctx: Context, source: str, kept: set[str] | None) -> dict[str, list[str]]:

@@ -99,3 +99,21 @@ def test_the_summary_gives_every_node_of_the_upgrade_a_state() -> None:
         ("n2", up.FAILED, "run 9 at 2026-11-28 23:00; loopback bandwidth lo 2000 MiB/s; "
                           "drained"),
         ("n3", up.NOT_MEASURED, ""), ("n10", up.NOT_MEASURED, "")]
+
+
+def test_a_loopback_below_its_level_is_measured_again_beside_references() -> None:
+    """The host was slower at the retest (the reference node1 at half its level): node3,
+    slowed by the host alone, holds its scaled level; node4 at a fifth does not. A miss
+    counts only on the best of its measurements."""
+    history = {("node1", BW): [12000.0], ("node3", BW): [12000.0], ("node4", BW): [12000.0]}
+    first = [bw("node3", 6500), bw("node4", 2400)]
+    suspects = up.own_misses(first, history, CLUSTERKIT)
+    assert [f.node for f in suspects] == ["node3", "node4"]
+    again = [bw("node1", 6000), bw("node3", 6200), bw("node4", 2500)]
+    after = up.remeasured(first, again, suspects, history)
+    assert [(f.value, f.conditions, f.attempts) for f in after] == [
+        (6500, 0.5, 2), (2500, 0.5, 2)]
+    assert up.own_misses(after, history, CLUSTERKIT) == [after[1]]
+    miss = up.judge_own(after[1], history[("node4", BW)], CLUSTERKIT)
+    assert "reference nodes reached 50% of their own level; best of 2" in miss.why
+    assert miss.limit == 12000 * 0.93 * 0.5
