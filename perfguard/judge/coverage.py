@@ -15,20 +15,24 @@ from perfguard.store.queries import Connection
 
 #: A node's cost in a budget nightly when no earlier one says (node-hours): a loopback
 #: sweep job of a real node (allocation, fingerprints, every HCA × memory kind) takes
-#: minutes; a quarter hour is far on the safe side of it, and the first night's stored
-#: cost replaces it.
-DEFAULT_NODE_HOURS_PER_NODE = 0.25
+#: minutes; an hour is far on the safe side of it, and the first night's stored cost
+#: replaces it.
+DEFAULT_NODE_HOURS_PER_NODE = 1.0
 #: The budget nightly plans to spend this share of the budget on its estimate: the rest
 #: is the jobs' headroom under the time limit that caps them at the budget.
-PLANNED_SHARE = 2 / 3
+PLANNED_SHARE = 1 / 2
+#: A job's time limit is at most this many times its estimated share of a node's cost:
+#: room for a slow night, never hours for a job of minutes.
+STRETCH = 4
 #: Earlier budget nightlies whose cost per node is read (the largest counts).
 COST_RUNS = 5
 #: Slurm states of nodes that can take a job now, idle first.
 IDLE, BUSY = ("idle",), ("mixed", "allocated", "completing")
 #: Slurm's KillWait (30 s by default): how long a job at its limit may run on.
 KILL_WAIT_MIN = 0.5
-#: A node not measured for this long is due: the coverage promised (every node weekly).
-DUE = timedelta(days=7)
+#: A node not measured for this long is due: two nights before the week the coverage
+#: promises (every node weekly) is out, so a node busy or drained one night has two more.
+DUE = timedelta(days=5)
 
 
 @dataclass(frozen=True)
@@ -108,18 +112,24 @@ def node_cost(conn: Connection, system: str) -> tuple[float, str]:
 
 def order(states: dict[str, str], measured: dict[str, datetime | None], now: datetime,
           due: timedelta = DUE) -> list[str]:
-    """Nodes that can take a job now in the order a budget nightly takes them: first those
-    due (never measured, or not for ``due``), then the rest; within each, idle nodes
-    before busy ones (a job naming a busy node waits for it), and the longest unmeasured
-    first. Drained, down or reserved nodes are left out (a job naming one would wait for
-    it as long as it stays so)."""
+    """Nodes a budget nightly may take, in the order it takes them: first those due (never
+    measured, or not for ``due``), then the rest; within each, idle nodes before busy
+    ones, and the longest unmeasured first. A busy node is taken only when due: its job
+    waits for its production job's end (worth it for a node that must be measured, not
+    for one measured lately). Drained, down or reserved nodes are never taken (a job
+    naming one would wait for it as long as it stays so)."""
+    def is_due(node: str) -> bool:
+        when = measured.get(node)
+        return when is None or now - when >= due
+
     def key(node: str) -> tuple:
         when = measured.get(node)
-        is_due = when is None or now - when >= due
-        return (not is_due, _state(states[node]) not in IDLE, when is not None,
+        return (not is_due(node), _state(states[node]) not in IDLE, when is not None,
                 when or now, natural_key(node))
 
-    return sorted((n for n, s in states.items() if _state(s) in IDLE + BUSY), key=key)
+    usable = [n for n, s in states.items()
+              if _state(s) in IDLE or (_state(s) in BUSY and is_due(n))]
+    return sorted(usable, key=key)
 
 
 def _state(text: str) -> str:
@@ -128,13 +138,14 @@ def _state(text: str) -> str:
 
 
 def plan(candidates: list[str], budget: float, per_node: float, jobs_per_node: int,
-         why: str) -> Plan:
+         why: str, max_minutes: int | None = None) -> Plan:
     """As many of ``candidates`` (in order) as PLANNED_SHARE of ``budget`` buys at
     ``per_node`` node-hours each (at least one where the cap allows it: the first night
     has no stored cost), and every job's time limit so that even jobs that run to their
     limit stay within the budget: nodes × jobs × (limit + Slurm's kill wait) ≤ budget,
-    the limit in whole minutes (Slurm's unit). None fits where the budget cannot give
-    each job a minute."""
+    the limit in whole minutes (Slurm's unit), never above STRETCH times a job's
+    estimated share nor the partition's ``max_minutes`` (a job asking more would wait
+    for ever). None fits where the budget cannot give each job a minute."""
     if budget <= 0 or per_node <= 0:
         raise ValueError("budget and cost per node must be positive")
     jobs = max(1, jobs_per_node)
@@ -143,6 +154,8 @@ def plan(candidates: list[str], budget: float, per_node: float, jobs_per_node: i
     while count > 0 and _minutes(budget, count, jobs) < 1:
         count -= 1
     minutes = _minutes(budget, count, jobs) if count else 0
+    caps = [math.ceil(STRETCH * per_node * 60 / jobs)] + ([max_minutes] if max_minutes else [])
+    minutes = min([minutes, *caps]) if count else 0
     return Plan(candidates[:count], per_node, count * per_node, minutes,
                 len(candidates) - count, why)
 

@@ -259,6 +259,21 @@ def _panels(source: object) -> list:
         a_table(9, "Fabric sweep findings", "sweep_findings", at(12, 56, 12, 10))
         .description("What `perfguard sweep` blamed (node, HCA or link), with its evidence, "
                      "and whether it drained the node."),
+        a_table(12, "Cost of runs: node-hours and queue wait", "run_cost", at(0, 66, 12, 10))
+        .description("Each run's Slurm jobs as accounting saw them: node-hours = elapsed × "
+                     "allocated nodes, queue wait = start − submit (summed, and the "
+                     "longest), in seconds. Runs whose jobs accounting did not have are "
+                     "not listed."),
+        a_table(13, "Node coverage: days since each node was measured", "node_coverage",
+                at(12, 66, 12, 10))
+        .description("When a per-node check (the sweep's loopbacks: `perfguard nightly "
+                     "--budget`, `perfguard sweep`) and any check last measured each node, "
+                     "the oldest first; `perfguard nodes` prints the same. A node never "
+                     "measured by a per-node check has no age.")
+        .override_by_name("per_node_age_days", [
+            model.DynamicConfigValue("custom.cellOptions", {"type": "color-background"}),
+            model.DynamicConfigValue("thresholds", {"mode": "absolute", "steps": [
+                {"value": None, "color": "green"}, {"value": 7, "color": "red"}]})]),
     ]
 
 

@@ -1,12 +1,13 @@
 """`perfguard nightly --budget NODE_HOURS` and `perfguard nodes`: the whole machine
 measured node by node over several nights within a budget a night (issue 68).
 
-Each night sweeps the loopback of every HCA (the fabric sweep's per-node check,
-``FabricSweepCheck.pairs=n:n,…``: one job on the chosen nodes) on the nodes measured
-longest ago, idle ones first, as many as the budget buys at the cost per node the earlier
-budget nightlies stored; every job's time limit caps the night at the budget even where
-the estimate is wrong. The sweep judges each loopback against the others' and its own
-history (docs/sweep.md); the run is stored with the label ``coverage``.
+Each night sweeps the loopback of every HCA (the fabric sweep's per-node check) on the
+nodes measured longest ago, idle ones first, as many as the budget buys at the cost per
+node the earlier budget nightlies stored: each node in a job of its own (ReFrame's -P over
+``FabricSweepCheck.pairs``), so a busy node's job waits alone. Every job's time limit caps
+the night at the budget even where the estimate is wrong. The sweep judges each loopback
+against the others' and its own history (docs/sweep.md); the run is stored with the label
+``coverage``.
 """
 
 from __future__ import annotations
@@ -17,19 +18,25 @@ from datetime import datetime, timezone
 from perfguard import paths
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import coverage as cov
+from perfguard.judge import rules as judge
 from perfguard.judge import sweep as sw
-from perfguard.judge.fingerprint import compact_nodes
+from perfguard.judge import verdict as vd
+from perfguard.judge.fingerprint import compact_nodes, natural_key
 from perfguard.present import text as tx
 from perfguard.run.reframe import RunRequest, run_reframe
 from perfguard.site import slurm
 from perfguard.site.context import Context
 from perfguard.store import db
 from perfguard.store import report as rep
+from perfguard.workflows import sweep as sweeping
 from perfguard.workflows.nightly import nightly_lock
-from perfguard.workflows.sweep import fabric_sweep
+from perfguard.workflows.pipeline import run_and_store
 
 #: The label every budget nightly's run carries (its cost per node is read back by it).
 LABEL = "coverage"
+#: A node's job still waiting for it this long after the nightly began is dropped
+#: (sbatch --deadline): the night ends before the next one starts.
+WAIT_HOURS = 20
 
 
 @dataclass
@@ -97,42 +104,102 @@ def budget_nightly(ctx: Context, system: str, budget: float | None,
         raise PerfguardError(f"no node of {partition or 'the default partition'} can take a "
                              f"job now (all drained, down or reserved): nothing measured")
     jobs = jobs_per_night(ctx, system, candidates[0], job_options)
-    chosen = cov.plan(candidates, budget, per_node, jobs, why)
+    chosen = cov.plan(candidates, budget, per_node, jobs, why,
+                      max_minutes(ctx, partition))
     if not chosen.nodes:
         raise UsageError(f"--budget {budget:g} node-hours cannot give one node's {jobs} "
                          f"job(s) a minute each within the budget: nothing measured")
-    setvars = (f"FabricSweepCheck.pairs={','.join(f'{n}:{n}' for n in chosen.nodes)}",
-               f"FabricSweepCheck.time_limit={chosen.minutes}m")
     with nightly_lock(ctx.state, system):
-        swept = fabric_sweep(ctx, system, drain=drain, topology="none", setvars=setvars,
-                             job_options=job_options, labels=(LABEL, *labels),
-                             trigger="nightly", retests=0)
+        run_id = run_and_store(ctx, request(system, chosen, labels, job_options)).run_id
+        if run_id is None:
+            raise PerfguardError("the budget nightly's run was not stored: its report is in "
+                                 "the spool (`perfguard db spool` lists it)")
+        findings, drained, said = judged(ctx, system, run_id, drain)
     with db.connect(ctx.dsn) as conn:
-        cost = cov.run_cost(conn, swept.run_id)
+        cost = cov.run_cost(conn, run_id)
     text = "\n".join([
-        f"perfguard nightly on {system} within {budget:g} node-hours: run {swept.run_id}",
+        f"perfguard nightly on {system} within {budget:g} node-hours: run {run_id}",
         f"measured {len(chosen.nodes)} node(s): {compact_nodes(chosen.nodes)} "
         f"({chosen.left} left for later nights); estimated {chosen.estimated:.3g} "
-        f"node-hours at {per_node:.3g} a node ({why}); each of {jobs} job(s) limited to "
-        f"{chosen.minutes} min",
+        f"node-hours at {per_node:.3g} a node ({why}); {jobs} job(s) a node, each "
+        f"limited to {chosen.minutes} min",
         tx.cost_line(cost) + (f" ({cost.node_hours / budget:.2%} of the budget)"
                               if cost else ""),
-        "", swept.text])
-    return CoverageOutcome(swept.run_id, chosen, cost, swept.findings, text)
+        "", said])
+    return CoverageOutcome(run_id, chosen, cost, findings, text)
+
+
+def request(system: str, chosen: cov.Plan, labels: tuple[str, ...],
+            job_options: tuple[str, ...]) -> RunRequest:
+    """The loopback sweep of each chosen node in a job of its own (ReFrame's -P over
+    ``FabricSweepCheck.pairs``: a busy node's job waits alone, a slow node holds nobody
+    else's), each job's time limit the plan's, and a deadline: a job still waiting for its
+    node then is dropped (the node stays due) and the night ends before the next."""
+    pairs = ",".join(f"{node}:{node}" for node in chosen.nodes)
+    return RunRequest(system=system, tags=("sweep",), trigger="nightly",
+                      labels=(LABEL, *labels),
+                      extra=("-P", f"FabricSweepCheck.pairs={pairs}"),
+                      setvars=(f"FabricSweepCheck.time_limit={chosen.minutes}m",),
+                      job_options=(*job_options, f"--deadline=now+{WAIT_HOURS}hours"))
+
+
+def judged(ctx: Context, system: str, run_id: int, drain: bool) -> tuple[list, list, str]:
+    """The sweep's judgement of the night's loopbacks (each against the others' and its
+    own history, docs/sweep.md), measured once: no retest spends beyond the budget.
+    Findings stored; with ``drain`` the blamed nodes drained."""
+    criteria = sw.load_criteria(paths.site_file("sweep.yaml"), system)
+    with db.connect(ctx.dsn) as conn:
+        found = sw.measurements(conn, run_id)
+        if not found:
+            raise PerfguardError(f"budget nightly run {run_id} measured no node: "
+                                 f"{sw.why_unmeasured(conn, run_id)}")
+        own = sw.history_limits(conn, run_id, judge.load_rules(vd.rules_file()))
+    rates = sweeping._line_rates(system)
+    state = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own,
+                     criteria=criteria, line_rate=rates)
+    findings = sw.blame(state)
+    drained = sweeping._drain(ctx, run_id, findings) if drain else []
+    with db.connect(ctx.dsn) as conn:
+        sw.store_findings(conn, run_id, findings, set(drained))
+    nodes = sorted({m.server for m in found}, key=natural_key)
+    return findings, drained, tx.sweep(run_id, system, state, findings, drained,
+                                       f"loopbacks of {compact_nodes(nodes)}")
+
+
+def max_minutes(ctx: Context, partition: str | None) -> int | None:
+    """The partition's MaxTime in minutes (sinfo %l), None where it has none."""
+    where = ["-p", partition] if partition else []
+    listing = slurm.run(ctx, "sinfo", "-h", *where, "-o", "%l|%P")
+    for line in listing.stdout.splitlines():
+        limit, part = (line.split("|") + [""])[:2]
+        if partition or part.endswith("*"):
+            return slurm_minutes(limit)
+    return None
+
+
+def slurm_minutes(text: str) -> int | None:
+    """Slurm's ``[D-]HH:MM:SS``, ``MM:SS`` or ``MM`` as minutes; None for ``infinite``."""
+    text = text.strip()
+    if not text or text in ("infinite", "UNLIMITED", "n/a"):
+        return None
+    days, _, clock = text.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    hours, minutes = (parts + [0, 0])[:2] if len(parts) == 3 else (0, parts[0])
+    return int(days or 0) * 1440 + hours * 60 + minutes
 
 
 def jobs_per_night(ctx: Context, system: str, node: str,
                    job_options: tuple[str, ...] = ()) -> int:
-    """How many jobs a loopback sweep submits (one per HCA and memory kind the node's
-    partition has), from a ReFrame dry run: the time limit divides the budget by it."""
-    request = RunRequest(system=system, tags=("sweep",), dry_run=True,
-                         setvars=(f"FabricSweepCheck.pairs={node}:{node}",),
-                         job_options=job_options,
-                         output=ctx.state / "log" / "coverage-dry-run.log")
-    outcome = run_reframe(ctx, request)
+    """How many jobs the loopback sweep of one node submits (one per HCA and memory kind
+    its partition has), from a ReFrame dry run: the time limit divides the budget by it."""
+    dry = RunRequest(system=system, tags=("sweep",), dry_run=True,
+                     setvars=(f"FabricSweepCheck.pairs={node}:{node}",),
+                     job_options=job_options,
+                     output=ctx.state / "log" / "coverage-dry-run.log")
+    outcome = run_reframe(ctx, dry)
     if outcome.returncode != 0 or not outcome.report.exists():
         raise PerfguardError(f"reframe's dry run of the loopback sweep failed (exit "
-                             f"{outcome.returncode}): see {request.output}")
+                             f"{outcome.returncode}): see {dry.output}")
     cases = [c for c in rep.load(outcome.report).testcases
              if not c.fixture and c.result != "skip"]
     if not cases:

@@ -317,3 +317,12 @@ def test_check_loading_runs() -> None:
     assert "| reframe (stock) |" in out and "| perfguard's launcher |" in out, out
     found = {line.rsplit("|", 2)[-2] for line in out.splitlines() if "Found" in line}
     assert len(found) == 1, out  # both launchers load the same variants
+
+
+def test_coverage_budget_smoke_stays_within_the_budget() -> None:
+    """docs/operations.md's simulation of budget nightlies, at 64 nodes for 3 weeks: the
+    code's own choice of nodes and time limits never spends more than a night's budget."""
+    out = run_benchmark("coverage_budget.py")
+    assert out.startswith("64 nodes, budget 2% of the machine = 30.72 node-hours a night"), out
+    assert re.search(r"^\| 0\.5 \| \d+, \d+ \| \d+% / \d+% \|", out, re.M), out
+    assert "never over the budget: yes;" in out, out

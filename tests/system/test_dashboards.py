@@ -136,6 +136,11 @@ def seeded(migrated_dsn: str, demo_report: Path, tmp_path: Path) -> str:
         conn.execute("INSERT INTO sweep_finding (run_id, hca, kind, subject, evidence, drained) "
                      "VALUES (%s, 'mlx4_0', 'node', 'node3', 'fails with 3 of 3 partners', "
                      "true)", (sweep_run,))
+        # the sweep's one job as sacct saw it: 4 nodes for 15 min after 2 min in the queue
+        conn.execute("INSERT INTO run_job (run_id, job_id, nodes, submitted_at, started_at, "
+                     "ended_at, elapsed_s, state) SELECT %s, '4711', 4, started_at, "
+                     "started_at + interval '2 min', started_at + interval '17 min', 900, "
+                     "'COMPLETED' FROM run WHERE id = %s", (sweep_run, sweep_run))
     with psycopg.connect(migrated_dsn) as conn:  # the degraded night's finding (the OSU
         conn.execute(  # lines are test-failed there, so judging finds none of its own)
             "INSERT INTO finding (run_id, ordinal, kind, subject, summary, lines, evidence, "
@@ -210,6 +215,10 @@ def test_every_query_runs_and_names_its_columns(seeded: str) -> None:
                                        "evidence", "pages at z", "summary"],
             ("Fabric sweep findings", "A"): ["time", "run", "kind", "subject", "hca", "drained",
                                              "evidence"],
+            ("Cost of runs", "A"): ["time", "run", "trigger", "labels", "jobs", "node_hours",
+                                    "queue_wait_s", "longest_wait_s"],
+            ("Node coverage", "A"): ["node", "per_node_age_days", "any_check_age_days",
+                                     "last_per_node_at", "run", "devices"],
         }
         seen = set()
         for query in dashboards.queries():
@@ -304,6 +313,24 @@ def test_sweep_matrix_and_findings(seeded: str) -> None:
         _, findings = run_panel(conn, "Fabric sweep findings")
         assert [(kind, subject, drained) for _, _, kind, subject, _, drained, _ in findings] \
             == [("node", "node3", True)]
+
+
+def test_cost_and_coverage_panels(seeded: str) -> None:
+    """Issue 68: the sweep's job (4 nodes × 15 min, 2 min queued) is 1 node-hour; every
+    node the sweep measured was measured by a per-node check an hour ago (by any check
+    since: the last nightly)."""
+    with psycopg.connect(seeded) as conn:
+        _, costs = run_panel(conn, "Cost of runs")
+        [(_, _, trigger, labels, jobs, node_hours, wait, longest)] = costs
+        assert (trigger, labels, jobs) == ("sweep", "sweep", 1)
+        assert node_hours == pytest.approx(1.0) and wait == longest == pytest.approx(120)
+        _, ages = run_panel(conn, "Node coverage")
+        by_node = {node: (per_node, anything, devices)
+                   for node, per_node, anything, _, _, devices in ages}
+        assert set(by_node) == {"node1", "node2", "node3", "node4"}
+        for per_node, anything, devices in by_node.values():  # the sweep an hour ago
+            assert float(per_node) == pytest.approx(1 / 24, abs=0.01)
+            assert float(anything) <= float(per_node) and devices == "mlx4_0"
 
 
 def test_dashboard_json_and_provisioning() -> None:

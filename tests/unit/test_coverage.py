@@ -41,13 +41,14 @@ def test_the_cost_line_says_node_hours_and_waits() -> None:
     assert "not recorded" in tx.cost_line(None)
 
 
-def test_due_nodes_first_idle_before_busy_oldest_first_unusable_left_out() -> None:
+def test_due_nodes_first_idle_before_busy_oldest_first_busy_only_when_due() -> None:
     states = {"n1": "idle", "n2": "allocated", "n3": "idle", "n4": "drained",
-              "n5": "mixed", "n6": "idle", "n7": "down*", "n10": "idle"}
+              "n5": "mixed", "n6": "idle", "n7": "down*", "n10": "idle", "n11": "mixed"}
     measured = {"n1": NOW - timedelta(days=1), "n2": NOW - timedelta(days=9),
-                "n3": NOW - timedelta(days=8), "n5": None,
-                "n6": NOW - timedelta(days=2), "n10": NOW - timedelta(days=3)}
-    # due: n3 (8 d, idle), n2 (9 d, busy), n5 (never, busy); then n10, n6, n1 (idle)
+                "n3": NOW - timedelta(days=6), "n5": None, "n6": NOW - timedelta(days=2),
+                "n10": NOW - timedelta(days=3), "n11": NOW - timedelta(days=4)}
+    # due (5 days): n3 (6 d, idle), n5 (never, busy), n2 (9 d, busy); then the idle ones
+    # measured lately, the oldest first; n11 busy and not due: never waited for
     assert cov.order(states, measured, NOW) == ["n3", "n5", "n2", "n10", "n6", "n1"]
 
 
@@ -74,11 +75,11 @@ def test_the_plan_takes_what_the_estimate_buys_and_one_node_the_first_night() ->
     nodes = [f"n{i}" for i in range(512)]
     # 2 % of 512 nodes × 24 h = 245.76 node-hours; 1.5 node-hours a node
     chosen = cov.plan(nodes, 245.76, 1.5, 2, "test")
-    assert len(chosen.nodes) == int(245.76 * cov.PLANNED_SHARE / 1.5) == 109
-    assert chosen.left == 512 - 109 and chosen.estimated == pytest.approx(109 * 1.5)
-    assert chosen.minutes == int(245.76 * 60 / (109 * 2) - cov.KILL_WAIT_MIN)
+    assert len(chosen.nodes) == int(245.76 * cov.PLANNED_SHARE / 1.5) == 81
+    assert chosen.left == 512 - 81 and chosen.estimated == pytest.approx(81 * 1.5)
+    assert chosen.minutes == int(245.76 * 60 / (81 * 2) - cov.KILL_WAIT_MIN) == 90
     first = cov.plan(nodes, 0.2, cov.DEFAULT_NODE_HOURS_PER_NODE, 1, "first night")
-    assert first.nodes == ["n0"] and first.minutes == 11
+    assert first.nodes == ["n0"] and first.minutes == 11  # 12 min less the kill wait
     assert cov.plan(nodes, 0.02, 0.25, 1, "too small").nodes == []
 
 
@@ -94,3 +95,18 @@ def test_perfguard_nodes_lists_the_longest_unmeasured_first() -> None:
     assert [line.split()[0] for line in lines[1:-1]] == ["n3", "n4", "n2", "n1"]
     assert "3.0 d ago" in lines[3] and "mlx5_0, mlx5_1" in lines[3]
     assert lines[-1] == "4 nodes; 2 never measured by a per-node check"
+
+
+def test_a_time_limit_never_above_the_partitions_nor_four_times_the_estimate() -> None:
+    nodes = ["n1", "n2", "n3", "n4"]
+    roomy = cov.plan(nodes, 245, 1.0, 1, "test")  # 245 node-hours over 4 nodes
+    assert roomy.minutes == 4 * 60  # STRETCH × the estimated hour, not 3,674 min
+    assert cov.plan(nodes, 245, 1.0, 1, "test", max_minutes=120).minutes == 120
+
+
+def test_slurm_time_limits_read_as_minutes() -> None:
+    from perfguard.workflows.coverage import slurm_minutes
+
+    assert [slurm_minutes(t) for t in ("2:00:00", "1-00:00:00", "1-2:03:00", "45:00", "30",
+                                       "infinite", "UNLIMITED")] == \
+        [120, 1440, 1563, 45, 30, None, None]

@@ -10,14 +10,16 @@ SELECT j.run_id, count(*)::integer AS jobs,
        sum(greatest(0, extract(epoch FROM j.started_at - j.submitted_at)))::float8
            AS queue_wait_s,
        max(greatest(0, extract(epoch FROM j.started_at - j.submitted_at)))::float8
-           AS longest_wait_s
+           AS longest_wait_s,
+       bool_or(j.state LIKE 'TIMEOUT%') AS timed_out
 FROM run_job j
 GROUP BY j.run_id;
 
 -- When each node, and each of its devices, was last measured: every judged test case
--- that ran (passed or failed as a test; skipped, aborted and disturbed ones measured
--- nothing) counts for each node of its node list, and for the HCA it names (device ''
--- where it names none: the node as a whole). `per_node`: by the per-node checks (the
+-- that ran in a Slurm job (passed or failed as a test; skipped, aborted and disturbed
+-- ones measured nothing; a local job, the Spack stack's build, ran on no node) counts for
+-- each node of its node list, and for the HCA it names (device '' where it names none:
+-- the node as a whole). `per_node`: by the per-node checks (the
 -- sweep's loopbacks, or a whole sweep), what the budget nightly rotates over.
 CREATE OR REPLACE VIEW node_measured AS
 SELECT sy.name AS system, node.name AS node,
@@ -30,7 +32,7 @@ FROM judged_testcase tc
 JOIN run r ON r.id = tc.run_id
 JOIN system sy ON sy.id = r.system_id
 CROSS JOIN LATERAL unnest(tc.nodelist) AS node(name)
-WHERE tc.state IN ('pass', 'test-failed')
+WHERE tc.state IN ('pass', 'test-failed') AND coalesce(tc.slurm_jobid, '') <> ''
 GROUP BY 1, 2, 3, 4;
 
 -- One row per node: last measured by any check, last by a per-node check, and the
