@@ -187,7 +187,24 @@ class Site:
             else ()
 
 
-def build_site(nodes: int, hcas: int, gpus: int, leaf_size: int, rng: random.Random) -> Site:
+#: What each node's HCA measures to its partner (benchmark, size, kind, value, better).
+FABRIC_CHECKS = (("osu_latency", "8", "lat_small", 1.8, "lower"),
+                 ("osu_latency", "1K", "lat_small", 2.6, "lower"),
+                 ("osu_bw", "64K", "bw_mid", 21000.0, "higher"),
+                 ("osu_bw", "4M", "bw_large", 24000.0, "higher"),
+                 ("ib_write_bw", "4M", "bw_large", 24500.0, "higher"))
+#: A small site's nightly: OsuPt2PtCheck's inter-node pair (latency, bandwidth both ways).
+PAIR_CHECKS = (("osu_latency", "8", "lat_small", 1.8, "lower"),
+               ("osu_bw", "4M", "bw_large", 24000.0, "higher"),
+               ("osu_bibw", "4M", "bw_large", 47000.0, "higher"))
+
+
+def build_site(nodes: int, hcas: int, gpus: int, leaf_size: int, rng: random.Random,
+               checks: tuple = FABRIC_CHECKS, himeno: bool = True, pairs_only: bool = False
+               ) -> Site:
+    """The site's lines: per node and HCA each of ``checks`` to the next node, per GPU a
+    D-D bandwidth, Himeno per node (``himeno``); ``pairs_only``: each pair of nodes
+    measured once (node1-node2, node3-node4, …: a 2-node site is one pair's lines)."""
     names = [f"node{i + 1}" for i in range(nodes)]
     specs: list[Spec] = []
 
@@ -204,14 +221,9 @@ def build_site(nodes: int, hcas: int, gpus: int, leaf_size: int, rng: random.Ran
 
     for i, node in enumerate(names):
         peer = (i + 1) % nodes
-        for h in range(hcas):
+        for h in range(hcas if not pairs_only or i % 2 == 0 else 0):
             hca = f"mlx5_{h}"
-            for bench, size, kind, value, better in (
-                    ("osu_latency", "8", "lat_small", 1.8, "lower"),
-                    ("osu_latency", "1K", "lat_small", 2.6, "lower"),
-                    ("osu_bw", "64K", "bw_mid", 21000.0, "higher"),
-                    ("osu_bw", "4M", "bw_large", 24000.0, "higher"),
-                    ("ib_write_bw", "4M", "bw_large", 24500.0, "higher")):
+            for bench, size, kind, value, better in checks:
                 specs.append(Spec(f"{bench} {node}-{names[peer]} {hca} @{size}",
                                   f"{bench} @{size}", i, peer, hca, better, value,
                                   cv(kind), kind))
@@ -219,8 +231,9 @@ def build_site(nodes: int, hcas: int, gpus: int, leaf_size: int, rng: random.Ran
             specs.append(Spec(f"osu_bw D-D {node}-{names[peer]} gpu{g} @4M",
                               "osu_bw D-D @4M", i, peer, "gpu", "higher", 22000.0,
                               cv("gdr"), "gdr"))
-        specs.append(Spec(f"himeno {node}", "himeno", i, -1, "", "higher", 15000.0,
-                          cv("himeno"), "himeno"))
+        if himeno:
+            specs.append(Spec(f"himeno {node}", "himeno", i, -1, "", "higher", 15000.0,
+                              cv("himeno"), "himeno"))
     leaves = {f"leaf{k + 1}": set(names[k * leaf_size:(k + 1) * leaf_size])
               for k in range(-(-nodes // leaf_size))}
     leaf_of = np.array([i // leaf_size for i in range(nodes)])
@@ -297,7 +310,7 @@ def hca_half(site: Site, rng: random.Random, start: int):
     hit = site.through(node) & _kinds(site, lambda s: s.device == hca
                                       and s.kind.startswith("bw"))
     name = site.names[node]
-    return np.where(hit, 0.5, 1.0), lambda f: f.subject in (f"{name}:{hca}", name), {}
+    return np.where(hit, 0.5, 1.0), names_one_of(f"{name}:{hca}", name), {}
 
 
 def hca_intermittent(site: Site, rng: random.Random, start: int):
@@ -324,7 +337,7 @@ def pcie_x8(site: Site, rng: random.Random, start: int):
     hit = site.through(node) & _kinds(site, lambda s: s.device == hca
                                       and s.kind == "bw_large")
     name = site.names[node]
-    return np.where(hit, 0.5, 1.0), lambda f: f.subject in (f"{name}:{hca}", name), {}
+    return np.where(hit, 0.5, 1.0), names_one_of(f"{name}:{hca}", name), {}
 
 
 def driver_latency(site: Site, rng: random.Random, start: int):
@@ -339,7 +352,7 @@ def gdr_off(site: Site, rng: random.Random, start: int):
     node = _some_node(site, rng)
     hit = site.through(node) & _kinds(site, lambda s: s.device == "gpu")
     name = site.names[node]
-    return np.where(hit, 0.4, 1.0), lambda f: f.subject in (f"{name}:gpu", name), {}
+    return np.where(hit, 0.4, 1.0), names_one_of(f"{name}:gpu", name), {}
 
 
 def leaf_congested(site: Site, rng: random.Random, start: int):
@@ -368,11 +381,64 @@ def noisy_line_3x(site: Site, rng: random.Random, start: int):
             lambda f: f.subject == site.specs[index].name, {})
 
 
+def node_pair_half(site: Site, rng: random.Random, start: int):
+    """Both nodes of a pair at half speed (a CPU quota on their slurmd, measured live:
+    osu_bw and osu_bibw -52 to -59 %): every line through either, bandwidth halved,
+    latency doubled, Himeno halved."""
+    node = _some_node(site, rng)
+    pair = {node, (node + 1) % len(site.names)}
+    hit = np.zeros(site.partners.shape, dtype=bool)
+    for one in pair:
+        hit |= site.through(one)
+    worse = np.array([2.0 if s.better == "lower" else 0.5 for s in site.specs])[:, None]
+    named = {site.names[one] for one in pair}
+    return (np.where(hit, worse, 1.0), lambda f: bool(named & fd.subject_names(f.subject)),
+            {})
+
+
+def names_one_of(*causes: str) -> Callable[[fd.Finding], bool]:
+    """Whether a finding names one of ``causes``: its subject, or a part of a subject of
+    twins (``node1:mlx5_0, node2:mlx5_0``: a pair's lines alone cannot tell which)."""
+    return lambda f: bool(set(causes) & fd.subject_names(f.subject))
+
+
 def _some_node(site: Site, rng: random.Random) -> int:
     return rng.randrange(len(site.names))
 
 
+#: A site's history before a fault: None (its 40+ nights), or (nights it has, an earlier
+#: change of level on the first ``LEVEL_CHANGE_NIGHTS`` of them: the factor every line was
+#: better by then, 1: none): a site's first weeks, and one whose host load moved every
+#: line (live: osu_bw ~500 MB/s on nights 1-3, ~150 after).
+History = tuple[int, float] | None
+LEVEL_CHANGE_NIGHTS = 3
+
+
+def with_history(site: Site, noise: np.ndarray, start: int, history: History
+                 ) -> np.ndarray:
+    """The site's noise as a site with ``history`` before night ``start`` has it: the
+    nights before its history NaN (not measured yet), its first nights moved by the
+    earlier level change (better by the factor: bandwidth times it, latency divided)."""
+    if history is None:
+        return noise
+    nights, factor = history
+    first = max(start - nights, 0)
+    shaped = noise.copy()
+    shaped[:, :first] = np.nan
+    power = np.array([1.0 if s.better == "higher" else -1.0 for s in site.specs])
+    shaped[:, first:first + LEVEL_CHANGE_NIGHTS] *= (factor ** power)[:, None]
+    return shaped
+
+
+#: The histories the node pair's fault is tried with (name suffix → History).
+HISTORIES: dict[str, History] = {
+    "": None, ", 10-night history": (10, 1.0),
+    ", 10 nights, first 3 at 3x better": (10, 3.0),
+    ", 10 nights, first 3 at 3x worse": (10, 1 / 3)}
+
+
 FAULTS: dict[str, tuple[Fault, int]] = {  # name → (fault, nights it must be paged within)
+    **{f"node pair at half speed{suffix}": (node_pair_half, 2) for suffix in HISTORIES},
     "HCA at half bandwidth": (hca_half, 2), "PCIe link at x8": (pcie_x8, 2),
     "driver +0.3 µs small latency": (driver_latency, 2), "GDR off on a node": (gdr_off, 2),
     "leaf switch congested": (leaf_congested, 2),
@@ -452,7 +518,8 @@ def false_pages(site: Site, values: np.ndarray, nights: range
 
 
 def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
-                 rng: random.Random) -> tuple[float, float, float, float, float]:
+                 rng: random.Random, history: History = None
+                 ) -> tuple[float, float, float, float, float]:
     """Shares of trials paged within 1, 2 and 3 nights, with the cause named, and in which
     a line the fault moved ran on both its first two nights. The fault is paged on the
     first night a paging finding names its cause or holds a line it moved since its
@@ -470,7 +537,7 @@ def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
     for _ in range(trials):
         start = rng.randrange(WARMUP + 20, noise.shape[1] - 3)
         multiplier, names_cause, environment = fault(site, rng, start)
-        faulted = noise.copy()
+        faulted = with_history(site, noise, start, history).copy()
         faulted[:, start:] *= multiplier[:, start:]
         first_two = slice(start, start + 2)
         hit = ((multiplier[:, first_two] != 1.0) & ~np.isnan(faulted[:, first_two])).all(axis=1)
@@ -490,17 +557,40 @@ def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
     return (*(x / trials for x in first), named / trials, ran / trials)
 
 
-SITES = {"300": ("300 lines", 23, 2, 2, 8), "4000": ("4,000 lines", 160, 4, 4, 16)}
+def history_of(what: str) -> History:
+    """The history a fault row is tried with (its name's suffix: ``HISTORIES``)."""
+    return next((history for suffix, history in HISTORIES.items()
+                 if suffix and what.endswith(suffix)), None)
+
+
+#: name → (label, nodes, HCAs, GPUs, leaf size, build_site's options).
+SITES = {"2": ("a 2-node pair", 2, 1, 0, 8,
+               {"checks": PAIR_CHECKS, "himeno": False, "pairs_only": True}),
+         "16": ("16 nodes", 16, 1, 0, 8, {"checks": FABRIC_CHECKS[::3]}),
+         "300": ("300 lines", 23, 2, 2, 8, {}), "4000": ("4,000 lines", 160, 4, 4, 16, {})}
+
+
+def faults_of(site_name: str) -> list[str]:
+    """The faults a site can have: no GDR to lose without GPUs, no slow Himeno node
+    without Himeno, no leaf to congest where one leaf is the whole fabric, no line of CV
+    40 % among a pair's three (its one latency keeps the CV it drew)."""
+    _, nodes, _, gpus, leaf, options = SITES[site_name]
+    absent = {"GDR off on a node": not gpus, "Himeno node 30 % slower":
+              not options.get("himeno", True), "leaf switch congested": nodes <= leaf,
+              "3x latency, CV 40 % line": nodes <= 2}
+    return [what for what in FAULTS if not absent.get(what, False)]
 
 
 @functools.lru_cache(maxsize=2)
 def prepared(site_name: str, nights: int, seed: int, noise_model: Noise
              ) -> tuple[Site, np.ndarray]:
     """The site and its noise (lines × nights), the same for every task of one seed."""
-    _, nodes, hcas, gpus, leaf = SITES[site_name]
-    site = build_site(nodes, hcas, gpus, leaf, random.Random(seed))
+    _, nodes, hcas, gpus, leaf, options = SITES[site_name]
+    site = build_site(nodes, hcas, gpus, leaf, random.Random(seed), **options)
     site.noisy_line = next(i for i, s in enumerate(site.specs) if s.kind == "lat_small")
-    site.specs[site.noisy_line] = dataclasses.replace(site.specs[site.noisy_line], cv=NOISY_CV)
+    if "3x latency, CV 40 % line" in faults_of(site_name):  # a pair's only latency keeps its
+        site.specs[site.noisy_line] = dataclasses.replace(site.specs[site.noisy_line],
+                                                          cv=NOISY_CV)
     site.base = np.array([s.value for s in site.specs])
     draws = np.random.default_rng(seed)
     site.partners = pick_partners(site, nights, noise_model, draws)
@@ -522,7 +612,8 @@ def task(site_name: str, what: str, trials: int, nights: int, seed: int,
                 f"{update_pages} of {updates} | {time.monotonic() - started:.0f} s |")
     fault, within = FAULTS[what]
     one, two, three, named, ran = fault_trials(site, noise, fault, trials,
-                                               random.Random(f"{seed} {what}"))
+                                               random.Random(f"{seed} {what}"),
+                                               history_of(what))
     return fault_row(label, what, (one, two, three), named, within, ran=ran)
 
 
@@ -586,7 +677,7 @@ def main() -> int:
         chosen, trials, nights = chosen[:1], 2, 90
     started = time.monotonic()
     tasks = [(name, what, trials, nights, args.seed, noise)
-             for name in chosen for what in ["false pages", *FAULTS]]
+             for name in chosen for what in ["false pages", *faults_of(name)]]
     if args.jobs > 1:
         with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
             rows = list(pool.map(task, *zip(*tasks)))

@@ -20,9 +20,11 @@ def _add_verdict(sub: argparse._SubParsersAction) -> None:
     ver.add_argument("run", nargs="?", default=None,
                      help="run id, session uuid or label (default: latest)")
     ver.add_argument("--baseline", help="compare with this run (id, uuid or label)")
-    ver.add_argument("--explain", metavar="TEXT",
-                     help="for each line whose name contains TEXT: its history, noise "
-                          "estimate, rule and decision")
+    ver.add_argument("--explain", metavar="SUBJECT",
+                     help="each finding naming SUBJECT (a node, HCA, GPU, leaf or the "
+                          "finding's subject): its lines' evidence, how they combine, the "
+                          "bar and why it paged or not; each line whose name contains it: "
+                          "its history, noise estimate, rule and decision")
     ver.add_argument("--rejudge", action="store_true",
                      help="judge the run again with today's thresholds, rules, "
                           "acknowledgements and accepted levels, and store it as a new "
@@ -58,7 +60,9 @@ def cmd_verdict(args: argparse.Namespace) -> int:
                   for j in judged[:-1]), end="")
     if args.explain is not None:
         if not explained:
-            raise UsageError(f"no line of run {run_id} is named like {args.explain!r}")
+            raise UsageError(f"no finding of run {run_id} names {args.explain!r} (a node, "
+                             f"device, leaf or line of one), and no line is named like it; "
+                             f"`perfguard verdict {run_id}` lists its findings and lines")
         print("\n\n".join(explained))
     else:
         if found:
@@ -75,18 +79,26 @@ def cmd_verdict(args: argparse.Namespace) -> int:
 
 def _explained(conn, run_id: int, stored: list, text: str | None, rejudged: bool
                ) -> list[str]:
-    """--explain: each line named like ``text`` as judged now (its history, noise, rule),
-    and where that is not what was stored, the stored decision beside it."""
+    """--explain: each finding that names ``text`` (its subject, or a node, device, leaf or
+    line of it: as `perfguard ack` takes it) and each line named like it, as judged now
+    (a line: its history, noise, rule; where that is not what was stored, the stored
+    decision beside it)."""
+    from perfguard.judge import findings as fd
+    from perfguard.judge import run_findings
     from perfguard.judge import verdict as vd
     from perfguard.present import text as tx
 
     if text is None:
         return []
     now = stored if rejudged else vd.verdict(conn, run_id)
+    policy = run_findings.policy()
+    found, _ = run_findings.find(conn, run_id, now, policy)
+    named = [f for f in found if fd.contains(text, f.subject, f.members())]
     chosen = [line for line in now if text in tx.name_of(line)]
     vd.with_key_points(conn, run_id, chosen)  # which curve point each key figure is
     kept = {line.key: line for line in stored}
-    return [tx.explain(line, kept.get(line.key), run_id) for line in chosen]
+    return ([tx.explain_finding(f, len(now), policy.alpha) for f in named]
+            + [tx.explain(line, kept.get(line.key), run_id) for line in chosen])
 
 
 def _add_ack(sub: argparse._SubParsersAction) -> None:

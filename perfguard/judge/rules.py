@@ -311,13 +311,17 @@ def visits(history: list[float], before: list[float], centre: float, noise: floa
     no visit of it (three −12 % spikes on a 1 % line would otherwise hide a −4.5 %
     fault), nor is a level the line never left: a fault's nights have no return after
     them, and a key figure's regressed nights are not in its history at all
-    (``verdict._without``)."""
+    (``verdict._without``). Nights in a row at the level are one visit: a history that
+    held a level for its first 3 nights (a host's load, then gone) changed level once,
+    and read as 3 visits it kept a -50 % node pair inconclusive (issue 67)."""
     sign = 1 if better == "higher" else -1
     low, high = visit_range(level, rule)
-    count, came_back = 0, False
+    count, came_back, visiting = 0, False, False
     for index, value in reversed(list(enumerate([*history, *before]))):
         distance = sign * mine * (value - centre) / noise
-        count += index < len(history) and low <= distance <= high and came_back
+        there = index < len(history) and low <= distance <= high and came_back
+        count += there and not visiting  # nights in a row at the level: one visit
+        visiting = there
         came_back = came_back or abs(distance) <= rule.k
     return count
 

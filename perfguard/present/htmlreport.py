@@ -386,6 +386,9 @@ def render_markdown(report: Report, html_name: str | None = None) -> str:
            " · ".join(f"{n} {state}" for state, n in report.counts.items()), ""]
     if report.cost:
         out[-1:-1] = ["", tx.cost_line(report.cost)]
+    if report.findings:  # what pages, is acknowledged, or is watched, as the CLI says it
+        out += ["**Findings**:", "", *(f"- **{tx.finding_word(f)}** {f['summary']}"
+                                       for f in report.findings), ""]
     if report.top:
         out += ["| line | value | baseline | verdict |", "|---|---|---|---|"]
         for line in report.top:

@@ -278,6 +278,44 @@ def explain(line: Line, stored: Line | None = None, run_id: int | None = None) -
     out.append(f"  decision: {line.status}" + (f" — {line.detail}" if line.detail else ""))
     return "\n".join(out)
 
+def explain_finding(finding: Any, judged: int, alpha: float) -> str:
+    """``verdict --explain SUBJECT`` for a finding (a findings.Finding judged now): each
+    line it was judged on with its evidence, how they combine (every test with its
+    number; the evidence is the largest of a worse finding's, the smallest of a better
+    one's), the bar and why it pages or not: each number checkable by hand."""
+    word = "PAGE" if finding.paged else "ack" if finding.acknowledged else "watch"
+    out = [f"finding {finding.subject} ({finding.kind}): {word}",
+           f"  {finding.summary()}",
+           f"  lines it is judged on ({len(finding.judged_on)}: every line of its cause, "
+           f"moved or not; z: the line's recent nights that agree, each night's distance "
+           f"from its baseline in its noise read through a Student-t and turned into the "
+           f"normal z of the same chance, combined over the nights):"]
+    moved = {id(line) for line in finding.lines}
+    for line, residual in finding.judged_on:
+        parts = [f"z {line.z:.2f} over {line.nights} night(s)",
+                 "moved " + ("worse" if line.side < 0 else "better" if line.side > 0
+                             else "not") + (f" {line.change:+.1%}" if line.change is not None
+                                            else ""),
+                 "a level by the line rule" if line.confirmed else "no level yet"]
+        if residual is not None:
+            parts.append(f"in the residuals' test {residual:.2f}")
+        if line.far:
+            parts.append(f"read with {line.far:.0%} far nights")
+        mark = "*" if id(line) in moved else " "
+        out.append(f"   {mark} {line.name} [{', '.join(line.nodes)}]: {'; '.join(parts)}")
+    out.append("  (*: the lines that moved, which the finding names)")
+    out.append("  evidence: the " + ("largest" if finding.worse else "smallest")
+               + " of its tests (each combines z's by Stouffer: their sum over √count):")
+    out += [f"    {value:6.2f}  {what}" for what, value in finding.tests.items()]
+    bar = f"{finding.evidence:.2f}"
+    out.append(f"  bar: z ≥ Φ⁻¹(1 − {alpha:g} / {judged} judged lines), a night of noise "
+               f"pages with chance {alpha:g} however many lines the run has; evidence {bar}")
+    out.append(f"  decision: {finding.decided}")
+    if finding.acknowledged:
+        out.append(f"  acknowledged {finding.acknowledged}: shown, not paged")
+    return "\n".join(out)
+
+
 def findings(found: list[dict], judged: int, overlay: dict[str, list[str]] | None = None
              ) -> str:
     """The findings block the CLI prints above the verdict table; ``overlay``: what

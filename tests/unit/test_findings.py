@@ -368,10 +368,28 @@ def run_in_benchmarks(script: str, env: dict[str, str] | None = None) -> str:
 def test_run_quality_measures_the_sites_findings_policy(tmp_path) -> None:
     """benchmarks/run_quality.py judges with the rules file's ``findings:`` as the verdict
     does (it used the defaults whatever the file said: a site's tail_df went unmeasured)."""
-    (tmp_path / "verdict_rules.yaml").write_text("findings:\n  alpha: 0.01\n  tail_df: 5\n")
-    out = run_in_benchmarks("import run_quality as rq; print(rq.POLICY.alpha, rq.POLICY.tail_df)",
+    (tmp_path / "verdict_rules.yaml").write_text("findings:\n  alpha: 0.01\n")
+    out = run_in_benchmarks("import run_quality as rq; print(rq.POLICY.alpha)",
                             {"PERFGUARD_SITE": str(tmp_path)})
-    assert out.split() == ["0.01", "5"]
+    assert out.split() == ["0.01"]
+
+
+def test_the_model_is_no_setting_a_site_can_turn(tmp_path) -> None:
+    """At most 12 settings (issue 67): a rules file naming a part of the model (the
+    Student-t's tails, a line rule's agreement window) is refused by its schema, naming
+    the key, where before each of 32 fields was a site's to set."""
+    from perfguard.errors import PerfguardError
+    from perfguard.judge.rules import read_rules_file
+
+    for text, key in (("findings:\n  tail_df: 5\n", "tail_df"),
+                      ("rules:\n  - metric: '*'\n    agree: 2\n", "agree")):
+        path = tmp_path / "verdict_rules.yaml"
+        path.write_text(text)
+        with pytest.raises(PerfguardError, match=key):
+            read_rules_file(path)
+    path.write_text("findings:\n  alpha: 0.001\nrules:\n  - metric: '*'\n    k: 2\n"
+                    "    level: 2\n    same_fingerprint: true\nrun:\n  min_measured_share: 0.5\n")
+    assert read_rules_file(path)["findings"]["alpha"] == 0.001
 
 
 def test_run_quality_counts_only_a_faults_own_page() -> None:
