@@ -248,7 +248,7 @@ def time_presenting(conn: psycopg.Connection, run_id: int) -> None:
     """What `perfguard verdict RUN` adds to the verdict (which curve point each key figure
     is) and the run's HTML report (built once, its verdict recorded before: seconds)."""
     points = timed(lambda: queries.rows(conn, "key_points", {"run_id": run_id}), 3)
-    vd.stored_verdict(conn, run_id)  # recorded first, as `perfguard run` has it
+    run_findings.stored_verdict(conn, run_id)  # recorded first, as `perfguard run` has it
     report = timed(lambda: htmlreport.build(conn, run_id), 1)
     print(f"presenting: key points {ms(points)}; HTML report of the run "
           f"{report[0] * 1000:,.0f} ms")

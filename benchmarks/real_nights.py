@@ -11,7 +11,7 @@ replayed in the order the nights ran into a new database (``--dsn``: any Postgre
 role may create databases; default the embedded cluster's), or in a random order
 (``--shuffle``: the nights recorded minutes apart made as independent as a site's a day
 apart, ``shuffled``), through
-``perfguard.store.ingest.ingest_report`` and ``verdict.judge_and_record``, what `perfguard
+``perfguard.store.ingest.ingest_report`` and ``run_findings.judge_and_record``, what `perfguard
 run` and `perfguard ingest` do. A **page** is what docs/verdicts.md says pages: a run whose
 stored outcome is FAIL because a finding paged (history), as `perfguard verdict` would say
 it; a FAIL from a test case that failed (a benchmark that crashed) is counted apart.
@@ -63,6 +63,7 @@ from ingest import create_database, drop_database  # noqa: E402
 
 from perfguard import paths  # noqa: E402
 from perfguard.judge import findings as fd  # noqa: E402
+from perfguard.judge import run_findings  # noqa: E402
 from perfguard.judge import verdict as vd  # noqa: E402
 from perfguard.states import DISTURBED  # noqa: E402
 from perfguard.store import db, queries  # noqa: E402
@@ -231,7 +232,7 @@ def replay(conn: psycopg.Connection, report: dict, folder: Path) -> Judged:
     path = folder / f"{report['session_info']['uuid']}.json"
     path.write_text(json.dumps(report))
     result = ingest_report(conn, path, RunMeta("nightly"))
-    lines = vd.judge_and_record(conn, result.run_id)
+    lines = run_findings.judge_and_record(conn, result.run_id)
     found = queries.rows(conn, "findings_of_run", (result.run_id,))
     outcome = vd.outcome(conn, result.run_id)
     return Judged(result.run_id, outcome.word, [f for f in found if f["paged"]],

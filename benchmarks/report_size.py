@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from ingest import synthetic_report  # noqa: E402
 
 from perfguard import cluster  # noqa: E402
-from perfguard.judge import verdict as vd  # noqa: E402
+from perfguard.judge import run_findings  # noqa: E402
 from perfguard.present import htmlreport  # noqa: E402
 from perfguard.store import db  # noqa: E402
 from perfguard.store.ingest import RunMeta, ingest_report  # noqa: E402
@@ -80,7 +80,8 @@ def main() -> None:
                 started = time.perf_counter()
                 result = ingest_report(conn, path, RunMeta("nightly"))
                 stored = time.perf_counter()
-                vd.judge_and_record(conn, result.run_id)  # what `perfguard ingest` does next
+                # what `perfguard ingest` does next
+                run_findings.judge_and_record(conn, result.run_id)
                 ingest_seconds.append(time.perf_counter() - stored)
                 print(f"night {index}: run {result.run_id}, {result.testcases} test cases, "
                       f"ingest {stored - started:.1f} s, judge and record "

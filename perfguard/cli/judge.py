@@ -41,15 +41,15 @@ def cmd_verdict(args: argparse.Namespace) -> int:
 
     with connect(args) as conn:
         run_id = vd.resolve_run(conn, args.run)
-        lines = vd.judge_and_record(conn, run_id) if args.rejudge \
-            else vd.stored_verdict(conn, run_id)
+        lines = run_findings.judge_and_record(conn, run_id) if args.rejudge \
+            else run_findings.stored_verdict(conn, run_id)
         found = run_findings.stored(conn, run_id)
         result = vd.outcome(conn, run_id)
         judged = vd.judgements(conn, run_id)
         over = run_findings.overlay(conn, run_id, judged[-1].at if judged else None, found)
         if args.baseline:
             before = vd.resolve_run(conn, args.baseline)
-            vd.with_baseline(lines, vd.stored_verdict(conn, before))
+            vd.with_baseline(lines, run_findings.stored_verdict(conn, before))
         explained = _explained(conn, run_id, lines, args.explain, args.rejudge)
         slow = fp.links_below_maximum(fp.fingerprints(conn, run_id))
         cost = cov.run_cost(conn, run_id)

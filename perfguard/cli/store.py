@@ -150,13 +150,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def _judge_stored(dsn: str, run_ids: list[int]) -> None:
     """Runs just stored are judged and their verdicts recorded (oldest first: each reads
     the history before it); the data is stored whether or not this succeeds."""
-    from perfguard.judge import verdict as vd
+    from perfguard.judge import run_findings
     from perfguard.store import db
 
     if run_ids:
         with db.connect(dsn) as conn:
             for run_id in run_ids:
-                vd.judge_and_record(conn, run_id)
+                run_findings.judge_and_record(conn, run_id)
 
 
 def _print_ingest(results) -> int:

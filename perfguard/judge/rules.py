@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import itertools
 import math
 import statistics
 from dataclasses import dataclass
@@ -71,6 +72,11 @@ class Rule:
 
 
 DEFAULT_RULE = Rule()
+#: What a site sets of the rule, per check and metric (verdict_rules.yaml ``rules:``, its
+#: schema says the same); the rest of Rule is the model, fixed here with the measurement
+#: behind each value.
+SETTINGS = ("window", "min_history", "k", "min_change", "confirm", "needed", "level",
+            "same_fingerprint")
 
 
 @dataclass(frozen=True)
@@ -311,19 +317,20 @@ def visits(history: list[float], before: list[float], centre: float, noise: floa
     no visit of it (three −12 % spikes on a 1 % line would otherwise hide a −4.5 %
     fault), nor is a level the line never left: a fault's nights have no return after
     them, and a key figure's regressed nights are not in its history at all
-    (``verdict._without``). Nights in a row at the level are one visit: a history that
-    held a level for its first 3 nights (a host's load, then gone) changed level once,
-    and read as 3 visits it kept a -50 % node pair inconclusive (issue 67)."""
+    (``verdict._without``). A level held ``confirm`` nights in a row or more is one
+    visit: a history that held one for its first 3 nights (a host's load, then gone)
+    changed level once, and read as 3 visits it kept a -50 % node pair inconclusive
+    (issue 67); shorter stays count night by night (the quiet host's bibw: nights 7-8
+    and 10)."""
     sign = 1 if better == "higher" else -1
     low, high = visit_range(level, rule)
-    count, came_back, visiting = 0, False, False
+    at_level, came_back = [], False
     for index, value in reversed(list(enumerate([*history, *before]))):
         distance = sign * mine * (value - centre) / noise
-        there = index < len(history) and low <= distance <= high and came_back
-        count += there and not visiting  # nights in a row at the level: one visit
-        visiting = there
+        at_level.append(index < len(history) and low <= distance <= high and came_back)
         came_back = came_back or abs(distance) <= rule.k
-    return count
+    runs = [len(list(nights)) for there, nights in itertools.groupby(at_level) if there]
+    return sum(1 if nights >= rule.confirm else nights for nights in runs)
 
 
 def visit_range(level: float, rule: Rule) -> tuple[float, float]:

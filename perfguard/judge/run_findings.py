@@ -1,7 +1,9 @@
-"""A run's findings: what each judged line gives as evidence, the fingerprint changes of
+"""A run judged and recorded (``judge_and_record``): its lines (perfguard.judge.verdict)
+and its findings: what each judged line gives as evidence, the fingerprint changes of
 that night, the policy of verdict_rules.yaml (``findings:``), and the stored findings the
 CLI, the report, JUnit and Grafana show (migration 0022). The grouping and the paging
-rule themselves are perfguard.judge.findings (pure)."""
+rule themselves are perfguard.judge.findings (pure). One way: verdict.py never imports
+this module."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from perfguard.errors import UsageError
 from perfguard.judge import findings as fd
 from perfguard.judge import fingerprint as fp
 from perfguard.judge import rules as judge
+from perfguard.judge import verdict as vd
 from perfguard.judge.verdict import Line, devices_of, line_name, rules_file
 from perfguard.states import IMPROVEMENT, REGRESSION
 from perfguard.store import queries
@@ -264,3 +267,22 @@ def stored(conn: Connection, run_id: int) -> list[dict]:
     return queries.rows(conn, "findings_of_run", (run_id,))
 
 
+def judge_and_record(conn: Connection, run_id: int) -> list[Line]:
+    """The verdict of a stored run, recorded for the dashboards (after ingest, by
+    `perfguard run`, `ingest`, `nightly`, `upgrade-check`, and `verdict --rejudge`: a run
+    judged already is judged again only when asked, its earlier verdict kept). Statistics
+    first: a first large run judged with the planner's empty-table guesses took minutes."""
+    queries.one(conn, "analyze_run", (run_id,))  # as the owner: a writer may not
+    data = judge.read_rules_file(rules_file())  # once: rules, findings' policy, floor
+    rules = judge.load_rules(rules_file(), data)
+    [begins] = queries.one(conn, "judgement_begins")
+    lines = vd.verdict(conn, run_id, rules)
+    found, critical = find(conn, run_id, lines, policy(data))
+    vd.record(conn, run_id, lines, rows(run_id, found, critical), vd.measured_floor(data),
+              judged_at=begins)
+    return lines
+
+
+def stored_verdict(conn: Connection, run_id: int) -> list[Line]:
+    """The run's stored verdict; a run stored but never judged is judged (and recorded)."""
+    return vd.recorded(conn, run_id) or judge_and_record(conn, run_id)

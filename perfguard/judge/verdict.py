@@ -63,6 +63,8 @@ class Line:
     blind_nights: int = 0
     #: Where ``better`` comes from: declared by the check, its threshold, its reference.
     better_from: str = ""
+    #: The threshold its limits come from (None: the check's own ReFrame reference).
+    threshold_id: int | None = None
     #: When each value of ``series`` was measured (its run's start): the findings line
     #: the nights of a run's lines up by them (None: not read).
     times: tuple | None = None
@@ -397,7 +399,7 @@ def _line(row: dict, values: list[float], rule: judge.Rule,
                 row["lower_limit"], row["upper_limit"], row["status"],
                 row["fail_reason"] or "", better=row["better"],
                 better_from=row["better_from"], series=tuple(values),
-                nodes=tuple(row["nodelist"] or ()))
+                nodes=tuple(row["nodelist"] or ()), threshold_id=row["threshold_id"])
     if line.status == FAIL:
         return line
     if row["testcase_state"] != PASS:
@@ -500,29 +502,6 @@ def recorded(conn: Connection, run_id: int, rules: judge.Rules | None = None
                           blind_nights=row["blind_nights"] or 0,
                           nodes=tuple(row["nodelist"] or ())))
     return with_key_points(conn, run_id, lines)
-
-
-def judge_and_record(conn: Connection, run_id: int) -> list[Line]:
-    """The verdict of a stored run, recorded for the dashboards (after ingest, by
-    `perfguard run`, `ingest`, `nightly`, `upgrade-check`, and `verdict --rejudge`: a run
-    judged already is judged again only when asked, its earlier verdict kept). Statistics
-    first: a first large run judged with the planner's empty-table guesses took minutes."""
-    queries.one(conn, "analyze_run", (run_id,))  # as the owner: a writer may not
-    from perfguard.judge import run_findings
-
-    data = judge.read_rules_file(rules_file())  # once: rules, findings' policy, floor
-    rules = judge.load_rules(rules_file(), data)
-    [begins] = queries.one(conn, "judgement_begins")
-    lines = verdict(conn, run_id, rules)
-    found, critical = run_findings.find(conn, run_id, lines, run_findings.policy(data))
-    record(conn, run_id, lines, run_findings.rows(run_id, found, critical),
-           measured_floor(data), judged_at=begins)
-    return lines
-
-
-def stored_verdict(conn: Connection, run_id: int) -> list[Line]:
-    """The run's stored verdict; a run stored but never judged is judged (and recorded)."""
-    return recorded(conn, run_id) or judge_and_record(conn, run_id)
 
 
 @dataclass(frozen=True)

@@ -147,12 +147,12 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
     """Everything the report shows, from the database (and the run's ReFrame report for
     the failed cases' directories)."""
     run = queries.first(conn, "report_run", (run_id,))
-    lines = vd.stored_verdict(conn, run_id)
+    lines = run_findings.stored_verdict(conn, run_id)
     if baseline_id is None:
         previous = queries.tuples(conn, "previous_run", (run_id,))
         baseline_id = previous[0][0] if previous else None
     else:
-        vd.with_baseline(lines, vd.stored_verdict(conn, baseline_id))
+        vd.with_baseline(lines, run_findings.stored_verdict(conn, baseline_id))
     current = fp.fingerprints(conn, run_id)
     # each node against its own last fingerprint up to the baseline, not only the nodes
     # the baseline run happened to use

@@ -244,8 +244,11 @@ def explain(line: Line, stored: Line | None = None, run_id: int | None = None) -
                                if line.better else "not declared by the check, its threshold "
                                                    "or its reference"))
     if line.low is not None or line.high is not None:
-        out.append(f"  threshold: reference {plain(line.reference)}, limits "
-                   f"[{plain(line.low)}, {plain(line.high)}] (acceptance floor)")
+        what = ("threshold" if line.threshold_id is not None
+                else "the check's own reference (no threshold stored)")
+        out.append(f"  {what}: reference {plain(line.reference)}, limits "
+                   f"[{plain(line.low)}, {plain(line.high)}]"
+                   + (" (acceptance floor)" if line.threshold_id is not None else ""))
     if line.metric.endswith(" curve"):  # judged size by size against each size's history
         out.append("  judged as a whole curve, each size against its own history: "
                    "`perfguard report` plots it")

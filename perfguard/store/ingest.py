@@ -355,14 +355,16 @@ FINGERPRINT_FIELDS = ("kernel", "os", "rdma_core", "ofed", "gpu_driver", "mpi", 
 
 
 def _record_directions(conn: psycopg.Connection, report: Report) -> None:
-    """What each check declares better; the newest declaration stands."""
-    declared = {(tc.check, metric): better for tc in report.testcases
+    """What each check declares better (or its reference implies); the newest stands."""
+    declared = {(tc.check, metric): (better, metric in tc.implied) for tc in report.testcases
                 for metric, better in tc.better.items()}
     if declared:
         conn.cursor().executemany(
-            "INSERT INTO metric_direction (check_name, metric, better) VALUES (%s, %s, %s) "
-            "ON CONFLICT (check_name, metric) DO UPDATE SET better = EXCLUDED.better",
-            [(check, metric, better) for (check, metric), better in sorted(declared.items())])
+            "INSERT INTO metric_direction (check_name, metric, better, implied) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (check_name, metric) "
+            "DO UPDATE SET better = EXCLUDED.better, implied = EXCLUDED.implied",
+            [(check, metric, better, implied)
+             for (check, metric), (better, implied) in sorted(declared.items())])
 
 
 def _insert_fingerprints(conn: psycopg.Connection, system: int, run_id: int,

@@ -32,6 +32,8 @@ SUPPORTED_MAJOR = "4"
 #: Name of the check variable in which perfguard checks list every measured point.
 SAMPLES_VARIABLE = "perfguard_samples"
 DIRECTIONS_VARIABLE = "perfguard_better"
+#: The metrics of DIRECTIONS_VARIABLE whose direction the check's reference implies.
+IMPLIED_VARIABLE = "perfguard_better_implied"
 #: Name of the check variable holding the per-node environment fingerprints.
 FINGERPRINT_VARIABLE = "perfguard_fingerprints"
 #: Why a test case's figures are not the fabric's (reframe_tests/common/cpu_wait.py): such
@@ -129,8 +131,10 @@ class TestCase:
     key_samples: list[Sample]
     series: list[Series]
     fingerprints: dict[str, dict[str, Any]]
-    #: metric → "higher" or "lower": which way is better, as the check declares it.
+    #: metric → "higher" or "lower": which way is better, as the check declares it (or
+    #: its reference's one-sided bound implies it: ``implied``).
     better: dict[str, str] = field(default_factory=dict)
+    implied: frozenset[str] = frozenset()
     #: A ReFrame fixture (SpackStack): set-up for the checks, no check itself.
     fixture: bool = False
     #: The curve points not stored for a value that is not finite (NaN, infinity), each
@@ -363,6 +367,7 @@ def _checked_testcase(case: dict, where: str, shapes: dict[tuple, Shape]) -> Tes
         series=series,
         fingerprints=_fingerprints(case, where),
         better=_directions(case, where),
+        implied=frozenset(str(m) for m in case.get(IMPLIED_VARIABLE) or []),
         fixture=case.get("fixture") is True,
         dropped=[d.removeprefix(f"{where}.") for d in dropped],
     )

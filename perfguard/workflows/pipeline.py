@@ -172,7 +172,7 @@ def judge_stored(ctx: Context, completed: Completed, baseline: str | None = None
         return RunVerdict(completed, [], f"run not stored: {completed.message}; the report "
                                          f"is kept in the spool ({completed.report.name})")
     with db.connect(ctx.dsn) as conn:
-        lines = vd.judge_and_record(conn, completed.run_id)
+        lines = run_findings.judge_and_record(conn, completed.run_id)
         found = tx.findings(run_findings.stored(conn, completed.run_id), len(lines))
         result = vd.outcome(conn, completed.run_id)
         after = fp.fingerprints(conn, completed.run_id)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from perfguard import paths
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import fingerprint as fp
+from perfguard.judge import run_findings
 from perfguard.judge import sweep as sw
 from perfguard.judge import upgrade as up
 from perfguard.judge import verdict as vd
@@ -287,7 +288,7 @@ def _node_phase(ctx: Context, request: UpgradeRequest, nodes: list[str],
         return
     measured.node_run = completed.run_id
     with db.connect(ctx.dsn) as conn:
-        vd.judge_and_record(conn, completed.run_id)
+        run_findings.judge_and_record(conn, completed.run_id)
         cases = queries.tuples(conn, "upgrade_node_cases", (completed.run_id,))
     ran = set()
     for check, params, node, state, reason in cases:

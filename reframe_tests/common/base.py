@@ -296,6 +296,9 @@ class MeasuredCheck(LaunchedCheck):
     perfguard_samples = variable(typ.List[typ.Dict[str, object]], value=[])
     #: Which way each metric is better, declared where it is defined (the check).
     perfguard_better = variable(typ.Dict[str, str], value={})
+    #: The metrics of ``perfguard_better`` whose direction no one declared: their
+    #: reference's one-sided bound implies it (shown as "implied by its reference").
+    perfguard_better_implied = variable(typ.List[str], value=[])
     #: Programs the 'system' provider names: the job looks for them on the node first.
     programs_on_node_path = variable(typ.List[str], value=[])
     #: The provider the executable came from (``provided``): what it offers beyond
@@ -361,7 +364,9 @@ class MeasuredCheck(LaunchedCheck):
                 self.display_name, type(self).__name__, params, partition.name,
                 self.current_environ.name, metrics, own)
             self.reference = {f"{self.current_system.name}:{partition.name}": in_force}
+        declared = set(self.perfguard_better)
         self.perfguard_better = references.directions(self.perfguard_better, in_force)
+        self.perfguard_better_implied = sorted(set(self.perfguard_better) - declared)
         measured = {s["metric"] for s in self.perfguard_samples} | set(metrics)
         problem = references.direction_problem(type(self).__name__, measured,
                                                self.perfguard_better)

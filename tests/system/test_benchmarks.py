@@ -69,6 +69,12 @@ def test_verdict_quality_runs() -> None:
     assert "| worst |" in out and "| mean |" in out
 
 
+#: The dated measurements behind docs/verdicts.md, newest first; the newest section ends
+#: at LATEST_END.
+RESULTS = BENCHMARKS / "results" / "verdicts.md"
+LATEST_END = "<!-- end of the newest measurements -->"
+
+
 def test_run_quality_runs() -> None:
     out = run_benchmark("run_quality.py")
     assert "| 300 lines | 299 |" in out and "| false pages / month |" in out
@@ -76,7 +82,7 @@ def test_run_quality_runs() -> None:
 
 
 def test_the_docs_synthetic_site_table_is_what_run_quality_prints() -> None:
-    """docs/verdicts.md's headline table at 300 lines is the command's output at seed 1:
+    """The results' headline table at 300 lines is the command's output at seed 1:
     its false pages and findings a night, and each fault's night 1 / within 2 / within 3 /
     named and whether a faulty line ran (the table once showed figures from before a rule
     change for several commits; nothing failed)."""
@@ -86,13 +92,13 @@ def test_the_docs_synthetic_site_table_is_what_run_quality_prints() -> None:
                             timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
-    docs = (BENCHMARKS.parent / "docs" / "verdicts.md").read_text()
+    docs = RESULTS.read_text().split(LATEST_END)[0]  # the newest measurements
     assert f"`.venv/bin/python {command}` (seeds 1–3)" in docs
     [site] = re.findall(r"^\| 300 lines \| 299 \| \d+ \| ([\d.]+) \| ([\d.]+) \|", out, re.M)
     assert f"| 1 | {site[0]} | {site[1]} |" in docs, site
     seed_1 = r"(\d+) / (\d+) / (\d+) / (\d+) %"  # night 1 / within 2 / within 3 / named
     rows = re.findall(rf"^\| ([^|]+) \| {seed_1} \|.*\| (\d+) / \d+ / \d+ % \|$", docs, re.M)
-    assert len(rows) == 8, rows
+    assert len(rows) == 12, rows
     for fault, one, two, three, named, ran in rows:
         printed = f"| 300 lines | {fault} | {one}% | {two}% | {three}% | {named}% |"
         assert printed in out and out.split(printed)[1].split("\n")[0].endswith(
@@ -230,7 +236,7 @@ EIGHTH_FAULTS = fault_rows("0% | 0% | 33% | 33%", "0% | 0% | 0% | 0%",
                           "0% | 33% | 100% | 100%")
 NINTH_FAULTS = fault_rows("0% | 50% | 50% | 0%", "0% | 50% | 50% | 0%",
                          "0% | 50% | 50% | 50%", starts=2)
-#: What every set's updates that changed nothing give (docs/verdicts.md says it once).
+#: What every set's updates that changed nothing give (the results say it once).
 NO_UPDATE_PAGES = ("9 update(s), paged on the update's night 0, within 2 nights 0, "
                    "within 3 0")
 
@@ -255,7 +261,7 @@ def test_the_recorded_nights_replay_as_docs_verdicts_says(layout, data: str, sit
                                                            summary: str,
                                                            faults: dict[str, str],
                                                            update_pages: str) -> None:
-    """docs/verdicts.md's command for the quiet host's nights, the spaced ones, those held
+    """The results' command for the quiet host's nights, the spaced ones, those held
     out from the far nights, from the updates rule, from the shoulders (two) and from a
     young history's borrowing, each run
     whole: its table rows (nights, judged, quiet, false pages, test-failed, disturbed),
@@ -267,7 +273,7 @@ def test_the_recorded_nights_replay_as_docs_verdicts_says(layout, data: str, sit
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
-    docs = (BENCHMARKS.parent / "docs" / "verdicts.md").read_text()
+    docs = RESULTS.read_text()
     command = f".venv/bin/python\nbenchmarks/real_nights.py --data benchmarks/data/{data}"
     assert f"`{command}`" in docs
     assert summary in out and summary in docs, out
@@ -278,7 +284,7 @@ def test_the_recorded_nights_replay_as_docs_verdicts_says(layout, data: str, sit
 
 
 def test_a_set_in_a_random_order_replays_as_docs_verdicts_says(layout) -> None:
-    """docs/verdicts.md's command for the sixth set in a random order (seed 2): the row it
+    """The results' command for the sixth set in a random order (seed 2): the row it
     prints is the page's, and the nights ran in another order than recorded, each in the
     time slot of the night it replaced (the judge orders a line's history by it)."""
     command = ("benchmarks/real_nights.py --data benchmarks/data/real-nights-sixth "
@@ -287,7 +293,7 @@ def test_a_set_in_a_random_order_replays_as_docs_verdicts_says(layout) -> None:
                              layout.dsn_for("postgres")], cwd=BENCHMARKS.parent,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    docs = (BENCHMARKS.parent / "docs" / "verdicts.md").read_text()
+    docs = RESULTS.read_text()
     assert f"`.venv/bin/python {command}`" in docs
     row = "| 60 | 50 | 16 / 34 | 1 | 12 | 15 (46) |"
     assert row in result.stdout and row in docs, result.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 import uuid
 from pathlib import Path
 
@@ -251,6 +252,12 @@ def test_a_missed_threshold_fails_its_own_figure_only(migrated_dsn: str, demo_re
         case["perfguard_better"] = None
         entry = case["perfvalues"]["local:compute:bandwidth"]
         entry[1:4] = reference
+    # a check whose direction its own one-sided reference implies (base.py says which)
+    implied = cases["ucp_put_lat"]
+    for key in ("name", "display_name"):
+        implied[key] = implied[key].replace("UcxPerftestCheck", "ImpliedLatCheck")
+    implied.update(perfguard_better={"latency": "lower"},
+                   perfguard_better_implied=["latency"])
     cases["tag_bw"].update(result="fail", fail_phase="performance",
                            fail_reason="performance error: failed to meet reference(s): "
                                        "bandwidth")
@@ -277,3 +284,15 @@ def test_a_missed_threshold_fails_its_own_figure_only(migrated_dsn: str, demo_re
     assert "not declared" not in explained, explained
     assert "better: higher (the threshold's)" in explained, explained
     assert "better: higher (the reference's lower bound)" in explained, explained
+    # words true (issue 67): the check's own reference is no stored threshold
+    assert re.search(r"the check's own reference \(no threshold stored\): reference 1e\+09",
+                     explained), explained
+    assert re.search(r"  threshold: reference 1, limits \[.*\] \(acceptance floor\)",
+                     explained), explained
+    assert explained.count("(acceptance floor)") == 1, explained
+    said = perfguard("verdict", str(stored.run_id), "--dsn", migrated_dsn, "--explain",
+                     "ImpliedLatCheck").stdout
+    assert "better: lower (implied by its reference)" in said, said
+    assert "better: lower (implied" not in perfguard(
+        "verdict", str(stored.run_id), "--dsn", migrated_dsn, "--explain",
+        "UcxPerftestCheck").stdout

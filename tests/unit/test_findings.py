@@ -606,7 +606,7 @@ def test_a_lines_own_shoulders_read_its_nights() -> None:
 
 def test_a_finding_on_a_young_history_says_so() -> None:
     """25 of the real nights' 39 false pages came on a history of 8-22 nights
-    (docs/verdicts.md, "Nights a day apart"): a finding judged on fewer history nights
+    (benchmarks/results/verdicts.md, "Nights a day apart"): a finding judged on fewer history nights
     than a full baseline says how many (a run with no far nights: what pages is the same
     whether it says so or not)."""
     def latency(history: int) -> fd.Evidence:

@@ -27,8 +27,10 @@ def fields(cls: type) -> set[str]:
 def test_each_schema_names_what_its_loader_takes() -> None:
     verdict_rules = schema("verdict_rules")["properties"]
     assert set(verdict_rules["rules"]["items"]["properties"]) == \
-        fields(rules.Rule) | {"check", "metric"}
-    assert set(verdict_rules["findings"]["properties"]) == fields(findings.Policy)
+        set(rules.SETTINGS) | {"check", "metric"}
+    assert set(verdict_rules["findings"]["properties"]) == set(findings.SETTINGS)
+    assert set(rules.SETTINGS) <= fields(rules.Rule)
+    assert set(findings.SETTINGS) <= fields(findings.Policy)
     assert set(schema("sweep")["$defs"]["criteria"]["properties"]) == fields(sweep.Criteria)
     entry = schema("thresholds")["properties"]["thresholds"]["items"]
     assert set(entry["properties"]) == set(thresholds._YAML_KEYS)

@@ -6,7 +6,8 @@ SELECT k.testcase_id, k.check_name, k.params, k.params::text AS params_text, k.p
        k.testcase_state, k.fail_reason, k.metric, k.unit, k.value,
        '{}'::jsonb AS point, 0 AS point_id, k.threshold_id, k.reference, k.lower_limit,
        k.upper_limit, k.status, k.started_at, coalesce(d.better, k.direction) AS better,
-       CASE WHEN d.better IS NOT NULL THEN 'declared by the check'
+       CASE WHEN d.better IS NOT NULL AND d.implied THEN 'implied by its reference'
+            WHEN d.better IS NOT NULL THEN 'declared by the check'
             WHEN k.threshold_id IS NOT NULL THEN 'the threshold''s'
             WHEN k.direction = 'higher' THEN 'the reference''s lower bound'
             WHEN k.direction = 'lower' THEN 'the reference''s upper bound'
@@ -21,7 +22,8 @@ SELECT tc.id, tc.check_name, tc.params, tc.params::text, p.name, e.name, tc.stat
        m.name, m.unit, s.value, pt.coords, pt.id, th.id, th.reference, th.lower_limit,
        th.upper_limit, threshold_status(s.value, th.id, th.lower_limit, th.upper_limit),
        r.started_at, coalesce(d.better, th.direction),
-       CASE WHEN d.better IS NOT NULL THEN 'declared by the check' ELSE 'the threshold''s' END,
+       CASE WHEN d.better IS NOT NULL AND d.implied THEN 'implied by its reference'
+            WHEN d.better IS NOT NULL THEN 'declared by the check' ELSE 'the threshold''s' END,
        tc.nodelist
 FROM run r
 JOIN system sy ON sy.id = r.system_id
