@@ -78,11 +78,6 @@ def store_jobs(conn: Connection, run_id: int, jobs: list) -> None:
     conn.commit()
 
 
-def job_ids(conn: Connection, run_id: int) -> list[str]:
-    """The Slurm job ids of the run's test cases (retried attempts too)."""
-    return [row[0] for row in queries.tuples(conn, "job_ids_of_run", (run_id,))]
-
-
 def run_cost(conn: Connection, run_id: int) -> RunCost | None:
     """The run's node-hours and queue wait; None where accounting was not recorded."""
     row = queries.first(conn, "run_cost", (run_id,))

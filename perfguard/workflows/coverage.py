@@ -110,10 +110,13 @@ def budget_nightly(ctx: Context, system: str, budget: float | None,
         raise UsageError(f"--budget {budget:g} node-hours cannot give one node's {jobs} "
                          f"job(s) a minute each within the budget: nothing measured")
     with nightly_lock(ctx.state, system):
-        run_id = run_and_store(ctx, request(system, chosen, labels, job_options)).run_id
+        completed = run_and_store(ctx, request(system, chosen, labels, job_options,
+                                               one_host(ctx, partition)))
+        run_id = completed.run_id
         if run_id is None:
-            raise PerfguardError("the budget nightly's run was not stored: its report is in "
-                                 "the spool (`perfguard db spool` lists it)")
+            raise PerfguardError(f"the budget nightly's run was not stored: "
+                                 f"{completed.message}; its report is kept in the spool "
+                                 f"({completed.report.name})")
         findings, drained, said = judged(ctx, system, run_id, drain)
     with db.connect(ctx.dsn) as conn:
         cost = cov.run_cost(conn, run_id)
@@ -130,15 +133,18 @@ def budget_nightly(ctx: Context, system: str, budget: float | None,
 
 
 def request(system: str, chosen: cov.Plan, labels: tuple[str, ...],
-            job_options: tuple[str, ...]) -> RunRequest:
+            job_options: tuple[str, ...], serial: bool = False) -> RunRequest:
     """The loopback sweep of each chosen node in a job of its own (ReFrame's -P over
     ``FabricSweepCheck.pairs``: a busy node's job waits alone, a slow node holds nobody
     else's), each job's time limit the plan's, and a deadline: a job still waiting for its
-    node then is dropped (the node stays due) and the night ends before the next."""
+    node then is dropped (the node stays due) and the night ends before the next.
+    ``serial``: one job after another, where the nodes are virtual nodes of one host
+    (side by side their loopbacks would share its CPUs and be stored disturbed)."""
     pairs = ",".join(f"{node}:{node}" for node in chosen.nodes)
     return RunRequest(system=system, tags=("sweep",), trigger="nightly",
                       labels=(LABEL, *labels),
-                      extra=("-P", f"FabricSweepCheck.pairs={pairs}"),
+                      extra=("-P", f"FabricSweepCheck.pairs={pairs}",
+                             *(("--exec-policy=serial",) if serial else ())),
                       setvars=(f"FabricSweepCheck.time_limit={chosen.minutes}m",),
                       job_options=(*job_options, f"--deadline=now+{WAIT_HOURS}hours"))
 
@@ -164,6 +170,11 @@ def judged(ctx: Context, system: str, run_id: int, drain: bool) -> tuple[list, l
     nodes = sorted({m.server for m in found}, key=natural_key)
     return findings, drained, tx.sweep(run_id, system, state, findings, drained,
                                        f"loopbacks of {compact_nodes(nodes)}")
+
+
+def one_host(ctx: Context, partition: str | None) -> bool:
+    """The partition's nodes are several slurmd of one host (the embedded cluster)."""
+    return slurm.nodes(ctx).shares_host(partition or slurm.DEFAULT)
 
 
 def max_minutes(ctx: Context, partition: str | None) -> int | None:

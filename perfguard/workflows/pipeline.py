@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass, replace
@@ -97,18 +98,32 @@ def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Com
     RunMeta(request.trigger, request.labels, library_revision()).save_beside(outcome.report)
     [result] = ingest_paths(ctx.state, ctx.dsn, [outcome.report], RunMeta())
     if result.run_id is not None:
-        record_cost(ctx, result.run_id)
+        record_cost(ctx, result.run_id, slurm_job_ids(outcome.report))
     return Completed(outcome.returncode, outcome.report, result.run_id, result.message,
                      outcome.stalled)
 
 
-def record_cost(ctx: Context, run_id: int) -> None:
-    """The run's jobs as Slurm accounting saw them (node-hours, queue wait) stored with
-    the run. A site without accounting, or a database that fails now, leaves the run
-    without a cost: `perfguard verdict` then says it was not recorded."""
+def slurm_job_ids(report: Path) -> list[str]:
+    """The Slurm jobs of a ReFrame report's test cases, retried attempts too (each took
+    its nodes); not a job ReFrame ran locally (the Spack stack's build: its id is a
+    process id on this host, which accounting may know as someone else's job)."""
+    try:
+        runs = json.loads(report.read_text()).get("runs") or []
+    except (OSError, ValueError):
+        return []
+    return sorted({str(case["jobid"]) for run in runs for case in run.get("testcases") or []
+                   if case.get("jobid") not in (None, "") and not case.get("local")
+                   and case.get("scheduler") in ("slurm", "squeue")})
+
+
+def record_cost(ctx: Context, run_id: int, ids: list[str]) -> None:
+    """The run's jobs (``ids``) as Slurm accounting saw them (node-hours, queue wait)
+    stored with the run. A site without accounting, or a database that fails now, leaves
+    the run without a cost: `perfguard verdict` then prints none."""
+    if not ids:
+        return
     try:
         with db.connect(ctx.dsn) as conn:
-            ids = cov.job_ids(conn, run_id)
             jobs = slurm.job_accounting(ctx, ids)
             if jobs:
                 cov.store_jobs(conn, run_id, jobs)

@@ -110,3 +110,22 @@ def test_slurm_time_limits_read_as_minutes() -> None:
     assert [slurm_minutes(t) for t in ("2:00:00", "1-00:00:00", "1-2:03:00", "45:00", "30",
                                        "infinite", "UNLIMITED")] == \
         [120, 1440, 1563, 45, 30, None, None]
+
+
+def test_the_cost_counts_slurm_jobs_not_a_local_build(tmp_path) -> None:
+    """A job ReFrame ran on this host (the Spack stack) has a process id for a job id:
+    accounting may know that number as another user's job."""
+    import json
+
+    from perfguard.workflows.pipeline import slurm_job_ids
+
+    report = tmp_path / "report.json"
+    case = {"scheduler": "slurm", "local": False}
+    report.write_text(json.dumps({"runs": [
+        {"testcases": [{**case, "jobid": "12"}, {**case, "jobid": "13"},
+                       {"scheduler": "local", "local": True, "jobid": "27801"},
+                       {"scheduler": "slurm", "local": True, "jobid": "27802"},
+                       {**case, "jobid": None}]},
+        {"testcases": [{**case, "jobid": "14"}, {**case, "jobid": "12"}]}]}))  # a retry
+    assert slurm_job_ids(report) == ["12", "13", "14"]
+    assert slurm_job_ids(tmp_path / "missing.json") == []
