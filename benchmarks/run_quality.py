@@ -93,6 +93,8 @@ SPIKE_SHARE, SPIKE_SIGMAS = 0.01, (3, 6)
 COMMON_SHARE, COMMON_SHIFT, COMMON_JITTER = 0.05, (0.05, 0.15), (0.7, 1.3)
 #: No value is drawn below this share of its line's level (a latency or bandwidth > 0).
 FLOOR = 0.05
+#: A two-state line's second state (``Noise.two_state``): this much worse.
+TWO_STATE_SHIFT = 0.08
 #: The noisy line (a small-message latency) and its fault: CV 40 %, a 3x level.
 NOISY_CV, NOISY_FACTOR = 0.40, 3.0
 
@@ -123,6 +125,10 @@ class Noise:
     #: Share of nights on which Slurm puts a pairwise line on another partner than its
     #: usual one: 10 %, assumed (a node drained, the allocation's order).
     pair_change: float = 0.10
+    #: Share of lines with a second state of their own: 8 % worse on one night in five
+    #: (issue 67: shared memory's bandwidth halving for minutes, a polling put's
+    #: shoulders); 0 by default.
+    two_state: float = 0.0
 
     def independent(self) -> Noise:
         return dataclasses.replace(self, node_sd=0.0, leaf_sd=0.0, fabric_sd=0.0,
@@ -290,6 +296,9 @@ def simulate_noise(site: Site, nights: int, noise: Noise, rng: np.random.Generat
                                                    leaf_f[partner_leaf, columns], 0.0)
     shared += np.where(inter[:, None], leaves + fabric_f[None, :], 0.0)
     moved += worse_sign[:, None] * shared
+    if noise.two_state:  # drawn only then: the other models' draws stay as they were
+        second = (rng.random(n) < noise.two_state)[:, None] & (rng.random((n, nights)) < 0.2)
+        moved += np.where(second, worse_sign[:, None] * TWO_STATE_SHIFT, 0.0)
     values = np.maximum(1.0 + moved, FLOOR) * np.exp(drift)
     values[rng.random((n, nights)) < noise.missing] = np.nan
     return values
@@ -645,7 +654,8 @@ def noise_options(parser: argparse.ArgumentParser) -> None:
              "tail_df": "Student-t degrees of freedom of all noise (heavy tails)",
              "drift": "slow drift: a line's nightly random-walk step, in its noise",
              "missing": "share of line-nights missing",
-             "pair_change": "share of nights a pairwise line gets another partner"}
+             "pair_change": "share of nights a pairwise line gets another partner",
+             "two_state": "share of lines with a second state (8 % worse, 1 night in 5)"}
     for item in dataclasses.fields(Noise):
         parser.add_argument(f"--{item.name.replace('_', '-')}", type=float,
                             default=item.default,
