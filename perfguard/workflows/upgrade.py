@@ -171,6 +171,11 @@ def _per_node(ctx: Context, request: UpgradeRequest, baseline_id: int | None) ->
     actions = _drain_and_resume(ctx, request, verdicts, held, run.completed.run_id)
     if run.completed.run_id is not None:
         _store(ctx, request, verdicts, run.completed.run_id, baseline_id)
+        if run.html is not None:  # written before the nodes were judged: now with them
+            from perfguard.present import htmlreport
+
+            htmlreport.write_for_run(ctx.state, ctx.dsn, run.completed.run_id,
+                                     baseline_id if request.baseline else None)
     answer = _answer(request, listed, peers, baseline_id, measured, verdicts, actions,
                      time.monotonic() - started, run)
     return UpgradeOutcome(run, verdicts, answer)
@@ -340,7 +345,7 @@ def _confirm_loopbacks(ctx: Context, request: UpgradeRequest, listed: list[str],
     for _ in range(criteria.retests):
         suspects = up.own_misses(mine, history, criteria)
         if not suspects:
-            return
+            break
         suspect_nodes = {f.node for f in suspects}
         references = [n for n in peers + listed if n not in suspect_nodes and any(
             node == n for node, _ in history)][:2]

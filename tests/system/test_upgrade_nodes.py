@@ -55,8 +55,11 @@ def node_state(layout: ClusterLayout, node: str) -> tuple[str, str]:
 
 
 def row(stdout: str, node: str) -> str:
-    [found] = [line for line in stdout.splitlines() if re.match(rf"{node}\s", line)]
-    return found
+    """The node's row of the answer's table (the sweep's matrix has node lines too)."""
+    table = stdout.split("\nnode ", 1)[1].split("\n\n", 1)[0]
+    found = [line for line in table.splitlines() if re.match(rf"{node}\s", line)]
+    assert len(found) == 1, stdout[-5000:]
+    return found[0]
 
 
 @pytest.mark.alone
