@@ -85,7 +85,7 @@ def test_budget_nightlies_rotate_over_the_nodes_within_their_budget(
     first, then the oldest."""
     nights = [night("0.05", migrated_dsn) for _ in range(3)]
     assert [nodes for _, nodes, _, _ in nights] == [["node1"], ["node2", "node3"],
-                                                    ["node4", "node1"]]
+                                                    ["node1", "node4"]]
     for _, nodes, node_hours, text in nights:
         assert 0 < node_hours <= 0.05, text
         assert f"measured {len(nodes)} node(s)" in text and "run " in text

@@ -17,7 +17,8 @@ GROUP BY j.run_id;
 
 -- When each node, and each of its devices, was last measured: every judged test case
 -- that ran in a Slurm job (passed or failed as a test; skipped, aborted and disturbed
--- ones measured nothing; a local job, the Spack stack's build, ran on no node) counts for
+-- ones measured nothing; the Spack stack's build, a fixture ReFrame runs on its own host
+-- with a process id for a job id, measured no node) counts for
 -- each node of its node list, and for the HCA it names (device '' where it names none:
 -- the node as a whole). `per_node`: by the per-node checks (the
 -- sweep's loopbacks, or a whole sweep), what the budget nightly rotates over.
@@ -33,6 +34,7 @@ JOIN run r ON r.id = tc.run_id
 JOIN system sy ON sy.id = r.system_id
 CROSS JOIN LATERAL unnest(tc.nodelist) AS node(name)
 WHERE tc.state IN ('pass', 'test-failed') AND coalesce(tc.slurm_jobid, '') <> ''
+  AND tc.check_name <> 'SpackStack'
 GROUP BY 1, 2, 3, 4;
 
 -- One row per node: last measured by any check, last by a per-node check, and the
