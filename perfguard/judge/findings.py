@@ -945,7 +945,8 @@ class NightEffects:
         if shared:  # twins, or a pair of nodes: their effects combined
             tests[f"{subject}'s shared effect against its own history"
                   + (f" ({len(shared)} combined)" if len(shared) > 1 else "")] = stouffer(shared)
-        tests.update(self._enclosing(covered))
+        if kind in (DEVICE, NODE, LEAF):  # a fingerprint change on every node is no fabric
+            tests.update(self._enclosing(covered))
         if kind == ENVIRONMENT:  # what moved every line of its nodes alike
             deff = self._design_effect(covered)
             tests[f"its lines' own nights (z {independent:.2f}) over √{deff:.2f}, how much "
@@ -958,7 +959,10 @@ class NightEffects:
         lines (``NARROWER_SHARE`` of their rows or more): there the effect is the cause's
         own, not one beside it. A 2-node site's partition is its one pair: its fabric
         effect took the pair's -50 % off its own lines, and their residuals read as noise
-        (run_quality, 2 nodes: paged within 2 nights in 0 % of trials)."""
+        (run_quality, 2 nodes: paged within 2 nights in 0 % of trials). A local cause's
+        only (a device, a node, a leaf): an update on every node covers the fabric's lines
+        too, and read as the fabric's night, ordinary busy nights paged as updates that
+        changed nothing (two of the real sets, 1 of 9 each)."""
         mine = set(covered)
         return {f"{cause[1]}'s effect, taken mostly from these lines": float(
                     self.shared[cause]) for cause, rows in self.rows.items()
