@@ -63,6 +63,11 @@ LISTING_OPTIONS = frozenset({"-l", "--list", "-L", "--list-detailed", "--list-ta
                              "--list-stored-sessions", "--list-stored-testcases"})
 
 
+class NothingSelected(UsageError):
+    """ReFrame selected no test case: the filters match none, or (``--distribute``) none
+    of the nodes can take a job."""
+
+
 @dataclass
 class RunOutcome:
     returncode: int
@@ -232,7 +237,7 @@ def run_reframe(ctx: Context, request: RunRequest,
     if watchdog.stall and report.exists():
         failed_by_stall(report, watchdog.stopped)
     if not report.exists() and returncode == 0 and not request.dry_run:
-        raise UsageError(f"no check selected on system {request.system}"
+        raise NothingSelected(f"no check selected on system {request.system}"
                          + "".join(f" -n {n}" for n in request.names)
                          + "".join(f" -t {t}" for t in request.tags)
                          + ": nothing ran (`reframe -l` with the same filters lists them)")

@@ -23,7 +23,7 @@ from perfguard.judge import run_findings
 from perfguard.judge import sweep as sw
 from perfguard.judge import upgrade as up
 from perfguard.judge import verdict as vd
-from perfguard.run.reframe import RunRequest
+from perfguard.run.reframe import NothingSelected, RunRequest
 from perfguard.site.context import Context
 from perfguard.store import db, queries
 from perfguard.workflows.nightly import with_report
@@ -281,11 +281,18 @@ def _node_phase(ctx: Context, request: UpgradeRequest, nodes: list[str],
 
     others = excluded_nodes(ctx, ",".join(nodes))[1]
     names = tuple(name.format(size=request.himeno_size) for name in PER_NODE_CHECKS)
-    completed = run_and_store(ctx, RunRequest(
-        system=request.system, names=names,
-        extra=("--distribute=all", *(("-J", f"exclude={others}") if others else ())),
-        setvars=(*PER_NODE_SETVARS, *request.setvars), trigger="upgrade",
-        labels=(*_labels(request), "per-node"), job_options=request.job_options))
+    try:
+        completed = run_and_store(ctx, RunRequest(
+            system=request.system, names=names,
+            extra=("--distribute=all", *(("-J", f"exclude={others}") if others else ())),
+            setvars=(*PER_NODE_SETVARS, *request.setvars), trigger="upgrade",
+            labels=(*_labels(request), "per-node"), job_options=request.job_options))
+    except NothingSelected:
+        for node in nodes:
+            measured.failures.setdefault(node, []).append(
+                "the one-node checks ran nowhere: ReFrame's --distribute found no node it "
+                "may use among them (in a reservation not given with --reservation, down?)")
+        return
     if not completed.stored:
         for node in nodes:
             measured.failures.setdefault(node, []).append(
