@@ -313,7 +313,7 @@ def explain_finding(finding: Any, judged: int, alpha: float) -> str:
     bar = f"{finding.evidence:.2f}"
     out.append(f"  bar: z ≥ Φ⁻¹(1 − {alpha:g} / {judged} judged lines), a night of noise "
                f"pages with chance {alpha:g} however many lines the run has; evidence {bar}")
-    out.append(f"  decision: {finding.decided}")
+    out.append(f"  outcome: {finding.decided}")
     if finding.acknowledged:
         out.append(f"  acknowledged {finding.acknowledged}: shown, not paged")
     return "\n".join(out)

