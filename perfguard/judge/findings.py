@@ -381,8 +381,8 @@ def without_held_levels(history: np.ndarray, policy: Policy) -> np.ndarray:
     return np.where(held, np.nan, history)
 
 
-def far_shares(standard: np.ndarray, policy: Policy, lengths: np.ndarray | None = None
-               ) -> np.ndarray:
+def far_shares(standard: np.ndarray, policy: Policy, lengths: np.ndarray | None = None,
+               held_out: bool = False) -> np.ndarray:
     """Each row's share of far nights (beyond ``far`` of its noise, either side) over the
     nights it has (``standard``: in its noise; NaN: not run) beyond the share the t
     gives: 0 for a row whose history is as the t says, or that has fewer than
@@ -391,11 +391,13 @@ def far_shares(standard: np.ndarray, policy: Policy, lengths: np.ndarray | None 
     else the nights it has) counts the nights it lacks at the far rate of all rows'
     nights: its first weeks have seldom seen its slow states, which the run's lines
     together have (on the real sets it took 8 false pages to 5, the faults paged as
-    before; docs/verdicts.md)."""
+    before; docs/verdicts.md). The nights of a held level never count
+    (``without_held_levels``; ``held_out``: the caller took them out already)."""
     if not policy.far:
         return np.zeros(len(standard))
     expected = 2 * t_chance(policy.far, policy)
-    standard = without_held_levels(standard, policy)
+    if not held_out:
+        standard = without_held_levels(standard, policy)
     seen = ~np.isnan(standard)
     counts = seen.sum(axis=1)
     far = (np.abs(np.where(seen, standard, 0.0)) > policy.far).sum(axis=1)
@@ -417,7 +419,7 @@ def read_lines(distances: list[tuple[float, ...]], histories: list[tuple[float, 
     far nights and its own tail, both learnt from its history's nights (in its noise,
     worse > 0): what the verdict and benchmarks/run_quality.py hand the findings."""
     matrix = without_held_levels(history_matrix(histories), policy)
-    shares = far_shares(matrix, policy)
+    shares = far_shares(matrix, policy, held_out=True)
     return shares, pooled_zs(distances, policy, shares, matrix)
 
 
@@ -823,7 +825,7 @@ class NightEffects:
         levels = 1.0 + np.abs(last)
         lengths = np.array([line.history_nights for line in lines])
         past = without_held_levels(standard[:, self.history], self.policy)
-        shares = far_shares(past, self.policy, lengths)
+        shares = far_shares(past, self.policy, lengths, held_out=True)
         self.shares = shares
         self.residual = np.array(self._pooled_rows(standard[:, self.recent_at], levels, shares,
                                                    past))
