@@ -655,7 +655,7 @@ def noise_options(parser: argparse.ArgumentParser) -> None:
              "drift": "slow drift: a line's nightly random-walk step, in its noise",
              "missing": "share of line-nights missing",
              "pair_change": "share of nights a pairwise line gets another partner",
-             "two_state": "share of lines with a second state (8 % worse, 1 night in 5)"}
+             "two_state": "share of lines with a second state (8 %% worse, 1 night in 5)"}
     for item in dataclasses.fields(Noise):
         parser.add_argument(f"--{item.name.replace('_', '-')}", type=float,
                             default=item.default,
@@ -669,7 +669,8 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="the small site only, 90 nights, 2 trials (the suite runs it)")
     parser.add_argument("--sites", default="300,4000",
-                        help="which sites: 300, 4000 or both (default)")
+                        help="which sites, comma-separated: 2 (a node pair), 16, 300, 4000 "
+                             "(default: 300,4000)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="tasks (a site's false pages, one fault's trials) run side by "
                              "side on this many cores; the figures are the same")

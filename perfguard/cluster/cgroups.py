@@ -173,18 +173,31 @@ def prepare_node(tracking: Tracking, port_base: int, node: str) -> list[Path]:
     return made
 
 
-def node_command(tracking: Tracking, port_base: int, node: str, command: str) -> str:
+def node_command(tracking: Tracking, port_base: int, node: str, command: str,
+                 mountinfo: str | None = None) -> str:
     """The shell lines that start ``command`` (slurmd) in the node's cgroups and a cgroup
     namespace of its own, with its hierarchies mounted afresh in the node's mount
-    namespace (so Slurm's /sys/fs/cgroup/cpuset is the node's cgroup)."""
+    namespace (so Slurm's /sys/fs/cgroup/cpuset is the node's cgroup), and the host's CPU
+    hierarchy beside them, as a real node has it: a job reads there how long a CPU quota
+    held it back (cpu_wait.sh), which PSI counts as waiting for a CPU."""
     if not tracking.cgroup:
         return f"exec {command}"
     joins = [f"echo $$ > {d}/cgroup.procs" for d in node_dirs(tracking, port_base, node)]
+    hierarchies = [(c, c) for c, _ in tracking.mounts] + cpu_hierarchy(mountinfo)
     mounts = ["mount -t tmpfs perfguard-cgroup /sys/fs/cgroup"] + [
-        f"mkdir -p /sys/fs/cgroup/{c} && mount -t cgroup -o {c} cgroup /sys/fs/cgroup/{c}"
-        for c, _ in tracking.mounts]
+        f"mkdir -p /sys/fs/cgroup/{at} && mount -t cgroup -o {c} cgroup /sys/fs/cgroup/{at}"
+        for c, at in hierarchies]
     inner = " && ".join([*mounts, f"exec {command}"])
     return "; ".join(joins) + f"; exec unshare --cgroup sh -c '{inner}'"
+
+
+def cpu_hierarchy(mountinfo: str | None = None) -> list[tuple[str, str]]:
+    """[(its controllers, its directory)] for the host's v1 hierarchy that holds the cpu
+    controller ("cpu" or "cpu,cpuacct" as the distribution mounts it), if any."""
+    for point, fs, options in mount_table(mountinfo):
+        if fs == "cgroup" and "cpu" in options:
+            return [(",".join(sorted(options & {"cpu", "cpuacct"})), Path(point).name)]
+    return []
 
 
 def remove_node_dirs(tracking: Tracking, port_base: int) -> list[Path]:

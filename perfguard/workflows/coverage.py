@@ -18,9 +18,7 @@ from datetime import datetime, timezone
 from perfguard import paths
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.judge import coverage as cov
-from perfguard.judge import rules as judge
 from perfguard.judge import sweep as sw
-from perfguard.judge import verdict as vd
 from perfguard.judge.fingerprint import compact_nodes, natural_key
 from perfguard.present import text as tx
 from perfguard.run.reframe import RunRequest, run_reframe
@@ -154,15 +152,9 @@ def judged(ctx: Context, system: str, run_id: int, drain: bool) -> tuple[list, l
     own history, docs/sweep.md), measured once: no retest spends beyond the budget.
     Findings stored; with ``drain`` the blamed nodes drained."""
     criteria = sw.load_criteria(paths.site_file("sweep.yaml"), system)
-    with db.connect(ctx.dsn) as conn:
-        found = sw.measurements(conn, run_id)
-        if not found:
-            raise PerfguardError(f"budget nightly run {run_id} measured no node: "
-                                 f"{sw.why_unmeasured(conn, run_id)}")
-        own = sw.history_limits(conn, run_id, judge.load_rules(vd.rules_file()))
-    rates = sweeping._line_rates(system)
-    state = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own,
-                     criteria=criteria, line_rate=rates)
+    state = sweeping.measured_sweep(ctx, system, run_id, criteria,
+                                    f"budget nightly run {run_id} measured no node")
+    found = state.measurements
     findings = sw.blame(state)
     drained = sweeping._drain(ctx, run_id, findings) if drain else []
     with db.connect(ctx.dsn) as conn:

@@ -63,15 +63,8 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
     elif kept:
         setvars += (f"FabricSweepCheck.nodes={','.join(sorted(kept, key=fp.natural_key))}",)
     first = _sweep_run(ctx, system, setvars, labels, job_options, trigger)
-    with db.connect(ctx.dsn) as conn:
-        found = sw.measurements(conn, first)
-        if not found:
-            raise NothingMeasured(f"sweep run {first} measured no pair: "
-                                  f"{sw.why_unmeasured(conn, first)}")
-        own = sw.history_limits(conn, first, judge.load_rules(vd.rules_file()))
-    rates = _line_rates(system)
-    state_of = sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own,
-                        criteria=criteria, line_rate=rates)
+    state_of = measured_sweep(ctx, system, first, criteria,
+                              f"sweep run {first} measured no pair")
     runs = [first]
     state_of, load, unretested = _retested(
         ctx, system, asked, first, state_of,
@@ -89,6 +82,22 @@ def fabric_sweep(ctx: Context, system: str, nodes: str | None = None,
         text += f"\n{unretested[0].upper()}{unretested[1:]}" + (
             "; nothing drained on one measurement" if drain and findings else "")
     return SweepOutcome(first, findings, drained, text, runs, state_of)
+
+
+def measured_sweep(ctx: Context, system: str, run_id: int, criteria: sw.Criteria,
+                   none_measured: str) -> sw.Sweep:
+    """What run ``run_id`` measured, with the limits it is judged by: the criteria's
+    from this sweep and each pair's own from its history. One place for the sweep and the
+    budget nightly, so both judge a loopback alike. ``NothingMeasured`` (``none_measured``
+    and why) where the run stored no pair."""
+    with db.connect(ctx.dsn) as conn:
+        found = sw.measurements(conn, run_id)
+        if not found:
+            raise NothingMeasured(f"{none_measured}: {sw.why_unmeasured(conn, run_id)}")
+        own = sw.history_limits(conn, run_id, judge.load_rules(vd.rules_file()))
+    rates = _line_rates(system)
+    return sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own,
+                    criteria=criteria, line_rate=rates)
 
 
 def _retested(ctx: Context, system: str, asked: tuple[str, ...], first: int,

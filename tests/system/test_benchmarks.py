@@ -335,3 +335,12 @@ def test_coverage_budget_smoke_stays_within_the_budget() -> None:
     assert out.startswith("64 nodes, budget 2% of the machine = 30.72 node-hours a night"), out
     assert re.search(r"^\| 0\.5 \| \d+, \d+ \| \d+% / \d+% \|", out, re.M), out
     assert "never over the budget: yes;" in out, out
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in BENCHMARKS.glob("*.py")))
+def test_every_benchmark_explains_its_options(name: str) -> None:
+    """``--help`` is how an admin finds a benchmark's sizes and flags (run_quality.py's
+    crashed on a bare '%' in one flag's help)."""
+    result = subprocess.run([sys.executable, str(BENCHMARKS / name), "--help"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "usage:" in result.stdout, result.stderr[-2000:]

@@ -67,12 +67,19 @@ def test_each_node_starts_in_its_own_cgroups_and_namespace() -> None:
     mounts the hierarchies afresh: Slurm's slurm_node1 lies in the node's cgroup."""
     chosen = Tracking("cgroup/v1", "v1", (("cpuset", "/sys/fs/cgroup/cpuset/a"),
                                           ("freezer", "/sys/fs/cgroup/freezer")))
-    line = cgroups.node_command(chosen, 56000, "node2", "slurmd -D -N node2")
+    line = cgroups.node_command(chosen, 56000, "node2", "slurmd -D -N node2", V1_HOST)
     assert line.startswith("echo $$ > /sys/fs/cgroup/cpuset/a/perfguard-56000/node2/"
                            "cgroup.procs; echo $$ > /sys/fs/cgroup/freezer/perfguard-56000/"
                            "node2/cgroup.procs; exec unshare --cgroup sh -c '"), line
     assert "mount -t cgroup -o cpuset cgroup /sys/fs/cgroup/cpuset" in line
     assert line.endswith("&& exec slurmd -D -N node2'")
+    # the host's CPU hierarchy, not joined: a quota's throttled time is read there
+    assert "mount -t cgroup -o cpu cgroup /sys/fs/cgroup/cpu &&" in line
+    assert "cpu/perfguard-56000" not in line
+    debian = V1_HOST.replace("/sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu",
+                             "/sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct")
+    assert cgroups.cpu_hierarchy(debian) == [("cpu,cpuacct", "cpu,cpuacct")]
+    assert cgroups.cpu_hierarchy(V2_HOST) == []
     fallback = Tracking(None, "why")
     assert cgroups.node_command(fallback, 56000, "node2", "slurmd") == "exec slurmd"
 

@@ -146,3 +146,54 @@ def test_the_job_cpu_is_its_benchmark_steps_not_its_helpers() -> None:
                "4.2|osu_allreduce|00:28.588\n4.3|perfguard-helper|00:00.188\n")
     assert benchmark_cpu_seconds(listing) == 28.588
     assert benchmark_cpu_seconds("4|rfm_x|00:00:00\n4.batch|batch|00:00:00\n") is None
+
+
+def test_the_time_a_cpu_quota_held_the_tasks_back_is_not_contention() -> None:
+    """A throttled task is waiting to PSI though its CPU sat idle: 1.6 s of wait in 2 s,
+    1.5 s of it the quota's, leaves 5 % (the node's own slowness, judged)."""
+    start = cpu_wait.parse("perfguard-cpu\tnode1\t1000000\t5000\t2\tnode\t10000000\t700\n")
+    end = cpu_wait.parse("perfguard-cpu\tnode1\t3000000\t1605000\t2\tnode\t11200000\t"
+                         "1500700\n")
+    assert start["node1"].throttled_us == 700
+    assert cpu_wait.shares(start, end) == {"node1": 0.05}
+    assert cpu_wait.disturbance(cpu_wait.shares(start, end), ALLOWED, 1, start, False) == ""
+    unthrottled = cpu_wait.parse(END)  # six fields: no quota read, the whole wait counts
+    assert cpu_wait.shares(cpu_wait.parse(START), unthrottled)["node1"] == 0.8
+
+
+def throttled_tree(tmp_path, lines: str, files: dict[str, str]) -> cpu_wait.Reading:
+    """cpu_wait.sh where /proc/self/cgroup is ``lines`` and each cpu.stat is given."""
+    import subprocess
+
+    proc, sys_ = tmp_path / "proc", tmp_path / "sys"
+    (proc / "self").mkdir(parents=True)
+    (proc / "pressure").mkdir()
+    (proc / "self" / "cgroup").write_text(lines)
+    (proc / "pressure" / "cpu").write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=9\n")
+    for where, text in files.items():
+        (sys_ / where).mkdir(parents=True, exist_ok=True)
+        (sys_ / where / "cpu.stat").write_text(text)
+    out = subprocess.run(["bash", str(cpu_wait.SCRIPT)], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "PERFGUARD_PROCFS": str(proc),
+                              "PERFGUARD_SYSFS": str(sys_)}, check=True).stdout
+    [reading] = cpu_wait.parse(out).values()
+    return reading
+
+
+def test_the_script_reads_the_most_any_cgroup_above_it_was_throttled(tmp_path) -> None:
+    """cgroup v1 (the embedded cluster's quota on a node's slurmd, as this host mounts
+    it): the step's group and its parent; the most of them, in microseconds."""
+    reading = throttled_tree(tmp_path, "4:memory:/x\n1:cpu:/slow-node1/step\n0::/\n", {
+        "fs/cgroup/cpu/slow-node1/step": "nr_periods 9\nthrottled_time 2000\n",
+        "fs/cgroup/cpu/slow-node1": "nr_throttled 5\nthrottled_time 7000000\n",
+        "fs/cgroup/cpu": "throttled_time 0\n"})
+    assert reading.throttled_us == 7000
+
+
+def test_cgroup_v2_throttled_usec_is_read(tmp_path) -> None:
+    reading = throttled_tree(tmp_path, "0::/system.slice/slurmd.service\n", {
+        "fs/cgroup/system.slice/slurmd.service": "usage_usec 10\nthrottled_usec 4321\n",
+        "fs/cgroup/system.slice": "usage_usec 99\n"})
+    assert reading.throttled_us == 4321
+    quiet_node = throttled_tree(tmp_path / "q", "0::/user.slice\n", {})
+    assert quiet_node.throttled_us == 0
