@@ -461,8 +461,14 @@ GOALS = {"HCA half, 2 of 3 nights": 0.90, "3x latency, CV 40 % line": 0.80}
 # --- judging a night as perfguard does -------------------------------------------------
 def night_findings(site: Site, values: np.ndarray, night: int,
                    environment: dict[str, set[str]]) -> list[fd.Finding]:
+    """The run's findings of ``night`` (night_evidence), with ``environment``'s changes."""
+    return fd.findings(night_evidence(site, values, night), POLICY, groups=site.leaves,
+                       environment=environment)
+
+
+def night_evidence(site: Site, values: np.ndarray, night: int) -> list[fd.Evidence]:
     """Every line that ran on ``night`` judged (its recent nights its last ``confirm``
-    values, its history the values before them), then the run's findings. Each line's
+    values, its history the values before them), as the findings read it. Each line's
     nodes are tonight's (the judge knows no others)."""
     rules = site.rules()
     ran = np.flatnonzero(~np.isnan(values[:, night])).tolist()
@@ -490,40 +496,62 @@ def night_findings(site: Site, values: np.ndarray, night: int,
                        judge.history_distances(history[-rules[i].window:], j, spec.better)))
     shares, zs = fd.read_lines([distances for _, _, _, distances, *_ in judged],
                                [far for *_, far in judged], POLICY)
-    evidence = [fd.Evidence(site.specs[i].name, "compute", site.specs[i].group,
+    return [fd.Evidence(site.specs[i].name, "compute", site.specs[i].group,
                             site.nodes_on(i, night), site.devices_on(i, night), side,
                             j.state in (judge.REGRESSION, judge.IMPROVEMENT), z,
                             len(distances), j.change, moves, at, recent if moves else 0,
                             float(share))
                 for (i, j, side, distances, moves, at, recent, _), z, share
                 in zip(judged, zs, shares)]
-    return fd.findings(evidence, POLICY, groups=site.leaves, environment=environment)
 
 
 #: An update that changed nothing (every node's fingerprint) every this many nights.
 UPDATE_EVERY = 5
 
 
-def false_pages(site: Site, values: np.ndarray, nights: range
-                ) -> tuple[float, int, float, int, int]:
-    """(false pages a month, nights judged, mean findings a night, updates that paged,
-    updates) over ``nights``; every ``UPDATE_EVERY``-th night judged once more as the
-    night of an update on every node that changed nothing: it pages for the update when
-    it pages what the night did not page without it (real_nights.py's updates, on the
-    synthetic site)."""
-    paged = judged = shown = updates = update_pages = 0
+@dataclasses.dataclass
+class FalsePages:
+    """What a site's nights of noise alone paged; parts of the nights add up."""
+    paged: int = 0
+    judged: int = 0
+    shown: int = 0
+    update_pages: int = 0
+    updates: int = 0
+    seconds: float = 0.0
+
+    def __add__(self, other: FalsePages) -> FalsePages:
+        return FalsePages(*(a + b for a, b in zip(dataclasses.astuple(self),
+                                                  dataclasses.astuple(other))))
+
+    def row(self, label: str, lines: int) -> str:
+        return (f"| {label} | {lines} | {self.judged} | {30 * self.paged / self.judged:.2f} "
+                f"| {self.shown / self.judged:.1f} | {self.update_pages} of {self.updates} "
+                f"| {self.seconds:.0f} s |")
+
+
+def false_pages(site: Site, values: np.ndarray, nights: range) -> FalsePages:
+    """What ``nights`` paged, with every ``UPDATE_EVERY``-th night judged once more as
+    the night of an update on every node that changed nothing: it pages for the update
+    when it pages what the night did not page without it (real_nights.py's updates, on
+    the synthetic site). Nights are judged alone, so any split of them adds up to the
+    same figures (``--jobs`` splits them)."""
+    started = time.monotonic()
+    counted = FalsePages()
     everywhere = {"ucx 1.16 → 1.17 (changed nothing)": set(site.names)}
     for night in nights:
-        found = night_findings(site, values, night, {})
-        paged += any(f.paged for f in found)
-        shown += len(found)
-        judged += 1
+        evidence = night_evidence(site, values, night)
+        found = fd.findings(evidence, POLICY, groups=site.leaves)
+        counted.paged += any(f.paged for f in found)
+        counted.shown += len(found)
+        counted.judged += 1
         if night % UPDATE_EVERY == 0:
             anyway = {f.subject for f in found if f.paged}
-            updates += 1
-            update_pages += any(f.paged and f.subject not in anyway for f in
-                                night_findings(site, values, night, everywhere))
-    return 30 * paged / judged, judged, shown / judged, update_pages, updates
+            counted.updates += 1
+            counted.update_pages += any(
+                f.paged and f.subject not in anyway for f in
+                fd.findings(evidence, POLICY, groups=site.leaves, environment=everywhere))
+    counted.seconds = time.monotonic() - started
+    return counted
 
 
 def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
@@ -607,18 +635,15 @@ def prepared(site_name: str, nights: int, seed: int, noise_model: Noise
 
 
 def task(site_name: str, what: str, trials: int, nights: int, seed: int,
-         noise_model: Noise) -> str:
-    """One row of a table: the site's false pages (``what`` "false pages") or one
-    fault's trials, each fault with its own random draws (``--jobs`` runs them side by
-    side, and gives the same figures as one by one)."""
+         noise_model: Noise, part: tuple[int, int] = (0, 1)) -> str | FalsePages:
+    """One fault's row, each fault with its own random draws, or (``what`` "false
+    pages") the site's false pages on every ``part[1]``-th night from the ``part[0]``-th
+    (``--jobs`` runs tasks side by side, and gives the same figures as one by one)."""
     site, noise = prepared(site_name, nights, seed, noise_model)
     label = SITES[site_name][0]
-    started = time.monotonic()
     if what == "false pages":
-        month, judged, shown, update_pages, updates = false_pages(
-            site, noise * site.base[:, None], range(WARMUP, nights))
-        return (f"| {label} | {site.lines} | {judged} | {month:.2f} | {shown:.1f} | "
-                f"{update_pages} of {updates} | {time.monotonic() - started:.0f} s |")
+        return false_pages(site, noise * site.base[:, None],
+                           range(WARMUP + part[0], nights, part[1]))
     fault, within = FAULTS[what]
     one, two, three, named, ran = fault_trials(site, noise, fault, trials,
                                                random.Random(f"{seed} {what}"),
@@ -687,14 +712,20 @@ def main() -> int:
     if args.smoke:
         chosen, trials, nights = chosen[:1], 2, 90
     started = time.monotonic()
-    tasks = [(name, what, trials, nights, args.seed, noise)
-             for name in chosen for what in ["false pages", *faults_of(name)]]
+    parts = max(1, args.jobs)
+    tasks = [(name, "false pages", trials, nights, args.seed, noise, (k, parts))
+             for name in chosen for k in range(parts)]
+    tasks += [(name, what, trials, nights, args.seed, noise, (0, 1))
+              for name in chosen for what in faults_of(name)]
     if args.jobs > 1:
         with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
             rows = list(pool.map(task, *zip(*tasks)))
     else:
         rows = [task(*one) for one in tasks]
-    site_rows = [row for one, row in zip(tasks, rows) if one[1] == "false pages"]
+    site_rows = [sum((row for one, row in zip(tasks, rows)
+                      if one[0] == name and one[1] == "false pages"), FalsePages()
+                     ).row(SITES[name][0], prepared(name, nights, args.seed, noise)[0].lines)
+                 for name in chosen]
     fault_rows = [row for one, row in zip(tasks, rows) if one[1] != "false pages"]
     print(f"perfguard run-level verdict quality: {trials} trial(s) per fault, seed "
           f"{args.seed}, {nights} nights, alpha {POLICY.alpha}; noise "

@@ -183,10 +183,11 @@ def node_command(tracking: Tracking, port_base: int, node: str, command: str,
     if not tracking.cgroup:
         return f"exec {command}"
     joins = [f"echo $$ > {d}/cgroup.procs" for d in node_dirs(tracking, port_base, node)]
-    hierarchies = [(c, c) for c, _ in tracking.mounts] + cpu_hierarchy(mountinfo)
     mounts = ["mount -t tmpfs perfguard-cgroup /sys/fs/cgroup"] + [
-        f"mkdir -p /sys/fs/cgroup/{at} && mount -t cgroup -o {c} cgroup /sys/fs/cgroup/{at}"
-        for c, at in hierarchies]
+        f"mkdir -p /sys/fs/cgroup/{c} && mount -t cgroup -o {c} cgroup /sys/fs/cgroup/{c}"
+        for c, _ in tracking.mounts] + [  # seen, not needed: a node starts without it
+        f"{{ mkdir -p /sys/fs/cgroup/{at} && mount -t cgroup -o {c} cgroup "
+        f"/sys/fs/cgroup/{at} || true; }}" for c, at in cpu_hierarchy(mountinfo)]
     inner = " && ".join([*mounts, f"exec {command}"])
     return "; ".join(joins) + f"; exec unshare --cgroup sh -c '{inner}'"
 

@@ -654,3 +654,20 @@ def test_a_young_line_counts_the_nights_it_lacks_at_the_others_far_rate() -> Non
     [borrowed] = fd.pooled_zs([(20.0, 20.0)], fd.DEFAULT_POLICY, shares[-1:])
     [alone] = fd.pooled_zs([(20.0, 20.0)], fd.DEFAULT_POLICY, np.zeros(1))
     assert alone > 5.0 > borrowed
+
+
+def test_run_quality_false_pages_add_up_over_any_split_of_the_nights() -> None:
+    """``--jobs`` judges every n-th night in each job: the parts add up to the whole
+    (nights are judged alone), so the table is the same whatever the jobs."""
+    script = """
+import run_quality as rq
+site, noise = rq.prepared("16", 90, 1, rq.Noise())
+values = noise * site.base[:, None]
+whole = rq.false_pages(site, values, range(rq.WARMUP, 90))
+parts = rq.false_pages(site, values, range(rq.WARMUP, 90, 2)) + rq.false_pages(
+    site, values, range(rq.WARMUP + 1, 90, 2))
+print(whole.paged, whole.judged, whole.shown, whole.update_pages, whole.updates)
+print(parts.paged, parts.judged, parts.shown, parts.update_pages, parts.updates)
+"""
+    whole, parts = run_in_benchmarks(script).split("\n")[:2]
+    assert whole == parts and whole.split()[1] == "50", (whole, parts)
