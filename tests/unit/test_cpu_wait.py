@@ -105,24 +105,32 @@ def test_a_test_case_without_figures_is_not_disturbed() -> None:
     assert tc.result == "pass"
 
 
-def run_script(tmp_path, cgroup: str) -> cpu_wait.Reading:
-    """cpu_wait.sh against a tree standing in for /proc and /sys."""
+def script_reading(tmp_path, proc_cgroup: str, files: dict[str, str]) -> cpu_wait.Reading:
+    """cpu_wait.sh against a tree standing in for /proc and /sys: /proc/self/cgroup is
+    ``proc_cgroup``, the node's pressure 111 µs, and each file under /sys as given."""
     import subprocess
 
     proc, sys_ = tmp_path / "proc", tmp_path / "sys"
     (proc / "self").mkdir(parents=True)
     (proc / "pressure").mkdir()
-    (proc / "self" / "cgroup").write_text(f"0::{cgroup}\n")
+    (proc / "self" / "cgroup").write_text(proc_cgroup)
     (proc / "pressure" / "cpu").write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=111\n")
-    job = sys_ / "fs" / "cgroup" / "system.slice" / "slurmstepd.scope" / "job_7"
-    job.mkdir(parents=True)
-    (job / "cpu.pressure").write_text("some avg10=1.00 avg60=0.50 avg300=0.10 total=222\n"
-                                      "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    for where, text in files.items():
+        (sys_ / where).parent.mkdir(parents=True, exist_ok=True)
+        (sys_ / where).write_text(text)
     out = subprocess.run(["bash", str(cpu_wait.SCRIPT)], capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "PERFGUARD_PROCFS": str(proc),
                               "PERFGUARD_SYSFS": str(sys_)}, check=True).stdout
     [reading] = cpu_wait.parse(out).values()
     return reading
+
+
+def run_script(tmp_path, cgroup: str) -> cpu_wait.Reading:
+    """The script in ``cgroup`` (v2), with a Slurm job's cgroup and its pressure."""
+    return script_reading(tmp_path, f"0::{cgroup}\n", {
+        "fs/cgroup/system.slice/slurmstepd.scope/job_7/cpu.pressure":
+            "some avg10=1.00 avg60=0.50 avg300=0.10 total=222\n"
+            "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"})
 
 
 def test_a_step_of_a_slurm_job_reads_its_jobs_cgroup(tmp_path) -> None:
@@ -161,39 +169,20 @@ def test_the_time_a_cpu_quota_held_the_tasks_back_is_not_contention() -> None:
     assert cpu_wait.shares(cpu_wait.parse(START), unthrottled)["node1"] == 0.8
 
 
-def throttled_tree(tmp_path, lines: str, files: dict[str, str]) -> cpu_wait.Reading:
-    """cpu_wait.sh where /proc/self/cgroup is ``lines`` and each cpu.stat is given."""
-    import subprocess
-
-    proc, sys_ = tmp_path / "proc", tmp_path / "sys"
-    (proc / "self").mkdir(parents=True)
-    (proc / "pressure").mkdir()
-    (proc / "self" / "cgroup").write_text(lines)
-    (proc / "pressure" / "cpu").write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=9\n")
-    for where, text in files.items():
-        (sys_ / where).mkdir(parents=True, exist_ok=True)
-        (sys_ / where / "cpu.stat").write_text(text)
-    out = subprocess.run(["bash", str(cpu_wait.SCRIPT)], capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin", "PERFGUARD_PROCFS": str(proc),
-                              "PERFGUARD_SYSFS": str(sys_)}, check=True).stdout
-    [reading] = cpu_wait.parse(out).values()
-    return reading
-
-
 def test_the_script_reads_the_most_any_cgroup_above_it_was_throttled(tmp_path) -> None:
     """cgroup v1 (the embedded cluster's quota on a node's slurmd, as this host mounts
     it): the step's group and its parent; the most of them, in microseconds."""
-    reading = throttled_tree(tmp_path, "4:memory:/x\n1:cpu:/slow-node1/step\n0::/\n", {
-        "fs/cgroup/cpu/slow-node1/step": "nr_periods 9\nthrottled_time 2000\n",
-        "fs/cgroup/cpu/slow-node1": "nr_throttled 5\nthrottled_time 7000000\n",
-        "fs/cgroup/cpu": "throttled_time 0\n"})
+    reading = script_reading(tmp_path, "4:memory:/x\n1:cpu:/slow-node1/step\n0::/\n", {
+        "fs/cgroup/cpu/slow-node1/step/cpu.stat": "nr_periods 9\nthrottled_time 2000\n",
+        "fs/cgroup/cpu/slow-node1/cpu.stat": "nr_throttled 5\nthrottled_time 7000000\n",
+        "fs/cgroup/cpu/cpu.stat": "throttled_time 0\n"})
     assert reading.throttled_us == 7000
 
 
 def test_cgroup_v2_throttled_usec_is_read(tmp_path) -> None:
-    reading = throttled_tree(tmp_path, "0::/system.slice/slurmd.service\n", {
-        "fs/cgroup/system.slice/slurmd.service": "usage_usec 10\nthrottled_usec 4321\n",
-        "fs/cgroup/system.slice": "usage_usec 99\n"})
+    reading = script_reading(tmp_path, "0::/system.slice/slurmd.service\n", {
+        "fs/cgroup/system.slice/slurmd.service/cpu.stat": "usage_usec 10\nthrottled_usec 4321\n",
+        "fs/cgroup/system.slice/cpu.stat": "usage_usec 99\n"})
     assert reading.throttled_us == 4321
-    quiet_node = throttled_tree(tmp_path / "q", "0::/user.slice\n", {})
+    quiet_node = script_reading(tmp_path / "q", "0::/user.slice\n", {})
     assert quiet_node.throttled_us == 0
