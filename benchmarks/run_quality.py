@@ -479,7 +479,7 @@ def night_evidence(site: Site, values: np.ndarray, night: int) -> list[fd.Eviden
         series.append(values[i, present].tolist())
         nights_of.append(present)
     splits = [judge.split(v, rules[i]) for v, i in zip(series, ran)]
-    bases = judge.baselines([history[-rules[i].window:]
+    bases = judge.baselines([judge.settled(history[-rules[i].window:], rules[i])
                              for (history, _), i in zip(splits, ran)])
     judged = []
     for (history, recent), i, base, at in zip(splits, ran, bases, nights_of):

@@ -365,3 +365,32 @@ def test_a_curves_far_nights_are_its_typical_sizes() -> None:
     [alone] = pooled_zs([curve.distances()], DEFAULT_POLICY)
     [with_its_far_nights] = pooled_zs([curve.distances()], DEFAULT_POLICY, [share])
     assert with_its_far_nights < alone
+
+
+#: osu_bw's history on the live nights (benchmarks/results/verdicts.md): 3 nights
+#: unthrottled, then every node at a 60 % CPU quota.
+LEFT_LEVEL = [4241, 3942, 4382, 1781, 2235, 1559, 2387, 1866, 1477]
+
+
+def test_a_level_a_young_line_left_before_it_was_judged_is_not_its_noise() -> None:
+    """The two levels read as one noise of CV 53 % and hid a -50 % fault; the newer
+    nights alone are the baseline, and the verdict says how many it took."""
+    from perfguard.judge.rules import baseline, settled
+
+    assert settled(LEFT_LEVEL) == LEFT_LEVEL[3:]
+    assert round(baseline(LEFT_LEVEL)[1]) == 1193 and round(baseline(settled(LEFT_LEVEL))[1]) == 363
+    judged = judge(LEFT_LEVEL, [2291, 1061, 1147], "higher")
+    assert "vs the median of 6 runs" in judged.reason, judged
+
+
+def test_a_level_left_later_or_by_a_mature_line_stays_in_its_history() -> None:
+    """A change after the line was first judged was judged when it happened (a regression
+    until accepted); a mature history keeps its whole window; noise alone is never cut."""
+    from perfguard.judge.rules import settled
+
+    late = [4241, 3942, 4382, 4100, 4300, 1781, 2235, 1559, 2387, 1866]  # 5 nights, then
+    assert settled(late) == late
+    mature = [4241, 3942, 4382] + [1781, 2235, 1559, 2387, 1866, 1477] * 5  # 33 nights
+    assert settled(mature[-30:]) == mature[-30:]
+    noise = [100.0, 104, 97, 101, 99, 103, 96, 100, 102]
+    assert settled(noise) == noise
