@@ -260,7 +260,10 @@ def explain(line: Line, stored: Line | None = None, run_id: int | None = None) -
                + (" ".join(plain(v) for v in used) or "none"))
     j = line.judgement
     if j is not None and j.centre is not None:
-        out.append(f"  baseline: median {plain(j.centre)}, noise σ {plain(j.noise)} "
+        left = len(used) - len(judge.settled(list(used), rule))
+        of = (f" of the newest {len(used) - left} (its first {left}: a level it left before "
+              f"it was first judged)" if left else "")
+        out.append(f"  baseline: median {plain(j.centre)}{of}, noise σ {plain(j.noise)} "
                    f"(MAD × {judge.MAD_TO_SIGMA}; CV {j.cv:.2%})")
         out.append(f"  rule: a run is beyond when {rule.k:g}σ ({plain(rule.k * j.noise)}) and "
                    f"{rule.min_change:.0%} from the median; {rule.needed} of the last "
