@@ -18,7 +18,10 @@ from reframe_tests.common.pinning import AUTO_HCA, HCA_CHOICES, map_cpu, partiti
 # Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD`
 # runs one measurement. `$srun_server` / `$srun_client` are set by the check.
 # Each job starts in its own window of 12 ports below the ephemeral range, so jobs
-# whose nodes share one network (the embedded cluster) never pick the same port; a
+# whose nodes share one network (the embedded cluster) never pick the same port, but two
+# clusters' jobs of one id do (two test workers' job 2 took port 20024 at once, and
+# one server's bind failed, exit 255): a server that does not listen is tried on the
+# next free port, three ports in all; a
 # listener on the port that is not our (still running) server is not taken for it. A
 # port is free when no TCP socket holds it in any state (`ss -a`): a connection's local
 # end refuses the server's bind() as a listener does, and listeners alone (`ss -l`) let
@@ -44,17 +47,24 @@ pg_wait_listening() {  # PORT SERVER_PID; fails at once when the server step end
     wait "$waiter"
 }
 run_pair() {
-    local server_cmd=$1 client_cmd=$2 rc
-    until pg_port_free "$pg_port"; do pg_port=$((pg_port + 1)); done
+    local server_cmd=$1 client_cmd=$2 rc server_pid tries=1
+    while :; do
+        until pg_port_free "$pg_port"; do pg_port=$((pg_port + 1)); done
+        eval "$srun_server -w $pg_server_node $server_cmd" >>server.out 2>>server.err &
+        server_pid=$!
+        if pg_wait_listening "$pg_port" "$server_pid" && kill -0 "$server_pid" 2>/dev/null; then
+            break
+        fi
+        kill "$server_pid" 2>/dev/null; wait "$server_pid"
+        if [ $tries -ge 3 ]; then
+            echo "perfguard: server on $pg_server_node did not listen on port $pg_port" \
+                 "($tries ports tried; see server.err)" >&2
+            return 1
+        fi
+        tries=$((tries + 1)); pg_port=$((pg_port + 1))  # taken between the probe and bind
+    done
     echo "# perfguard pair server=$pg_server_node($pg_server_addr)" \
          "client=$pg_client_node port=$pg_port"
-    eval "$srun_server -w $pg_server_node $server_cmd" >>server.out 2>>server.err &
-    local server_pid=$!
-    if ! pg_wait_listening "$pg_port" "$server_pid" || ! kill -0 "$server_pid" 2>/dev/null; then
-        echo "perfguard: server on $pg_server_node did not listen on port $pg_port" \
-             "(see server.err)" >&2
-        kill "$server_pid" 2>/dev/null; wait "$server_pid"; return 1
-    fi
     eval "$srun_client -w $pg_client_node $client_cmd"
     rc=$?
     if [ $rc -ne 0 ]; then kill "$server_pid" 2>/dev/null; fi
