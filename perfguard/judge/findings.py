@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
+from perfguard.judge.rules import LEVEL_NIGHTS
+
 #: Kinds of cause, most specific first (a tie in lines explained goes to the first).
 LINE, DEVICE, NODE, LEAF, GROUP, PARTITION, ENVIRONMENT = (
     "line", "device", "node", "leaf", "group", "partition", "environment")
@@ -355,29 +357,23 @@ def history_matrix(histories: list[tuple[float, ...]]) -> np.ndarray:
     return matrix
 
 
-#: Nights in a row that a history held beyond ``Policy.far`` on one side make a level
-#: it moved to (a change of load, a fix), not nights of its tail: the line rule's
-#: ``confirm``.
-HELD_NIGHTS = 3
-
-
 def without_held_levels(history: np.ndarray, policy: Policy) -> np.ndarray:
     """A history matrix (a row each, nights in their noise, worse > 0, NaN: none) with
-    the nights of each level it held (``HELD_NIGHTS`` or more in a row beyond ``far`` on
+    the nights of each level it held (``LEVEL_NIGHTS`` or more in a row beyond ``far`` on
     one side) taken out (NaN). A tail is nights scattered far out; a history whose host
     load moved every line 3x for its first 3 nights has one change of level, and read as
     a third of far nights it made a -50 % node pair a night like any other (issue 67:
     paged within 2 nights in 0-5 % of run_quality's trials, with the level taken out
     95-100 %)."""
-    if not policy.far or history.shape[1] < HELD_NIGHTS:
+    if not policy.far or history.shape[1] < LEVEL_NIGHTS:
         return history
     side = np.where(np.isnan(history), 0, np.where(history > policy.far, 1,
                                                    np.where(history < -policy.far, -1, 0)))
     held = np.zeros(history.shape, dtype=bool)
-    for start in range(history.shape[1] - HELD_NIGHTS + 1):
-        window = side[:, start:start + HELD_NIGHTS]
+    for start in range(history.shape[1] - LEVEL_NIGHTS + 1):
+        window = side[:, start:start + LEVEL_NIGHTS]
         run = (window[:, :1] != 0) & (window == window[:, :1]).all(axis=1, keepdims=True)
-        held[:, start:start + HELD_NIGHTS] |= run
+        held[:, start:start + LEVEL_NIGHTS] |= run
     return np.where(held, np.nan, history)
 
 

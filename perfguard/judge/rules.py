@@ -513,11 +513,13 @@ def judged_history(series: list[float] | tuple[float, ...], rule: Rule = DEFAULT
     return settled(list(series[max(0, end - rule.window):end]), rule)
 
 
-#: A young line's first nights that may be a level it left: at least this many (a level
-#: held, as ``findings.HELD_NIGHTS``), at most half its ``min_history`` (the newer level
-#: then held the median of the first night it was judged on, so no night ever compared it
-#: with the old one, and nobody was told).
-LEFT_LEVEL_NIGHTS = 3
+#: Nights in a row a history held beyond its noise on one side make a level it moved to
+#: (a change of load, a fix), not nights of its tail: the line rule's ``confirm``. A young
+#: line's first nights that may be a level it left are at least this many, at most half
+#: its ``min_history`` (the newer level then held the median of the first night it was
+#: judged on, so no night ever compared it with the old one, and nobody was told); the
+#: findings take such nights out of a line's far nights (``findings.without_held_levels``).
+LEVEL_NIGHTS = 3
 
 
 def settled(history: list[float], rule: Rule = DEFAULT_RULE) -> list[float]:
@@ -538,9 +540,9 @@ def settled(history: list[float], rule: Rule = DEFAULT_RULE) -> list[float]:
     a regression until it is accepted (`perfguard accept`)."""
     if len(history) >= rule.window:
         return history
-    for start in range(rule.min_history // 2, LEFT_LEVEL_NIGHTS - 1, -1):
+    for start in range(rule.min_history // 2, LEVEL_NIGHTS - 1, -1):
         newer = history[start:]
-        if len(newer) < rule.min_history - LEFT_LEVEL_NIGHTS:
+        if len(newer) < rule.min_history - LEVEL_NIGHTS:
             continue
         centre, noise = baseline(newer)
         if noise <= 0:
