@@ -792,16 +792,25 @@ class NightEffects:
         self.recent_at = np.flatnonzero(~self.history)
         place = {key: column for column, key in enumerate(keys)}
         moves = np.full((len(lines), len(keys)), np.nan)
+        # each line's own recent nights: a line that missed a night has them further
+        # back, and the run's recent nights are every line's together; read as its own,
+        # a line's history nights just before tonight's joined its evidence and left its
+        # history (run_quality, 4,000 lines with a tenth of line-nights missing:
+        # 1.02-1.38 false pages a month, every one a line alone)
+        own = np.zeros(moves.shape, dtype=bool)
         for row, line in enumerate(lines):
             if line.moves:
                 moves[row, [place[key] for key in line.nights_at]] = line.moves
+                if line.recent:
+                    own[row, [place[key] for key in line.nights_at[-line.recent:]]] = True
         self.standard = moves[:, self.history] / self._noise(moves)[:, None]
-        self._take_apart(moves, groups, keys)
+        self._take_apart(moves, groups, own)
 
-    def _take_apart(self, moves: np.ndarray, groups: dict[str, set[str]], keys: list
+    def _take_apart(self, moves: np.ndarray, groups: dict[str, set[str]], own: np.ndarray
                     ) -> None:
         """The fabric, leaf and node effects of each night, each in its own noise, and
-        each line's residual in its own."""
+        each line's residual in its own: its history every night it has but its ``own``
+        recent ones."""
         lines = self.lines
         inter = np.array([len(set(line.nodes)) > 1 for line in lines])
         left = moves.copy()
@@ -814,44 +823,31 @@ class NightEffects:
             rows = inter & np.array([bool(members & set(line.nodes)) for line in lines])
             self._remove((LEAF, leaf), rows, left)
         self._remove_nodes(left)
-        # each line's own recent nights are its recent ones, every other night it has
-        # its history (``_own_recent``)
-        mine = self._own_recent(keys)
-        standard = left / np.maximum(_spreads(np.where(mine, np.nan, left)), 1e-3)[:, None]
-        own = mine[:, self.recent_at]
-        tonight = np.where(own, moves[:, self.recent_at], np.nan)
+        standard = left / _noise_of(np.where(own, np.nan, left))[:, None]
+
+        def recent(matrix: np.ndarray) -> np.ndarray:
+            return np.where(own, matrix, np.nan)[:, self.recent_at]
+
+        tonight = recent(moves)
         seen = ~np.isnan(tonight)
         last = np.where(seen.any(axis=1), tonight[np.arange(len(tonight)),
                         seen.shape[1] - 1 - np.argmax(seen[:, ::-1], axis=1)], 0.0)
         levels = 1.0 + np.abs(last)
         lengths = np.array([line.history_nights for line in lines])
-        past = without_held_levels(np.where(mine, np.nan, standard), self.policy)
+        past = without_held_levels(np.where(own, np.nan, standard), self.policy)
         shares = far_shares(past, self.policy, lengths, held_out=True)
         self.shares = shares
-        self.residual = np.array(self._pooled_rows(
-            np.where(own, standard[:, self.recent_at], np.nan), levels, shares, past))
+        self.residual = np.array(self._pooled_rows(recent(standard), levels, shares, past))
         # fabric load moves each line by its own share of the fabric's shift (-10 % here,
         # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread, a
         # line alone is read in a spread grown in proportion (such nights paged steady
         # lines 6 of their quiet-night residual spread off: run_quality.py, 4,000 lines,
         # seed 1, nights 63 and 67); a device's or node's lines keep theirs (their cause
         # is judged on several lines: an HCA's night on such a night still pages)
-        loaded = np.where(own, (standard / np.maximum(load, 1.0))[:, self.recent_at], np.nan)
-        self.alone = np.array(self._pooled_rows(loaded, levels, shares,
-                                                past))
+        self.alone = np.array(self._pooled_rows(recent(standard / np.maximum(load, 1.0)),
+                                                levels, shares, past))
         self.alone[[not line.moves for line in lines]] = np.nan
         self.residual[[not line.moves for line in lines]] = np.nan
-
-    def _own_recent(self, keys: list) -> np.ndarray:
-        """Lines × nights (``keys``): whether the night is one of the line's own recent
-        nights. A line that missed a night has its recent nights further back, and the
-        run's recent nights are every line's together: read as its own, a line's history
-        nights just before tonight's joined its evidence and left its history
-        (run_quality, 4,000 lines with a tenth of line-nights missing: 1.02-1.38 false
-        pages a month, every one a line alone)."""
-        own = [set(line.nights_at[-line.recent:]) if line.recent else set()
-               for line in self.lines]
-        return np.array([[key in mine for key in keys] for mine in own], dtype=bool)
 
     def _remove(self, cause: tuple[str, str], rows: np.ndarray, left: np.ndarray
                 ) -> np.ndarray:
@@ -919,7 +915,7 @@ class NightEffects:
         """Each row's spread over the history nights: the standard deviation of the
         values within 3.5 MAD-σ of the median, as a line's baseline takes it; at least
         0.1 % (a flat history is not noise-free)."""
-        return np.maximum(_spreads(moves[:, self.history]), 1e-3)
+        return _noise_of(moves[:, self.history])
 
     def far_share(self, index: int) -> float:
         """The far nights line ``index`` alone is read with: its residual's where the
@@ -1043,6 +1039,11 @@ def _biweights(matrix: np.ndarray, tuning: float = 4.685, steps: int = 4) -> np.
         moved = (weights * values).sum(axis=1) / np.where(total > 0, total, 1.0)
         centre = np.where(usable & (total > 0), moved, centre)
     return centre
+
+
+def _noise_of(matrix: np.ndarray) -> np.ndarray:
+    """Each row's ``_spreads``, at least 0.1 % (a flat history is not noise-free)."""
+    return np.maximum(_spreads(matrix), 1e-3)
 
 
 def _spreads(matrix: np.ndarray) -> np.ndarray:
