@@ -1,7 +1,7 @@
 """The most any rule could catch of run_quality's noisy-line fault: the bound on its goal.
 
     .venv/bin/python benchmarks/noisy_line_bound.py [--smoke] [--lines 300,4000]
-        [--pages 0.5,1,2,4]
+        [--pages 0.5,1,2,4] [--cv 0.4] [--factor 3]
 
 run_quality.py's hardest fault is a 3x level on a latency line of CV 40 % (its noise there:
 a unit-variance Student-t of ``Noise.tail_df`` degrees of freedom times the CV, spikes of
@@ -18,7 +18,12 @@ nights does worse. Left out: the benchmark's clamp (a faulty night at exactly 3 
 about 1.4 % of them, which no night without the fault reads), an artefact no site has.
 A rule that may page on any of the 3 nights has, over those nights,
 at most 3 times that false alarm, so it pages within 3 nights in no more trials than the
-3-night test at 3 times the budget (the last column).
+3-night test at 3 times the budget (the last column), within 2 nights in no more than the
+2-night test at twice it.
+
+``--cv`` and ``--factor`` bound another one-line fault the same way: the driver's +0.3 us
+on a 2-node pair's one latency line of 1.8 us is ``--factor 1.1667`` at the CV that line
+drew (run_quality's seeds 1-3: 10.6, 4.4 and 1.8 %), ``--lines 3``.
 
 The line's density is analytic (the t and the spikes' uniform mixture); the log
 likelihood ratio's distribution under each hypothesis is taken on a grid of values, its
@@ -73,13 +78,14 @@ def distance_from_draws(nights: int) -> float:
     return float(np.max(np.abs(np.interp(drawn, x, cdf) - below)))
 
 
-def llr_distributions(points: int, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """One night's log likelihood ratio (3x against no change), its distribution with no
-    change and with the fault, on ``bins`` equal bins of [-40, 40]."""
+def llr_distributions(points: int, bins: int, cv: float = rq.NOISY_CV,
+                      factor: float = rq.NOISY_FACTOR) -> tuple[np.ndarray, np.ndarray]:
+    """One night's log likelihood ratio (``factor`` against no change), its distribution
+    with no change and with the fault, on ``bins`` equal bins of [-40, 40]."""
     x = np.linspace(rq.FLOOR, 60.0, points)
     step = x[1] - x[0]
-    calm = density(x) * step
-    faulty = density(x / rq.NOISY_FACTOR) / rq.NOISY_FACTOR * step
+    calm = density(x, cv) * step
+    faulty = density(x / factor, cv) / factor * step
     ratio = np.log(np.maximum(faulty, 1e-300)) - np.log(np.maximum(calm, 1e-300))
     edges = np.linspace(-40.0, 40.0, bins + 1)
     at = np.clip(ratio, edges[0], edges[-1] - 1e-9)
@@ -109,25 +115,29 @@ def main() -> int:
     parser.add_argument("--lines", default="300,4000", help="site sizes, comma-separated")
     parser.add_argument("--pages", default="0.5,1,2,4",
                         help="false-page budgets a month, comma-separated")
+    parser.add_argument("--cv", type=float, default=rq.NOISY_CV,
+                        help="the line's noise (its CV; default the noisy line's)")
+    parser.add_argument("--factor", type=float, default=rq.NOISY_FACTOR,
+                        help="the fault: the line's value times this (default 3)")
     args = parser.parse_args()
     points, bins = (300_001, 4_001) if args.smoke else (3_000_001, 16_001)
     draws = 2_000 if args.smoke else 20_000
     print(f"density against run_quality's {draws:,} draws of the line: Kolmogorov-Smirnov "
           f"distance {distance_from_draws(draws):.3f}")
-    calm, faulty = llr_distributions(points, bins)
+    calm, faulty = llr_distributions(points, bins, args.cv, args.factor)
     windows = {k: (summed(calm, k), summed(faulty, k)) for k in (1, 2, 3)}
-    print(f"noisy line: CV {rq.NOISY_CV:.0%}, t({rq.Noise.tail_df:g}), {rq.NOISY_FACTOR:g}x "
+    print(f"one line: CV {args.cv:.1%}, t({rq.Noise.tail_df:g}), {args.factor:g}x "
           f"from the fault night; the best test, knowing its noise and baseline")
     print("| lines | false pages / month | false alarm a line-night | 1 night | 2 nights "
-          "| 3 nights | within 3 nights, at most |")
-    print("|---|---|---|---|---|---|---|")
+          "| 3 nights | within 2 nights, at most | within 3 nights, at most |")
+    print("|---|---|---|---|---|---|---|---|")
     for lines in (int(n) for n in args.lines.split(",")):
         for pages in (float(p) for p in args.pages.split(",")):
             alpha = pages / (NIGHTS_A_MONTH * lines)
             shares = [power(*windows[k], alpha) for k in (1, 2, 3)]
-            within = power(*windows[3], 3 * alpha)
+            within = [power(*windows[k], k * alpha) for k in (2, 3)]
             print(f"| {lines} | {pages:g} | {alpha:.1e} | "
-                  + " | ".join(f"{share:.1%}" for share in shares) + f" | {within:.1%} |")
+                  + " | ".join(f"{share:.1%}" for share in (*shares, *within)) + " |")
     return 0
 
 

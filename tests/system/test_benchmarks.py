@@ -113,12 +113,29 @@ def test_noisy_line_bound_runs() -> None:
     out = run_benchmark("noisy_line_bound.py", "--pages", "1")
     distance = float(re.search(r"Kolmogorov-Smirnov distance ([\d.]+)", out).group(1))
     assert distance < 1.63 / 2000 ** 0.5, out
-    rows = {int(lines): [float(share) for share in shares] for lines, *shares in re.findall(
-        r"^\| (\d+) \| 1 \| [\d.e+-]+ \| ([\d.]+)% \| ([\d.]+)% \| ([\d.]+)% \| ([\d.]+)% \|$",
-        out, re.M)}
+    rows = bound_rows(out)
     assert sorted(rows) == [300, 4000], out
     assert all(a < b <= c for a, b, c in (row[:3] for row in rows.values())), out
-    assert rows[4000][2] < rows[300][2] and all(r[2] <= r[3] for r in rows.values()), out
+    assert rows[4000][2] < rows[300][2] and all(r[2] <= r[4] for r in rows.values()), out
+    assert all(r[1] <= r[3] <= r[4] for r in rows.values()), out
+
+
+def bound_rows(out: str) -> dict[int, list[float]]:
+    """noisy_line_bound.py's rows at 1 false page a month: lines → shares paged in 1, 2, 3
+    nights, within 2 and within 3 at most."""
+    share = r" ([\d.]+)% \|"
+    return {int(lines): [float(s) for s in shares] for lines, *shares in re.findall(
+        rf"^\| (\d+) \| 1 \| [\d.e+-]+ \|{share * 5}$", out, re.M)}
+
+
+def test_the_pairs_driver_fault_is_bounded_below_its_goal() -> None:
+    """The driver's +0.3 us on a 2-node pair's one latency line (1.8 us, CV 10.6 % at
+    run_quality's seed 1): no rule pages it within 2 nights in 95 % of trials at even one
+    false page a month; on a line of CV 1.8 % (seed 3) the best test there is can."""
+    bounds = {cv: bound_rows(run_benchmark("noisy_line_bound.py", "--lines", "3", "--pages",
+                                           "1", "--cv", cv, "--factor", "1.1667"))[3]
+              for cv in ("0.106", "0.018")}
+    assert bounds["0.106"][3] < 95 <= bounds["0.018"][3], bounds
 
 
 def test_real_tails_runs() -> None:
