@@ -122,7 +122,8 @@ def main() -> int:
     args = parser.parse_args()
     points, bins = (300_001, 4_001) if args.smoke else (3_000_001, 16_001)
     draws = 2_000 if args.smoke else 20_000
-    print(f"density against run_quality's {draws:,} draws of the line: Kolmogorov-Smirnov "
+    print(f"density against run_quality's {draws:,} draws of its noisy line "
+          f"(CV {rq.NOISY_CV:.0%}; another --cv scales that density): Kolmogorov-Smirnov "
           f"distance {distance_from_draws(draws):.3f}")
     calm, faulty = llr_distributions(points, bins, args.cv, args.factor)
     windows = {k: (summed(calm, k), summed(faulty, k)) for k in (1, 2, 3)}

@@ -254,7 +254,7 @@ SEVENTH_FAULTS = fault_rows("0% | 0% | 33% | 33%", "0% | 0% | 8% | 8%",
 EIGHTH_FAULTS = fault_rows("0% | 33% | 33% | 33%", "0% | 17% | 25% | 25%",
                           "0% | 67% | 100% | 100%")
 NINTH_FAULTS = fault_rows("0% | 0% | 0% | 0%", "0% | 0% | 0% | 0%",
-                         "0% | 0% | 0% | 0%", starts=2)
+                         "50% | 50% | 50% | 50%", starts=2)
 #: What every set's updates that changed nothing give (the results say it once).
 NO_UPDATE_PAGES = ("9 update(s), paged on the update's night 0, within 2 nights 0, "
                    "within 3 0")
