@@ -353,8 +353,15 @@ def driver_latency(site: Site, rng: random.Random, start: int):
     m = np.array([(s.value + 0.3) / s.value if s.kind == "lat_small" else 1.0
                   for s in site.specs])
     change = "driver 5.14 → 5.15"
-    return (np.repeat(m[:, None], site.partners.shape[1], axis=1),
-            lambda f: f.kind == fd.ENVIRONMENT, {change: set(site.names)})
+    slowed = {s.name for s, factor in zip(site.specs, m) if factor != 1.0}
+
+    def names_change(f: fd.Finding) -> bool:
+        """The change's own finding, or one of its lines confirmed by it the nights after."""
+        return f.kind == fd.ENVIRONMENT or (
+            change in f.changed_before and any(line.name in slowed for line in f.lines))
+
+    return (np.repeat(m[:, None], site.partners.shape[1], axis=1), names_change,
+            {change: set(site.names)})
 
 
 def gdr_off(site: Site, rng: random.Random, start: int):
@@ -460,10 +467,12 @@ GOALS = {"HCA half, 2 of 3 nights": 0.90, "3x latency, CV 40 % line": 0.80}
 
 # --- judging a night as perfguard does -------------------------------------------------
 def night_findings(site: Site, values: np.ndarray, night: int,
-                   environment: dict[str, set[str]]) -> list[fd.Finding]:
-    """The run's findings of ``night`` (night_evidence), with ``environment``'s changes."""
+                   environment: dict[str, set[str]],
+                   before: dict[str, set[str]] | None = None) -> list[fd.Finding]:
+    """The run's findings of ``night`` (night_evidence), with ``environment``'s changes
+    that night and ``before``'s in the runs before it."""
     return fd.findings(night_evidence(site, values, night), POLICY, groups=site.leaves,
-                       environment=environment)
+                       environment=environment, before=before)
 
 
 def night_evidence(site: Site, values: np.ndarray, night: int) -> list[fd.Evidence]:
@@ -580,8 +589,9 @@ def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
         hit = ((multiplier[:, first_two] != 1.0) & ~np.isnan(faulted[:, first_two])).all(axis=1)
         ran += bool(hit.any())
         for offset in range(3):
-            env = environment if offset == 0 else {}
-            found = night_findings(site, faulted * site.base[:, None], start + offset, env)
+            tonight, before = (environment, {}) if offset == 0 else ({}, environment)
+            found = night_findings(site, faulted * site.base[:, None], start + offset,
+                                   tonight, before)
             moved = {site.specs[i].name for i in np.flatnonzero(
                 (multiplier[:, start:start + offset + 1] != 1.0).any(axis=1))}
             ours = [f for f in found if f.paged and (

@@ -100,10 +100,13 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     evidence = [fd.Evidence(**({**fields, "z": z, "far": float(share)} if distances else fields))
                 for (fields, distances, _), z, share in zip(given, pooled, far)]
     fingerprints = fp.fingerprint_rows(conn, run_id)
+    before = changes_before(conn, run_id)
     found = fd.findings(evidence, rules, environment=night_changes(conn, run_id, fingerprints),
-                        acknowledged=acknowledged(conn, run_id))
+                        acknowledged=acknowledged(conn, run_id),
+                        before={change: on for _, changes in before
+                                for change, on in changes.items()})
     name_shared_hosts(found, fp.hosts_sharing(fingerprints))
-    name_changes_before(found, changes_before(conn, run_id))
+    name_changes_before(found, before)
     paged = {id(e) for f in found if f.paged for e in f.lines}
     for line, given in zip(lines, evidence):
         line.paged = id(given) in paged if line.status == REGRESSION else None
@@ -123,9 +126,10 @@ def changes_before(conn: Connection, run_id: int, runs: int = judge.DEFAULT_RULE
 def name_changes_before(found: list[fd.Finding],
                         before: list[tuple[str, dict[str, set[str]]]]) -> None:
     """A finding that no change of tonight explains names the changes on its nodes in the
-    runs before (``changes_before``): a driver's +0.3 µs is one night among the noise on
-    its update's night and pages when its lines hold, the next; the words only, what
-    pages is decided already."""
+    runs before (``changes_before``) with the run each was in: a driver's +0.3 µs is one
+    night among the noise on its update's night and pages when its lines hold, the next
+    (a shared cause confirmed by the change: ``findings.findings``'s ``before``); the
+    words only, what pages is decided already."""
     for finding in found:
         if finding.environment or finding.kind == fd.ENVIRONMENT:
             continue

@@ -83,6 +83,27 @@ def test_a_fingerprint_change_that_night_explains_and_pages_at_once() -> None:
     assert "confirm on the next" not in finding.summary()  # the change explains it
 
 
+def test_a_shared_level_since_a_change_the_run_before_pages_on_its_second_night() -> None:
+    """The night after a driver update, every small latency of the site 17 % worse on both
+    nights, a level on each line: a measurement across the partition waits for a third
+    night (fabric load is a night or two), unless a change on its nodes in the runs before
+    explains the two (4,000 lines: the driver paged within 2 nights in 90 % of trials)."""
+    lines = site_lines()
+    for i, line in enumerate(lines):
+        if line.name.endswith("@8"):
+            lines[i] = moved(line, 6.0, change=0.17, nights=2)
+    nodes = {node for line in lines for node in line.nodes}
+    [waits] = fd.findings(lines)
+    assert waits.kind in fd.SHARED and not waits.paged, waits.decided
+    assert "over 3 nights for a shared cause" in waits.decided
+    [since] = fd.findings(lines, before={"driver 5.14 → 5.15": nodes})
+    assert since.paged and since.changed_before == ["driver 5.14 → 5.15"], since.decided
+    assert "since driver 5.14 → 5.15 in the runs before" in since.decided
+    assert "on its nodes in driver 5.14 → 5.15" in since.summary()
+    [other] = fd.findings(lines, before={"driver 5.14 → 5.15": {"node99"}})
+    assert not other.paged  # a change on other nodes explains nothing
+
+
 def test_a_change_night_of_small_measurements_does_not_page_its_noise_in_its_name() -> None:
     """Four nodes, each measurement two lines (the embedded cluster's shape): both lines
     of three measurements a night beyond, as a noisy night has, on the night of an
