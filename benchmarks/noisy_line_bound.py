@@ -21,6 +21,9 @@ at most 3 times that false alarm, so it pages within 3 nights in no more trials 
 3-night test at 3 times the budget (the last column), within 2 nights in no more than the
 2-night test at twice it.
 
+"Any rule" is any rule that holds one bar on every night: a rule may spend more of its
+budget on the nights of a fingerprint change, which this does not bound.
+
 ``--cv`` and ``--factor`` bound another one-line fault the same way: the driver's +0.3 us
 on a 2-node pair's one latency line of 1.8 us is ``--factor 1.1667`` at the CV that line
 drew (run_quality's seeds 1-3: 10.6, 4.4 and 1.8 %), ``--lines 3``.
@@ -118,7 +121,8 @@ def main() -> int:
     parser.add_argument("--cv", type=float, default=rq.NOISY_CV,
                         help="the line's noise (its CV; default the noisy line's)")
     parser.add_argument("--factor", type=float, default=rq.NOISY_FACTOR,
-                        help="the fault: the line's value times this (default 3)")
+                        help=f"the fault: the line's value times this (default "
+                             f"{rq.NOISY_FACTOR:g})")
     args = parser.parse_args()
     points, bins = (300_001, 4_001) if args.smoke else (3_000_001, 16_001)
     draws = 2_000 if args.smoke else 20_000

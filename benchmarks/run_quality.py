@@ -356,9 +356,10 @@ def driver_latency(site: Site, rng: random.Random, start: int):
     slowed = {s.name for s, factor in zip(site.specs, m) if factor != 1.0}
 
     def names_change(f: fd.Finding) -> bool:
-        """The change's own finding, or one of its lines confirmed by it the nights after."""
-        return f.kind == fd.ENVIRONMENT or (
-            change in f.changed_before and any(line.name in slowed for line in f.lines))
+        """The change's own finding, or a finding confirmed by it the nights after whose
+        lines are mostly the change's (a noise page holding one of them names nothing)."""
+        return f.kind == fd.ENVIRONMENT or (change in f.changed_before and 2 * sum(
+            line.name in slowed for line in f.lines) > len(f.lines))
 
     return (np.repeat(m[:, None], site.partners.shape[1], axis=1), names_change,
             {change: set(site.names)})

@@ -188,10 +188,12 @@ class Finding:
     #: Where its nodes share one host (one boot id) with each other or other nodes: a node
     #: or device finding there cannot tell the node from the host, and says so.
     host_shared_with: str = ""
-    #: Fingerprint changes on its nodes in the runs just before tonight (``run 41 (one run
-    #: before): ucx 1.16 → 1.17``): a level confirmed on its second night after an update
-    #: names it, which only the update's own night did, and a shared cause is confirmed
-    #: on the nights since (``_decide``).
+    #: Fingerprint changes under most of its lines in the runs just before tonight, where
+    #: no change of tonight explains it: the change's words (``driver 5.14 → 5.15``), with
+    #: the run each was in once the verdict names them (``run 41 (one run before): ucx
+    #: 1.16 → 1.17``, ``run_findings.name_changes_before``). A level confirmed on its
+    #: second night after an update names it, which only the update's own night did, and
+    #: a shared cause is confirmed on the nights since (``_decide``).
     changed_before: list[str] = field(default_factory=list)
     #: ``judged on a young history (12 of 30 nights)`` where its lines' longest history
     #: is shorter than ``Policy.young_nights``.
@@ -451,9 +453,10 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
     """The run's findings, paging ones first. ``groups``: named node sets (leaf
     switches); ``environment``: each fingerprint change that night (``driver 5.14 →
     5.15``) → the nodes it happened on; ``acknowledged``: cause → "by who on date: why"
-    (shown with the finding, which then does not page); ``before``: the changes of the
-    runs before tonight whose nights its recent ones are (``confirm`` less one), each →
-    its nodes: a shared cause on their nodes is confirmed on the nights since."""
+    (shown with the finding, which then does not page); ``before``: the fingerprint
+    changes of the runs just before tonight (those of the lines' recent nights), each →
+    the nodes it happened on: a shared cause most of whose lines run on them is confirmed
+    on the nights since, not only after ``shared_nights``."""
     environment, groups, before = environment or {}, groups or {}, before or {}
     policy = policy or DEFAULT_POLICY
     moved = {i for i, line in enumerate(lines) if line.side != 0}
@@ -563,8 +566,8 @@ def _levels_of_their_own(found: list[Finding], lines: list[Evidence],
                          environment: dict[str, set[str]], policy: Policy,
                          before: dict[str, set[str]]) -> list[Finding]:
     """The confirmed lines (a level, by the line rule) of the findings that do not page,
-    moved unlike the finding's others (beyond twice their median change, as
-    ``_within_shared_shift`` keeps them), each taken out as a finding of its own where it
+    moved unlike the finding's others (beyond twice the median change of the others:
+    ``_beyond_the_others``), each taken out as a finding of its own where it
     pages alone: a 3x latency (6 of its noise, confirmed) grouped with two lines of its
     HCA a percent worse made a device finding that was not confirmed, and was never
     paged. A line that moved like its finding's others is its finding's (a pair's first
@@ -734,15 +737,26 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
     nodes = {node for line in finding.lines for node in line.nodes}
     if finding.kind != ENVIRONMENT:
         finding.environment = [change for change, on in environment.items() if on & nodes]
-        finding.changed_before = [change for change, on in (before or {}).items()
-                                  if on & nodes]
+        if not finding.environment:
+            finding.changed_before = _changes_under(finding.lines, before or {})
     if finding.kind in SHARED:
-        nights = statistics.median(line.nights for line in finding.lines)
-        finding.confirmed = finding.confirmed and (nights >= policy.shared_nights
-                                                   or bool(finding.changed_before))
+        finding.confirmed = finding.confirmed and (
+            _shared_nights(finding) >= policy.shared_nights or bool(finding.changed_before))
     finding.paged = finding.worse and finding.evidence >= critical and (
         finding.confirmed or bool(finding.environment))
     finding.decided = decision_words(finding, confirmed, critical, policy)
+
+
+def _changes_under(lines: list[Evidence], before: dict[str, set[str]]) -> list[str]:
+    """The changes of ``before`` (each → its nodes) under most of ``lines``: one node's
+    kernel update under a partition-wide finding of 160 nodes explains none of it."""
+    return [change for change, on in before.items()
+            if 2 * sum(bool(on.intersection(line.nodes)) for line in lines) > len(lines)]
+
+
+def _shared_nights(finding: Finding) -> float:
+    """The nights a shared cause's lines held it (their median)."""
+    return statistics.median(line.nights for line in finding.lines)
 
 
 def decision_words(finding: Finding, confirmed: int, critical: float, policy: Policy) -> str:
@@ -751,7 +765,7 @@ def decision_words(finding: Finding, confirmed: int, critical: float, policy: Po
             f"rule (half needed)")
     if finding.kind in SHARED:
         held += (f", since {'; '.join(finding.changed_before)} in the runs before"
-                 if finding.changed_before
+                 if finding.changed_before and _shared_nights(finding) < policy.shared_nights
                  else f", over {policy.shared_nights} nights for a shared cause")
     conditions = [
         (finding.worse, "worse" if finding.worse else "better (only worse pages)"),

@@ -100,11 +100,11 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     evidence = [fd.Evidence(**({**fields, "z": z, "far": float(share)} if distances else fields))
                 for (fields, distances, _), z, share in zip(given, pooled, far)]
     fingerprints = fp.fingerprint_rows(conn, run_id)
-    before = changes_before(conn, run_id)
+    confirm = max((line.judgement.rule.confirm for line in lines if line.judgement),
+                  default=judge.DEFAULT_RULE.confirm)
+    before = changes_before(conn, run_id, confirm - 1)
     found = fd.findings(evidence, rules, environment=night_changes(conn, run_id, fingerprints),
-                        acknowledged=acknowledged(conn, run_id),
-                        before={change: on for _, changes in before
-                                for change, on in changes.items()})
+                        acknowledged=acknowledged(conn, run_id), before=merged(before))
     name_shared_hosts(found, fp.hosts_sharing(fingerprints))
     name_changes_before(found, before)
     paged = {id(e) for f in found if f.paged for e in f.lines}
@@ -121,6 +121,16 @@ def changes_before(conn: Connection, run_id: int, runs: int = judge.DEFAULT_RULE
     earlier = [row[0] for row in queries.tuples(conn, "runs_before", (run_id, runs))]
     return [(f"run {rid} ({'one run' if n == 1 else f'{n} runs'} before)",
              night_changes(conn, rid)) for n, rid in enumerate(earlier, 1)]
+
+
+def merged(before: list[tuple[str, dict[str, set[str]]]]) -> dict[str, set[str]]:
+    """``changes_before``'s changes of every run as one: each change → every node it
+    happened on in any of them (a driver rolled out over two nights is one change)."""
+    nodes: dict[str, set[str]] = {}
+    for _, changes in before:
+        for change, on in changes.items():
+            nodes.setdefault(change, set()).update(on)
+    return nodes
 
 
 def name_changes_before(found: list[fd.Finding],

@@ -130,8 +130,9 @@ def bound_rows(out: str) -> dict[int, list[float]]:
 
 def test_the_pairs_driver_fault_is_bounded_below_its_goal() -> None:
     """The driver's +0.3 us on a 2-node pair's one latency line (1.8 us, CV 10.6 % at
-    run_quality's seed 1): no rule pages it within 2 nights in 95 % of trials at even one
-    false page a month; on a line of CV 1.8 % (seed 3) the best test there is can."""
+    run_quality's seed 1): no rule of one bar every night pages it within 2 nights in 95 %
+    of trials at even one false page a month; on a line of CV 1.8 % (seed 3) the best test
+    there is can."""
     bounds = {cv: bound_rows(run_benchmark("noisy_line_bound.py", "--lines", "3", "--pages",
                                            "1", "--cv", cv, "--factor", "1.1667"))[3]
               for cv in ("0.106", "0.018")}
