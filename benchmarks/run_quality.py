@@ -358,7 +358,7 @@ def driver_latency(site: Site, rng: random.Random, start: int):
     def names_change(f: fd.Finding) -> bool:
         """The change's own finding, or a finding confirmed by it the nights after whose
         lines are mostly the change's (a noise page holding one of them names nothing)."""
-        return f.kind == fd.ENVIRONMENT or (change in f.changed_before and 2 * sum(
+        return f.kind == fd.ENVIRONMENT or (change in f.since_change and 2 * sum(
             line.name in slowed for line in f.lines) > len(f.lines))
 
     return (np.repeat(m[:, None], site.partners.shape[1], axis=1), names_change,

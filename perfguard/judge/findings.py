@@ -188,13 +188,15 @@ class Finding:
     #: Where its nodes share one host (one boot id) with each other or other nodes: a node
     #: or device finding there cannot tell the node from the host, and says so.
     host_shared_with: str = ""
-    #: Fingerprint changes under most of its lines in the runs just before tonight, where
-    #: no change of tonight explains it: the change's words (``driver 5.14 → 5.15``), with
-    #: the run each was in once the verdict names them (``run 41 (one run before): ucx
-    #: 1.16 → 1.17``, ``run_findings.name_changes_before``). A level confirmed on its
-    #: second night after an update names it, which only the update's own night did, and
-    #: a shared cause is confirmed on the nights since (``_decide``).
+    #: Fingerprint changes on its nodes in the runs just before tonight (``run 41 (one run
+    #: before): ucx 1.16 → 1.17``, ``run_findings.name_changes_before``): a level
+    #: confirmed on its second night after an update names it, which only the update's
+    #: own night did. The words only.
     changed_before: list[str] = field(default_factory=list)
+    #: The changes of the runs just before tonight under most of its lines, where no
+    #: change of tonight explains it (``_changes_under``): a shared cause is confirmed on
+    #: the nights since (``_decide``).
+    since_change: list[str] = field(default_factory=list)
     #: ``judged on a young history (12 of 30 nights)`` where its lines' longest history
     #: is shorter than ``Policy.young_nights``.
     young: str = ""
@@ -738,10 +740,10 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
     if finding.kind != ENVIRONMENT:
         finding.environment = [change for change, on in environment.items() if on & nodes]
         if not finding.environment:
-            finding.changed_before = _changes_under(finding.lines, before or {})
+            finding.since_change = _changes_under(finding.lines, before or {})
     if finding.kind in SHARED:
         finding.confirmed = finding.confirmed and (
-            _shared_nights(finding) >= policy.shared_nights or bool(finding.changed_before))
+            _shared_nights(finding) >= policy.shared_nights or bool(finding.since_change))
     finding.paged = finding.worse and finding.evidence >= critical and (
         finding.confirmed or bool(finding.environment))
     finding.decided = decision_words(finding, confirmed, critical, policy)
@@ -764,8 +766,8 @@ def decision_words(finding: Finding, confirmed: int, critical: float, policy: Po
     held = (f"{confirmed} of its {len(finding.lines)} moved line(s) held a level by the line "
             f"rule (half needed)")
     if finding.kind in SHARED:
-        held += (f", since {'; '.join(finding.changed_before)} in the runs before"
-                 if finding.changed_before and _shared_nights(finding) < policy.shared_nights
+        held += (f", since {'; '.join(finding.since_change)} in the runs before"
+                 if finding.since_change and _shared_nights(finding) < policy.shared_nights
                  else f", over {policy.shared_nights} nights for a shared cause")
     conditions = [
         (finding.worse, "worse" if finding.worse else "better (only worse pages)"),

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from perfguard.judge import findings as fd
+from perfguard.judge import run_findings
 
 
 def site_lines(nodes: int = 40, hcas: int = 2, rng: random.Random | None = None,
@@ -96,13 +97,16 @@ def test_a_shared_level_since_a_change_the_run_before_pages_on_its_second_night(
     [waits] = fd.findings(lines)
     assert waits.kind in fd.SHARED and not waits.paged, waits.decided
     assert "over 3 nights for a shared cause" in waits.decided
-    [since] = fd.findings(lines, before={"driver 5.14 → 5.15": nodes})
-    assert since.paged and since.changed_before == ["driver 5.14 → 5.15"], since.decided
+    before = [("run 41 (one run before)", {"driver 5.14 → 5.15": nodes})]
+    found = fd.findings(lines, before=run_findings.merged(before))
+    run_findings.name_changes_before(found, before)  # the words, as the verdict says them
+    [since] = found
+    assert since.paged and since.since_change == ["driver 5.14 → 5.15"], since.decided
     assert "since driver 5.14 → 5.15 in the runs before" in since.decided
-    assert "on its nodes in driver 5.14 → 5.15" in since.summary()
+    assert "on its nodes in run 41 (one run before): driver 5.14 → 5.15" in since.summary()
     for elsewhere in ({"node99"}, {"node1"}):  # other nodes, one node of forty
         [other] = fd.findings(lines, before={"kernel 6.1.0-26 → 6.1.0-27": elsewhere})
-        assert not other.paged and not other.changed_before, other.decided
+        assert not other.paged and not other.since_change, other.decided
 
 
 def test_a_change_night_of_small_measurements_does_not_page_its_noise_in_its_name() -> None:
