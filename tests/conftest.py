@@ -59,15 +59,18 @@ TEST_SLURM_PREFIX = os.environ.get("PERFGUARD_SLURM_PREFIX") or None
 
 #: The order xdist's workers take the files in (pyproject's addopts: --dist loadfile, a
 #: file to a worker), the rest after them as collected: first the two with tests that run
-#: alone (below), while the third worker runs a file of short tests (none holds the host
-#: long), then the slowest files (worker seconds each, 2026-11-26: workflows 316,
-#: adoption 282, first_week 224, history_verdicts 151, job_end 125, hardening 124, …),
-#: so that none begins last and runs on while the other workers idle.
-FIRST_FILES = ("test_leaf_sweep.py", "test_sweep.py", "test_first_week.py",
-               "test_adoption.py", "test_workflows.py", "test_history_verdicts.py",
-               "test_job_end.py", "test_hardening.py", "test_benchmarks.py",
-               "test_gpu_replayed.py", "test_ack_and_history.py", "test_values_once.py",
-               "test_dryrun_omb.py", "test_honest_runs.py", "test_checks_replayed.py")
+#: alone (below), while the other workers run files of short tests (none holds the host
+#: long), then the slowest files (worker seconds each, 2026-11-29: adoption 551, the
+#: tuned real-nights sets about 420, first_week 375, benchmarks about 370, workflows 280,
+#: the held-out sets about 260, history_verdicts 226, …), so that none begins last and
+#: runs on while the other workers idle.
+FIRST_FILES = ("test_leaf_sweep.py", "test_sweep.py", "test_adoption.py",
+               "test_real_nights_tuned.py", "test_first_week.py", "test_benchmarks.py",
+               "test_workflows.py", "test_real_nights_held_out.py",
+               "test_history_verdicts.py", "test_upgrade_nodes.py", "test_coverage.py",
+               "test_ack_and_history.py", "test_reservations.py", "test_job_end.py",
+               "test_hardening.py", "test_honest_runs.py", "test_dryrun_omb.py",
+               "test_gpu_replayed.py", "test_values_once.py", "test_checks_replayed.py")
 #: A test marked ``alone`` measures the host's speed against itself (a sweep must blame
 #: nobody on the clean cluster, and the throttled node only): it runs while no other
 #: worker runs a test. Beside another worker's checks a clean pair fell below its limit

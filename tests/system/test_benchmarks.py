@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from tests.conftest import TEST_PORT_BASE, TEST_ROOT
+from tests.system.replayed_sets import BENCHMARKS, LATEST_END, RESULTS
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 #: The benchmarks that start a cluster of their own: its ports, from this worker's base
 #: (between the suite's clusters at +1200 and test_cluster's refused one at +2000), and
 #: its state under this worker's root, never a fixed place another checkout or worker uses.
@@ -67,12 +67,6 @@ def test_verdict_quality_runs() -> None:
     assert "| synthetic IB-like, CV 1 %" in out and "| perfguard |" in out
     out = run_benchmark("verdict_quality.py", "--seeds", "1-2")
     assert "| worst |" in out and "| mean |" in out
-
-
-#: The dated measurements behind docs/verdicts.md, newest first; the newest section ends
-#: at LATEST_END.
-RESULTS = BENCHMARKS / "results" / "verdicts.md"
-LATEST_END = "<!-- end of the newest measurements -->"
 
 
 def test_run_quality_runs() -> None:
@@ -230,97 +224,6 @@ def test_real_nights_replays_the_recorded_nights(layout) -> None:
     assert "| real nights | driver +0.3 µs small latency (1 trial(s)) |" in out, out
     assert "Updates that changed nothing (" in out and "): 1 update(s), paged" in out, out
     assert bench_databases(layout) <= before
-
-
-def fault_rows(half: str, intermittent: str, driver: str, starts: int = 3
-               ) -> dict[str, str]:
-    """A set's three fault rows as real_nights.py prints them (paged night 1, within 2,
-    within 3, named), from ``starts`` start nights on its two nodes with bandwidth lines
-    (each intermittent pattern a trial of its own)."""
-    return {f"HCA at half bandwidth ({2 * starts} trial(s))": half,
-            f"HCA half, 2 of 3 nights ({4 * starts} trial(s))": intermittent,
-            f"driver +0.3 µs small latency ({starts} trial(s))": driver}
-
-
-QUIET_FAULTS = fault_rows("0% | 83% | 83% | 83%", "0% | 42% | 83% | 67%",
-                         "0% | 67% | 67% | 67%")
-SPACED_FAULTS = fault_rows("0% | 100% | 100% | 67%", "0% | 50% | 100% | 83%",
-                          "0% | 67% | 67% | 67%")
-FIFTH_FAULTS = fault_rows("0% | 33% | 33% | 17%", "0% | 17% | 25% | 17%",
-                         "0% | 0% | 67% | 67%")
-SIXTH_FAULTS = fault_rows("0% | 0% | 0% | 0%", "0% | 0% | 0% | 0%",
-                         "0% | 0% | 100% | 100%")
-SEVENTH_FAULTS = fault_rows("0% | 0% | 33% | 33%", "0% | 0% | 8% | 8%",
-                           "0% | 67% | 100% | 100%")
-EIGHTH_FAULTS = fault_rows("0% | 33% | 33% | 33%", "0% | 17% | 25% | 25%",
-                          "0% | 67% | 100% | 100%")
-NINTH_FAULTS = fault_rows("0% | 0% | 0% | 0%", "0% | 0% | 0% | 0%",
-                         "50% | 50% | 50% | 50%", starts=2)
-#: What every set's updates that changed nothing give (the results say it once).
-NO_UPDATE_PAGES = ("9 update(s), paged on the update's night 0, within 2 nights 0, "
-                   "within 3 0")
-
-
-@pytest.mark.parametrize("data, site, summary, faults, update_pages", [
-    ("real-nights-quiet", "quiet, shoulders", "| 60 | 50 | 48 / 2 | 1 | 12 | 0 (0) |",
-     QUIET_FAULTS, NO_UPDATE_PAGES),
-    ("real-nights-spaced", "spaced, shoulders", "| 60 | 50 | 50 / 0 | 0 | 9 | 0 (0) |",
-     SPACED_FAULTS, NO_UPDATE_PAGES),
-    ("real-nights-fifth", "fifth, shoulders", "| 60 | 50 | 32 / 18 | 0 | 11 | 12 (53) |",
-     FIFTH_FAULTS, NO_UPDATE_PAGES),
-    ("real-nights-sixth", "sixth, shoulders", "| 60 | 50 | 14 / 36 | 2 | 13 | 18 (54) |",
-     SIXTH_FAULTS, NO_UPDATE_PAGES),
-    ("real-nights-seventh", "seventh, held out", "| 60 | 50 | 27 / 23 | 0 | 7 | 14 (75) |",
-     SEVENTH_FAULTS, "9 update(s), paged on the update's night 1, within 2 nights 1, "
-                     "within 3 1"),
-    ("real-nights-eighth", "eighth, held out", "| 60 | 50 | 29 / 21 | 1 | 15 | 18 (92) |",
-     EIGHTH_FAULTS, NO_UPDATE_PAGES),
-    ("real-nights-ninth", "ninth, held out", "| 40 | 30 | 2 / 28 | 0 | 3 | 7 (18) |",
-     NINTH_FAULTS, "5 update(s), paged on the update's night 1, within 2 nights 1, "
-                   "within 3 1")])
-def test_the_recorded_nights_replay_as_docs_verdicts_says(layout, data: str, site: str,
-                                                           summary: str,
-                                                           faults: dict[str, str],
-                                                           update_pages: str) -> None:
-    """The results' command for the quiet host's nights, the spaced ones, those held
-    out from the far nights, from the updates rule, from the shoulders (two) and from a
-    young history's borrowing, each run
-    whole: its table rows (nights, judged, quiet, false pages, test-failed, disturbed),
-    the faults' rows and the updates that changed nothing are what the replay prints, so
-    the page's figures stay true of the code."""
-    result = subprocess.run([sys.executable, str(BENCHMARKS / "real_nights.py"), "--data",
-                             str(BENCHMARKS / "data" / data), "--dsn",
-                             layout.dsn_for("postgres")],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    out = result.stdout
-    docs = RESULTS.read_text()
-    command = f".venv/bin/python\nbenchmarks/real_nights.py --data benchmarks/data/{data}"
-    assert f"`{command}`" in docs
-    assert summary in out and summary in docs, out
-    for fault, row in faults.items():
-        assert f"| real nights | {fault} | {row} |" in out, out
-        assert f"| {site} | {fault} | {row} |" in docs
-    assert update_pages in out and update_pages in docs, out
-
-
-def test_a_set_in_a_random_order_replays_as_docs_verdicts_says(layout) -> None:
-    """The results' command for the sixth set in a random order (seed 2): the row it
-    prints is the page's, and the nights ran in another order than recorded, each in the
-    time slot of the night it replaced (the judge orders a line's history by it)."""
-    command = ("benchmarks/real_nights.py --data benchmarks/data/real-nights-sixth "
-               "--shuffle 2")
-    result = subprocess.run([sys.executable, *command.split(), "--dsn",
-                             layout.dsn_for("postgres")], cwd=BENCHMARKS.parent,
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    docs = RESULTS.read_text()
-    assert f"`.venv/bin/python {command}`" in docs
-    row = "| 60 | 50 | 16 / 34 | 1 | 12 | 15 (46) |"
-    assert row in result.stdout and row in docs, result.stdout
-    assert "replayed in a random order (seed 2)" in result.stdout
-    [page] = re.findall(r"page on night (\d+) \(run (\d+)", result.stdout)
-    assert page[0] != page[1], page  # the recorded night 43 ran as the 51st
 
 
 def test_report_size_runs_on_its_own_cluster() -> None:
