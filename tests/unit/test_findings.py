@@ -361,6 +361,38 @@ def test_a_confirmed_level_beside_a_noisy_line_that_moved_within_its_noise_is_it
         [(f.subject, f.evidence, f.confirmed) for f in fd.findings(lines)]
 
 
+def test_a_congested_leaf_that_is_half_the_fabric_is_named_and_pages() -> None:
+    """Two leaves of 6 nodes; every line through the first 30 % worse on the 2 recent
+    nights. The partition's effect as the median of all its lines took most of that off
+    them, and the leaf's own effect read 4.6 and did not page (run_quality, 16 nodes, two
+    leaves of 8: within 2 nights in 55 % of trials at seed 2); as the median of its two
+    leaves' effects it takes half, and the leaf pages."""
+    rng = np.random.default_rng(3)
+    nodes, nights = 12, 32
+    factor = rng.normal(0, 0.02, (nodes, nights))
+    leaf1 = {f"node{n + 1}" for n in range(nodes // 2)}
+    lines = []
+    for i in range(nodes):
+        names = (f"node{i + 1}", f"node{(i + 1) % nodes + 1}")
+        for h in range(2):
+            for size in ("8", "1K", "64K", "4M"):
+                moves = factor[i] + factor[(i + 1) % nodes] + rng.normal(0, 0.01, nights)
+                if leaf1 & set(names):
+                    moves[-2:] += 0.3
+                distances = moves[-2:] / float(np.std(moves[:-2], ddof=1))
+                worse = bool((distances > 1.3).all())
+                lines.append(fd.Evidence(
+                    f"osu_bw {names[0]}-{names[1]} mlx5_{h} @{size}", "compute",
+                    f"osu_bw @{size}", names, tuple(f"{n}:mlx5_{h}" for n in names),
+                    -1 if worse else 0, worse and distances.mean() > 1.8,
+                    fd.pooled_z(tuple(distances) if worse else (distances[-1],)), 2,
+                    float(-moves[-1]), tuple(moves.tolist()), tuple(range(nights)), 2))
+    groups = {"leaf1": leaf1, "leaf2": {f"node{n + 1}" for n in range(6, nodes)}}
+    paged = [(f.kind, f.subject) for f in fd.findings(lines, groups=groups) if f.paged]
+    assert paged == [(fd.LEAF, "leaf1")], [(f.subject, f.evidence, f.tests)
+                                            for f in fd.findings(lines, groups=groups)]
+
+
 def test_two_nights_of_a_3x_level_on_a_noisy_line_both_count() -> None:
     """A line of CV 40 % alone at a 3x level: its two nights 4.6 and 9.5 of its noise
     off are 4.9 apart, beyond the 4.75 a night 9.5σ off agreed within, so its residual
