@@ -41,6 +41,7 @@ from perfguard.cluster import faults  # noqa: E402
 from perfguard.cluster.layout import ClusterLayout  # noqa: E402
 from perfguard.contract import switches  # noqa: E402
 from perfguard.errors import PerfguardError  # noqa: E402
+from perfguard.judge import run_findings  # noqa: E402
 from perfguard.store import db  # noqa: E402
 
 STATE = Path(os.environ.get("PERFGUARD_BENCH_STATE", ROOT / ".state-test" / "leaves"))
@@ -69,6 +70,8 @@ def describe(layout: ClusterLayout, label: str, wall: float,
             "'bandwidth' AND server <> client", (run_id,)).fetchall()}
         [report] = conn.execute("SELECT report_path FROM run WHERE id = %s", (run_id,)) \
             .fetchone()
+        stored = {leaf: sorted(nodes) for leaf, nodes in
+                  run_findings.leaves(conn, run_id).items()}
     [case] = [c for c in json.loads(Path(report).read_text())["runs"][0]["testcases"]
               if c["name"].startswith("FabricSweepCheck")]
     script = (Path(case["outputdir"]) / "rfm_job.sh").read_text()
@@ -81,6 +84,9 @@ def describe(layout: ClusterLayout, label: str, wall: float,
     print(f"| {label} | {done.returncode} | {wall:.0f} | {case['time_run']:.0f} | "
           f"{limit[1] if limit else '-'} | {within} | {len(pairs) - within} "
           f"({'every leaf pair' if every_leaf_pair else 'NOT every leaf pair'}) |", flush=True)
+    tree = {leaf: sorted(nodes) for leaf, nodes in layout.leaf_nodes().items()}
+    print(f"  {label}: leaf switches stored with the run for its verdict: {len(stored)}, "
+          + ("Slurm's tree" if stored == tree else f"NOT Slurm's tree {tree}: {stored}"))
     summary = [line for line in done.stdout.splitlines()
                if "leaf switches" in line or line.startswith("blamed") or "drained" in line]
     for line in summary:

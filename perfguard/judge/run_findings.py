@@ -103,7 +103,8 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     confirm = max((line.judgement.rule.confirm for line in lines if line.judgement),
                   default=judge.DEFAULT_RULE.confirm)
     before = changes_before(conn, run_id, confirm - 1)
-    found = fd.findings(evidence, rules, environment=night_changes(conn, run_id, fingerprints),
+    found = fd.findings(evidence, rules, groups=leaves(conn, run_id),
+                        environment=night_changes(conn, run_id, fingerprints),
                         acknowledged=acknowledged(conn, run_id), before=merged(before))
     name_shared_hosts(found, fp.hosts_sharing(fingerprints))
     name_changes_before(found, before)
@@ -111,6 +112,13 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     for line, given in zip(lines, evidence):
         line.paged = id(given) in paged if line.status == REGRESSION else None
     return found, rules.critical_z(len(lines))
+
+
+def leaves(conn: Connection, run_id: int) -> dict[str, set[str]]:
+    """The run's leaf switches, each → its nodes, as recorded when it was stored
+    (``pipeline.record_leaves``; none for a run stored without Slurm's tree)."""
+    return {row["leaf"]: set(row["nodes"]) for row in queries.rows(conn, "leaves_of_run",
+                                                                   (run_id,))}
 
 
 def changes_before(conn: Connection, run_id: int, runs: int = judge.DEFAULT_RULE.confirm - 1

@@ -70,6 +70,10 @@ def test_a_leaf_sweep_blames_nobody_then_the_slowed_leaf() -> None:
                      out, re.M), out
     assert "clean: " in out and "6 nodes, 2 leaf switches (slurm)" in out, out
     assert "clean: blamed: nobody" in out, out
+    # the run stored its leaves as Slurm's tree has them: its verdict takes each leaf's
+    # night apart from the fabric's (a run stored without them was judged with no leaf)
+    assert "clean: leaf switches stored with the run for its verdict: 2, Slurm's tree" \
+        in out, out
     if "leaf2 throttled: not run" in out:
         pytest.skip(out.split("leaf2 throttled: not run", 1)[1].splitlines()[0])
     assert re.search(r"^\| leaf2 throttled \| 1 \|", out, re.M), out
