@@ -58,19 +58,21 @@ TEST_SLURM_PREFIX = os.environ.get("PERFGUARD_SLURM_PREFIX") or None
 
 
 #: The order xdist's workers take the files in (pyproject's addopts: --dist loadfile, a
-#: file to a worker), the rest after them as collected: first the two with tests that run
-#: alone (below), while the other workers run files of short tests (none holds the host
-#: long), then the slowest files (worker seconds each, 2026-11-29: adoption 551, the
-#: tuned real-nights sets about 420, first_week 375, benchmarks about 370, workflows 280,
-#: the held-out sets about 260, history_verdicts 226, …), so that none begins last and
-#: runs on while the other workers idle.
-FIRST_FILES = ("test_leaf_sweep.py", "test_sweep.py", "test_adoption.py",
-               "test_real_nights_tuned.py", "test_first_week.py", "test_benchmarks.py",
-               "test_workflows.py", "test_real_nights_held_out.py",
-               "test_history_verdicts.py", "test_upgrade_nodes.py", "test_coverage.py",
-               "test_ack_and_history.py", "test_reservations.py", "test_job_end.py",
-               "test_hardening.py", "test_honest_runs.py", "test_dryrun_omb.py",
-               "test_gpu_replayed.py", "test_values_once.py", "test_checks_replayed.py")
+#: file to a worker), the rest after them as collected: first the three with tests that
+#: run alone (below; each file's first, so that they run while the other workers start
+#: and none waits out another worker's long test in the middle of the run), while the
+#: fourth worker runs a file of short tests, then the slowest files (worker seconds each,
+#: 2026-11-29: adoption 551, the tuned real-nights sets about 420, first_week 375,
+#: benchmarks about 370, workflows 280, the held-out sets about 260, history_verdicts
+#: 226, …), so that none begins last and runs on while the other workers idle.
+FIRST_FILES = ("test_leaf_sweep.py", "test_sweep.py", "test_upgrade_nodes.py",
+               "test_dashboards.py", "test_adoption.py", "test_real_nights_tuned.py",
+               "test_first_week.py", "test_benchmarks.py", "test_workflows.py",
+               "test_real_nights_held_out.py", "test_history_verdicts.py",
+               "test_coverage.py", "test_ack_and_history.py", "test_reservations.py",
+               "test_job_end.py", "test_hardening.py", "test_honest_runs.py",
+               "test_dryrun_omb.py", "test_gpu_replayed.py", "test_values_once.py",
+               "test_checks_replayed.py")
 #: A test marked ``alone`` measures the host's speed against itself (a sweep must blame
 #: nobody on the clean cluster, and the throttled node only): it runs while no other
 #: worker runs a test. Beside another worker's checks a clean pair fell below its limit
@@ -94,12 +96,18 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """On xdist workers, FIRST_FILES first, the rest as collected; every worker sorts
-    alike, so they agree on the collection. A serial run keeps pyproject's order (the
+    """On xdist workers, FIRST_FILES first, the rest as collected, a file's tests that
+    run alone before its others; every worker sorts alike, so they agree on the
+    collection. A serial run keeps pyproject's order (the
     unit suite first: it fails in seconds)."""
     if XDIST_WORKER:
         rank = {name: index for index, name in enumerate(FIRST_FILES)}
-        items.sort(key=lambda item: rank.get(item.path.name, len(FIRST_FILES)))
+        collected: dict[Path, int] = {}
+        for item in items:
+            collected.setdefault(item.path, len(collected))
+        items.sort(key=lambda item: (rank.get(item.path.name, len(FIRST_FILES)),
+                                     collected[item.path],
+                                     item.get_closest_marker("alone") is None))
 
 
 @contextmanager
