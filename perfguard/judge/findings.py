@@ -861,13 +861,15 @@ class NightEffects:
         inter = np.array([len(set(line.nodes)) > 1 for line in lines])
         left = moves.copy()
         load = np.ones(moves.shape)
+        through = {leaf: inter & np.array([bool(members & set(line.nodes)) for line in lines])
+                   for leaf, members in sorted(groups.items())}  # each leaf's lines
         for partition in sorted({line.partition for line in lines}):
             rows = inter & np.array([line.partition == partition for line in lines])
             effect = self._remove((PARTITION, f"partition {partition}"), rows, left,
-                                  self._leaves_median(rows, groups, left))
+                                  _leaves_median([rows & leaf for leaf in through.values()],
+                                                 left))
             load[rows] = np.abs(effect / self._noise(effect[None, :])[0]) / self.policy.agree
-        for leaf, members in sorted(groups.items()):
-            rows = inter & np.array([bool(members & set(line.nodes)) for line in lines])
+        for leaf, rows in through.items():
             self._remove((LEAF, leaf), rows, left)
         self._remove_nodes(left)
         standard = left / _noise_of(np.where(own, np.nan, left))[:, None]
@@ -895,21 +897,6 @@ class NightEffects:
                                                 levels, shares, past))
         self.alone[[not line.moves for line in lines]] = np.nan
         self.residual[[not line.moves for line in lines]] = np.nan
-
-    def _leaves_median(self, rows: np.ndarray, groups: dict[str, set[str]],
-                       left: np.ndarray) -> np.ndarray | None:
-        """The partition's effect where it has leaves: the nightly median of its leaves'
-        own (each the biweight of its lines among ``rows``); None with fewer than two. Taken
-        over its lines, a leaf that is half the fabric (16 nodes, two leaves of 8) gave the
-        partition most of its own -30 %, and its own effect read 2.2-3.8 against 4.60
-        (run_quality, 16 nodes: within 2 nights 85 / 55 / 85 % at seeds 1-3; 85 / 95 /
-        100 % so). A fabric night moves every leaf, and the median of them all."""
-        leaves = [rows & np.array([bool(members & set(line.nodes)) for line in self.lines])
-                  for _, members in sorted(groups.items())]
-        leaves = [leaf for leaf in leaves if leaf.sum() >= 2]
-        if len(leaves) < 2:
-            return None
-        return _nanmedians(np.vstack([_biweights(left[leaf].T) for leaf in leaves]).T)
 
     def _remove(self, cause: tuple[str, str], rows: np.ndarray, left: np.ndarray,
                 effect: np.ndarray | None = None) -> np.ndarray:
@@ -1074,6 +1061,20 @@ class NightEffects:
                                   <= (window * np.maximum(levels, 1.0))[:, None])
         return pooled_zs([tuple(row[keep].tolist()) for row, keep in zip(nights, agreeing)],
                          self.policy, shares, histories)
+
+
+def _leaves_median(leaves: list[np.ndarray], left: np.ndarray) -> np.ndarray | None:
+    """A partition's effect where it has leaves (``leaves``: each leaf's rows among the
+    partition's): the nightly median of the leaves' own effects (each the biweight of
+    what is ``left`` of its rows); None with fewer than two leaves of two rows. Taken over
+    its lines, a leaf that is half the fabric (16 nodes, two leaves of 8) gave the
+    partition most of its own -30 %, and its own effect read 2.2-3.8 against 4.60
+    (run_quality, 16 nodes: within 2 nights 85 / 55 / 85 % at seeds 1-3; 85 / 95 / 100 %
+    so). A fabric night moves every leaf, and the median of them all."""
+    leaves = [leaf for leaf in leaves if leaf.sum() >= 2]
+    if len(leaves) < 2:
+        return None
+    return _nanmedians(np.vstack([_biweights(left[leaf].T) for leaf in leaves]).T)
 
 
 def _nanmedians(matrix: np.ndarray) -> np.ndarray:
