@@ -218,12 +218,13 @@ def test_findings_are_acknowledged_by_a_node_the_finding_names() -> None:
     assert not acked.paged and acked.acknowledged == "by root on 2026-11-26: cable"
 
 
-def correlated_site(tonight: dict[str, float], nodes: int = 12, seed: int = 3
-                    ) -> list[fd.Evidence]:
+def correlated_site(tonight: dict[str, float], nodes: int = 12, seed: int = 3,
+                    through: tuple[set[str], float] = (set(), 0.0)) -> list[fd.Evidence]:
     """Pair lines node i → i+1, per HCA and size, whose nights move with both nodes' night
     factor (sd 2 %) on top of their own noise (1 %): 30 nights of history, then 2 recent
     nights on which each node (or ``node:hca``) named in ``tonight`` moved by that
-    relative change (worse > 0). Each line's distance, side and confirmation as the line
+    relative change (worse > 0), and each line through a node of ``through``'s set (a
+    leaf) by its change, once. Each line's distance, side and confirmation as the line
     rule gives them (its noise the spread of its history)."""
     rng = np.random.default_rng(seed)
     nights = 32
@@ -239,6 +240,8 @@ def correlated_site(tonight: dict[str, float], nodes: int = 12, seed: int = 3
                 for cause, change in tonight.items():
                     if cause in names or cause in devices:
                         moves[-2:] += change
+                if through[0] & set(names):
+                    moves[-2:] += through[1]
                 noise = float(np.std(moves[:-2], ddof=1))
                 distances = moves[-2:] / noise
                 beyond = (distances > 1.3) & (moves[-2:] > 0.01)
@@ -367,27 +370,9 @@ def test_a_congested_leaf_that_is_half_the_fabric_is_named_and_pages() -> None:
     them, and the leaf's own effect read 4.6 and did not page (run_quality, 16 nodes, two
     leaves of 8: within 2 nights in 55 % of trials at seed 2); as the median of its two
     leaves' effects it takes half, and the leaf pages."""
-    rng = np.random.default_rng(3)
-    nodes, nights = 12, 32
-    factor = rng.normal(0, 0.02, (nodes, nights))
-    leaf1 = {f"node{n + 1}" for n in range(nodes // 2)}
-    lines = []
-    for i in range(nodes):
-        names = (f"node{i + 1}", f"node{(i + 1) % nodes + 1}")
-        for h in range(2):
-            for size in ("8", "1K", "64K", "4M"):
-                moves = factor[i] + factor[(i + 1) % nodes] + rng.normal(0, 0.01, nights)
-                if leaf1 & set(names):
-                    moves[-2:] += 0.3
-                distances = moves[-2:] / float(np.std(moves[:-2], ddof=1))
-                worse = bool((distances > 1.3).all())
-                lines.append(fd.Evidence(
-                    f"osu_bw {names[0]}-{names[1]} mlx5_{h} @{size}", "compute",
-                    f"osu_bw @{size}", names, tuple(f"{n}:mlx5_{h}" for n in names),
-                    -1 if worse else 0, worse and distances.mean() > 1.8,
-                    fd.pooled_z(tuple(distances) if worse else (distances[-1],)), 2,
-                    float(-moves[-1]), tuple(moves.tolist()), tuple(range(nights)), 2))
-    groups = {"leaf1": leaf1, "leaf2": {f"node{n + 1}" for n in range(6, nodes)}}
+    leaf1 = {f"node{n + 1}" for n in range(6)}
+    lines = correlated_site({}, through=(leaf1, 0.3))
+    groups = {"leaf1": leaf1, "leaf2": {f"node{n + 1}" for n in range(6, 12)}}
     paged = [(f.kind, f.subject) for f in fd.findings(lines, groups=groups) if f.paged]
     assert paged == [(fd.LEAF, "leaf1")], [(f.subject, f.evidence, f.tests)
                                             for f in fd.findings(lines, groups=groups)]
