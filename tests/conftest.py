@@ -36,8 +36,10 @@ CHECKOUT_TEST_ROOT = Path(__file__).resolve().parents[1] / ".state-test"
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 #: Ports one worker's clusters take, from TEST_PORT_BASE: the leaf sweep's at -2000 up to
 #: test_cluster's refused cluster at +2000 (+41 for its nodes), so a worker's range never
-#: meets the next one's.
-WORKER_PORT_SPAN = 5000
+#: meets the next one's. At 5000 the fourth worker's reached 34841, among the kernel's
+#: ephemeral ports (from 32768), and a client connection took one of them in CI; at 4100
+#: four workers end at 32141 (`perfguard cluster up` refuses ephemeral ports).
+WORKER_PORT_SPAN = 4100
 TEST_ROOT = CHECKOUT_TEST_ROOT / XDIST_WORKER if XDIST_WORKER else CHECKOUT_TEST_ROOT
 _GIVEN_STATE = os.environ.get("PERFGUARD_TEST_STATE")
 TEST_STATE = (Path(f"{_GIVEN_STATE}-{XDIST_WORKER}" if XDIST_WORKER else _GIVEN_STATE)

@@ -9,6 +9,8 @@ from pathlib import Path
 from perfguard.cluster import cgroups
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.cluster.procs import (
+    EPHEMERAL_PORTS_FILE,
+    ephemeral_ports,
     port_in_use,
     require_binaries,
     require_root,
@@ -106,6 +108,7 @@ def _require_visible_from_nodes(state: Path) -> None:
 def _check_ports(layout: ClusterLayout) -> None:
     """A port taken by someone else is an error that names the port and its user;
     the ports of our own running daemons (a live node beside a dead one) are ours."""
+    _refuse_ephemeral_ports(layout)
     dead = set(dead_nodes(layout))
     ours = {s.name for s in SERVICES if s.running(layout)}
     ours |= {f"slurmd {n.name}" for n in layout.slurmd_specs() if n.name not in dead}
@@ -116,6 +119,22 @@ def _check_ports(layout: ClusterLayout) -> None:
             raise PerfguardError(
                 f"port {port} (for {name}) is already in use by another program; "
                 f"stop it or pick other ports with `perfguard cluster up --port-base N`")
+
+
+def _refuse_ephemeral_ports(layout: ClusterLayout) -> None:
+    """Ports among the kernel's ephemeral ones are refused before anything starts: a
+    connection may hold one when its daemon starts, tonight or at the next restart."""
+    ephemeral = ephemeral_ports()
+    ports = layout.all_ports().values()
+    if ephemeral is None or not any(port in ephemeral for port in ports):
+        return
+    highest_base = ephemeral.start - 1 - (max(ports) - layout.port_base)
+    raise PerfguardError(
+        f"ports {min(ports)}-{max(ports)} (port base {layout.port_base}) reach into the "
+        f"kernel's ephemeral ports {ephemeral.start}-{ephemeral.stop - 1} "
+        f"({EPHEMERAL_PORTS_FILE}), which any outgoing connection may take before a daemon "
+        f"listens on them; pick a port base of at most {highest_base} for "
+        f"{layout.nodes} nodes with `perfguard cluster up --port-base N`")
 
 
 def down(state: Path) -> list[str]:

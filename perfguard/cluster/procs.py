@@ -72,6 +72,22 @@ def require_binaries(slurm_dirs: Sequence[Path] = ()) -> None:
         )
 
 
+#: Where Linux keeps the ports it hands out to outgoing connections.
+EPHEMERAL_PORTS_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_ports(source: Path = EPHEMERAL_PORTS_FILE) -> range | None:
+    """The kernel's ephemeral ports: any client connection (psql, srun, slurmd's own)
+    may take one of them at any moment, so a daemon that is to listen there can find it
+    taken. CI's fourth worker once put a cluster at 32800 and lost its ports that way.
+    None where the kernel does not say (not Linux, no /proc)."""
+    try:
+        low, high = (int(word) for word in source.read_text().split())
+    except (OSError, ValueError):
+        return None
+    return range(low, high + 1)
+
+
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -16,7 +16,7 @@ import pytest
 
 from perfguard import cluster
 from perfguard.cluster.layout import ClusterLayout
-from perfguard.cluster.procs import pid_alive
+from perfguard.cluster.procs import ephemeral_ports, pid_alive
 from perfguard.errors import PerfguardError
 from perfguard.paths import CHECKOUT as REPO_ROOT
 from tests.conftest import TEST_PORT_BASE, TEST_ROOT, perfguard
@@ -107,6 +107,21 @@ def test_port_in_use_is_named() -> None:
             cluster.up(TEST_ROOT / "ports", nodes=2, port_base=PORT_BASE + 1000)
     finally:
         blocker.close()
+
+
+def test_ports_among_the_kernels_ephemeral_ones_are_refused_before_anything_starts() -> None:
+    """CI's fourth worker once put a cluster at 32800: a client connection held 34332
+    when PostgreSQL was to listen there. Linux's own range (read here, as up reads it)."""
+    ephemeral = ephemeral_ports()
+    assert ephemeral is not None, "Linux keeps its ephemeral ports in /proc"
+    state = TEST_ROOT / "ephemeral"
+    with pytest.raises(PerfguardError) as refused:
+        cluster.up(state, nodes=2, port_base=ephemeral.start - 20)
+    said = str(refused.value)
+    assert f"ports {ephemeral.start - 14}-{ephemeral.start + 21} (port base" in said
+    assert f"ephemeral ports {ephemeral.start}-{ephemeral.stop - 1}" in said
+    assert f"port base of at most {ephemeral.start - 42} for 2 nodes" in said  # +41: node2
+    assert not (state / "cluster.json").exists(), "nothing is saved, so nothing started"
 
 
 def test_not_root_is_explained() -> None:
