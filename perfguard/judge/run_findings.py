@@ -115,8 +115,9 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
 
 
 def leaves(conn: Connection, run_id: int) -> dict[str, set[str]]:
-    """The run's leaf switches, each → its nodes, as recorded when it was stored
-    (``pipeline.record_leaves``; none for a run stored without Slurm's tree)."""
+    """The run's leaf switches, each → its nodes, as Slurm's tree had them when it ran
+    (``pipeline.leaves_now``, stored with the report's metadata; none for a run without
+    Slurm's tree)."""
     return {row["leaf"]: set(row["nodes"]) for row in queries.rows(conn, "leaves_of_run",
                                                                    (run_id,))}
 

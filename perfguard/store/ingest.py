@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import struct
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -23,22 +23,26 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from perfguard.errors import PerfguardError
-from perfguard.store import db
+from perfguard.store import db, queries
 from perfguard.store.report import Report, ReportError, TestCase, load, no_cyclic_gc
 from perfguard.store.spool import archive, archive_dir, in_spool, meta_path, reject, spool
 
 
 @dataclass(frozen=True)
 class RunMeta:
-    """What the report itself does not say: why the run happened and which library ran."""
+    """What the report itself does not say: why the run happened, which library ran, and
+    each node's leaf switch as Slurm's tree had it then (the verdict tells a leaf's night
+    from the fabric's by them; kept beside the report, a spooled run stored days later
+    keeps them too)."""
     trigger: str = "manual"
     labels: tuple[str, ...] = ()
     library_revision: str | None = None
+    leaves: dict[str, str] = field(default_factory=dict)
 
     def save_beside(self, report: Path) -> None:
         meta_path(report).write_text(json.dumps({
             "trigger": self.trigger, "labels": list(self.labels),
-            "library_revision": self.library_revision}) + "\n")
+            "library_revision": self.library_revision, "leaves": self.leaves}) + "\n")
 
     @classmethod
     def beside(cls, report: Path, default: RunMeta | None = None) -> RunMeta:
@@ -47,11 +51,14 @@ class RunMeta:
             return default or cls()
         try:
             data = json.loads(path.read_text())
-            labels = data.get("labels", [])
+            labels, leaves = data.get("labels", []), data.get("leaves", {})
             if not isinstance(labels, list):
                 raise TypeError("labels must be a list")
+            if not isinstance(leaves, dict):
+                raise TypeError("leaves must map each node to its leaf switch")
             return cls(str(data.get("trigger", "manual")), tuple(map(str, labels)),
-                       data.get("library_revision"))
+                       data.get("library_revision"),
+                       {str(node): str(leaf) for node, leaf in leaves.items()})
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             raise ReportError(f"{path}: unreadable run metadata of {report.name} "
                               f"({exc}); fix or delete it and ingest again") from exc
@@ -116,6 +123,9 @@ def _stored(conn: psycopg.Connection, path: Path, meta: RunMeta,
             conn.execute("SELECT analyze_testcases(%s)",  # before the views read a
                          (len(report.testcases),))  # large run (repeatable/20_testcases.sql)
             _insert_fingerprints(conn, system, run_id, report)
+            queries.execute_many(conn, "insert_run_leaf", [
+                {"run_id": run_id, "node": node, "leaf": leaf}
+                for node, leaf in sorted(meta.leaves.items())])
             _record_directions(conn, report)
             conn.execute("SELECT refresh_key_figure_nights(name, night, night) FROM system, "
                          "(SELECT (%s::timestamptz AT TIME ZONE 'UTC')::date AS night) n "

@@ -28,7 +28,7 @@ from perfguard.present import text as tx
 from perfguard.run.reframe import RunRequest, library_revision, run_reframe
 from perfguard.site import slurm
 from perfguard.site.context import Context
-from perfguard.store import db, queries
+from perfguard.store import db
 from perfguard.store.ingest import RunMeta, ingest_paths
 from perfguard.workflows import site_check as check
 
@@ -96,11 +96,11 @@ def run_and_store(ctx: Context, request: RunRequest, ingest: bool = True) -> Com
     if not submits or not ingest:
         return Completed(outcome.returncode, outcome.report, None, "not ingested",
                          outcome.stalled)
-    RunMeta(request.trigger, request.labels, library_revision()).save_beside(outcome.report)
+    RunMeta(request.trigger, request.labels, library_revision(),
+            leaves_now(ctx)).save_beside(outcome.report)
     [result] = ingest_paths(ctx.state, ctx.dsn, [outcome.report], RunMeta())
     if result.run_id is not None:
         record_cost(ctx, result.run_id, slurm_job_ids(outcome.report))
-        record_leaves(ctx, result.run_id)
     return Completed(outcome.returncode, outcome.report, result.run_id, result.message,
                      outcome.stalled)
 
@@ -134,21 +134,17 @@ def record_cost(ctx: Context, run_id: int, ids: list[str]) -> None:
               f"{str(exc).strip().splitlines()[0]}", file=sys.stderr)
 
 
-def record_leaves(ctx: Context, run_id: int) -> None:
-    """The leaf switch of each node as Slurm's tree has it now, stored with the run, so
-    that the verdict tells a leaf's night from the fabric's. A site without a tree stores
-    none; a database that fails now leaves the run judged without leaves, said."""
+def leaves_now(ctx: Context) -> dict[str, str]:
+    """Each node's leaf switch as Slurm's tree has it now, kept with the run's report (and
+    stored with it), so that the verdict tells a leaf's night from the fabric's. A site
+    without a tree has none; a Slurm that cannot say now leaves the run judged without
+    them, said."""
     try:
-        leaves = switches.from_slurm(ctx.slurm_env())
-        if not leaves:
-            return
-        with db.connect(ctx.dsn) as conn:
-            queries.execute_many(conn, "insert_run_leaf", [
-                {"run_id": run_id, "node": node, "leaf": leaf}
-                for node, leaf in switches.leaf_of(leaves).items()])
-    except (PerfguardError, psycopg.Error, OSError) as exc:
-        print(f"perfguard: the leaf switches of run {run_id} were not recorded (it is "
-              f"judged without them): {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        return switches.leaf_of(switches.from_slurm(ctx.slurm_env()))
+    except (PerfguardError, OSError) as exc:
+        print(f"perfguard: the leaf switches were not read (the run is judged without "
+              f"them): {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        return {}
 
 
 def within_reservation(ctx: Context, request: RunRequest) -> RunRequest:

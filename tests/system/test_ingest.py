@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from perfguard.judge import run_findings
 from perfguard.store import db
 from perfguard.store.ingest import RunMeta, ingest_paths
 from perfguard.store.report import ReportError, load
-from perfguard.store.spool import rejected, spooled
+from perfguard.store.spool import meta_path, rejected, spooled
 from tests.conftest import counts, perfguard
 
 
@@ -146,6 +147,31 @@ def test_db_down_spools_then_retry_stores(migrated_dsn: str, demo_report: Path,
     assert spooled(state) == []
     assert counts(migrated_dsn)["run"] == 1
     assert (state / "reports" / kept.name).read_bytes() == demo_report.read_bytes()
+
+
+def test_a_spooled_run_keeps_its_leaf_switches_and_the_verdict_reads_them(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """The leaves Slurm's tree had when the run ran travel in the run's metadata beside
+    its report: spooled while the database was down and stored a day later, the run is
+    judged with them (before, they were read from Slurm after the store, and a spooled
+    run had none). Leaves that are not a node → leaf map are refused, naming the file."""
+    report = tmp_path / "night.json"
+    report.write_bytes(demo_report.read_bytes())
+    RunMeta("nightly", (), None, {"node1": "leaf1", "node2": "leaf2"}).save_beside(report)
+    state = tmp_path / "state"
+    down = perfguard("ingest", "--dsn", "postgresql://perfguard@127.0.0.1:1/none",
+                     str(report), state=state)
+    assert down.returncode == 1 and len(spooled(state)) == 1, down.stderr
+    retry = perfguard("ingest", "--spool", "--dsn", migrated_dsn, state=state)
+    assert retry.returncode == 0, retry.stderr
+    with db.connect(migrated_dsn) as conn:
+        [run_id] = [row[0] for row in conn.execute("SELECT id FROM run")]
+        assert run_findings.leaves(conn, run_id) == {"leaf1": {"node1"}, "leaf2": {"node2"}}
+    meta_path(report).write_text('{"trigger": "nightly", "leaves": ["leaf1"]}')
+    refused = perfguard("ingest", "--dsn", migrated_dsn, str(report), state=state)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert f"{meta_path(report)}: unreadable run metadata" in refused.stderr, refused.stderr
+    assert "leaves must map each node to its leaf switch" in refused.stderr
 
 
 def test_report_parser_rejects_missing_file(tmp_path: Path) -> None:
