@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from perfguard.judge import findings as fd
 from perfguard.judge import run_findings
+from perfguard.present import text as tx
 
 
 def site_lines(nodes: int = 40, hcas: int = 2, rng: random.Random | None = None,
@@ -378,6 +380,31 @@ def test_a_congested_leaf_that_is_half_the_fabric_is_named_and_pages() -> None:
                                             for f in fd.findings(lines, groups=groups)]
 
 
+def test_explain_leaf1_shows_the_leaf_its_lines_and_a_bar_that_adds_up() -> None:
+    """`verdict --explain leaf1` (issue 67, item 4: a node, HCA, leaf or finding): the
+    CLI picks the findings ``contains`` names and prints ``explain_finding``. The leaf's
+    finding is picked by its name; it is judged on every inter-node line through its
+    nodes, its evidence is the largest of its tests, and its bar is Bonferroni's over
+    the judged lines (each number as printed)."""
+    leaf1 = {f"node{n + 1}" for n in range(6)}
+    lines = correlated_site({}, through=(leaf1, 0.3))
+    groups = {"leaf1": leaf1, "leaf2": {f"node{n + 1}" for n in range(6, 12)}}
+    named = [f for f in fd.findings(lines, groups=groups)
+             if fd.contains("leaf1", f.subject, f.members())]
+    assert [f.subject for f in named][:1] == ["leaf1"], [f.subject for f in named]
+    shown = tx.explain_finding(named[0], len(lines), fd.DEFAULT_POLICY.alpha)
+    assert shown.startswith("finding leaf1 (leaf): PAGE\n"), shown
+    through = {line.name for line in lines if len(set(line.nodes)) > 1 and leaf1 & set(line.nodes)}
+    judged = set(re.findall(r"^   [* ] (.+?) \[", shown, re.M))
+    assert judged == through, judged ^ through
+    tests = [float(value) for value in re.findall(r"^ +(-?\d+\.\d\d)  ", shown, re.M)]
+    evidence = float(re.search(r"; evidence (-?\d+\.\d\d)$", shown, re.M).group(1))
+    assert any("leaf1's shared effect" in what for what in named[0].tests), named[0].tests
+    assert evidence == max(tests), shown
+    bar = fd.DEFAULT_POLICY.critical_z(len(lines))
+    assert f"the bar {bar:.2f}" in shown and evidence >= bar, shown
+
+
 def test_two_nights_of_a_3x_level_on_a_noisy_line_both_count() -> None:
     """A line of CV 40 % alone at a 3x level: its two nights 4.6 and 9.5 of its noise
     off are 4.9 apart, beyond the 4.75 a night 9.5σ off agreed within, so its residual
@@ -503,6 +530,7 @@ def test_run_quality_counts_only_a_faults_own_page() -> None:
     paged, not named (its trials counted that night's false page as the fault's page)."""
     script = """
 import random
+import re
 import numpy as np
 import run_quality as rq
 site, noise = rq.prepared("16", rq.NIGHTS, 1, rq.Noise())  # seed 1 pages on night 148
@@ -527,6 +555,7 @@ def test_run_quality_says_when_a_faulty_line_did_not_run_on_its_first_two_nights
     trials); a night missed after those two does not count."""
     script = """
 import random
+import re
 import numpy as np
 import run_quality as rq
 site, noise = rq.prepared("300", rq.NIGHTS, 1, rq.Noise())
