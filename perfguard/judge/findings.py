@@ -815,7 +815,9 @@ class NightEffects:
     at most ``night_cap``; a residual, and a line read alone, mixed with the far nights
     of its residual's history, ``Policy.far``; a shared effect with the t alone); the
     recent nights that agree with tonight's within
-    ``agree`` of their noise are combined (Stouffer), as the line rule's are. The nodes
+    ``agree`` of their noise (a night beyond on tonight's side: within that times
+    tonight's level, 1 + its relative move, for a line and a shared effect alike) are
+    combined (Stouffer), as the line rule's are. The nodes
     of a line are tonight's on every night (the history keeps values, not the pairs
     Slurm picked: a line whose partner changed is taken as through the same nodes, which
     understates how its nights moved with the nodes it had). With fewer than
@@ -909,7 +911,8 @@ class NightEffects:
         effect = np.where(np.isnan(effect), 0.0, effect)
         left[rows] -= effect
         shared = effect / self._noise(effect[None, :])[0]
-        self.shared[cause] = self._pooled_rows(shared[None, self.recent_at])[0]
+        self.shared[cause] = self._pooled_rows(shared[None, self.recent_at],
+                                               _levels(effect[None, self.recent_at]))[0]
         self.rows[cause] = set(np.flatnonzero(rows).tolist())
         return effect
 
@@ -958,7 +961,8 @@ class NightEffects:
         left[:] = padded[:-1]
         if swept:
             standard = effects[swept] / self._noise(effects[swept])[:, None]
-            for index, z in zip(swept, self._pooled_rows(standard[:, self.recent_at])):
+            for index, z in zip(swept, self._pooled_rows(
+                    standard[:, self.recent_at], _levels(effects[swept][:, self.recent_at]))):
                 self.shared[NODE, nodes[index]] = z
 
     def _noise(self, moves: np.ndarray) -> np.ndarray:
@@ -1061,6 +1065,14 @@ class NightEffects:
                                   <= (window * np.maximum(levels, 1.0))[:, None])
         return pooled_zs([tuple(row[keep].tolist()) for row, keep in zip(nights, agreeing)],
                          self.policy, shares, histories)
+
+
+def _levels(effects: np.ndarray) -> np.ndarray:
+    """Each row's level tonight (1 + its last relative move), as a line's: the nights
+    beyond on its side agree within that many times ``agree`` of its noise."""
+    seen = ~np.isnan(effects)
+    last = np.array([row[keep][-1] if keep.any() else 0.0 for row, keep in zip(effects, seen)])
+    return 1.0 + np.abs(last)
 
 
 def _leaves_median(leaves: list[np.ndarray], left: np.ndarray) -> np.ndarray | None:

@@ -16,7 +16,7 @@ from tests.system.replayed_sets import (
     replay_set,
 )
 
-QUIET_FAULTS = fault_rows("0% | 83% | 83% | 83%", "0% | 42% | 83% | 67%",
+QUIET_FAULTS = fault_rows("0% | 83% | 100% | 83%", "0% | 42% | 83% | 67%",
                          "0% | 67% | 67% | 67%")
 SPACED_FAULTS = fault_rows("0% | 100% | 100% | 67%", "0% | 50% | 100% | 83%",
                           "0% | 67% | 67% | 67%")
