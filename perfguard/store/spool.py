@@ -31,7 +31,7 @@ REASON_SUFFIX = ".reason"
 
 
 def meta_path(report: Path) -> Path:
-    """The run metadata (trigger, labels) kept beside a report."""
+    """The run metadata (trigger, labels, leaf switches) kept beside a report."""
     return report.with_name(report.name + META_SUFFIX)
 
 
