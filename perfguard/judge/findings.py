@@ -1068,11 +1068,10 @@ class NightEffects:
 
 
 def _levels(effects: np.ndarray) -> np.ndarray:
-    """Each row's level tonight (1 + its last relative move), as a line's: the nights
-    beyond on its side agree within that many times ``agree`` of its noise."""
-    seen = ~np.isnan(effects)
-    last = np.array([row[keep][-1] if keep.any() else 0.0 for row, keep in zip(effects, seen)])
-    return 1.0 + np.abs(last)
+    """Each row's level tonight (1 + its relative move on the last night, tonight's; an
+    effect holds 0, never NaN, on a night none of its lines ran), as a line's: the
+    nights beyond on its side agree within that many times ``agree`` of its noise."""
+    return 1.0 + np.abs(effects[:, -1])
 
 
 def _leaves_median(leaves: list[np.ndarray], left: np.ndarray) -> np.ndarray | None:
