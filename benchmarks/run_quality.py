@@ -414,9 +414,10 @@ def node_pair_half(site: Site, rng: random.Random, start: int):
 
 
 def names_one_of(*causes: str) -> Callable[[fd.Finding], bool]:
-    """Whether a finding names one of ``causes``: its subject, or a part of a subject of
-    twins (``node1:mlx5_0, node2:mlx5_0``: a pair's lines alone cannot tell which)."""
-    return lambda f: bool(set(causes) & fd.subject_names(f.subject))
+    """Whether a finding names one of ``causes``: its subject, a part of a subject of
+    twins (``node1:mlx5_0, node2:mlx5_0``: a pair's lines alone cannot tell which), or a
+    device a line alone ran through (``Finding.names``)."""
+    return lambda f: bool(set(causes) & f.names())
 
 
 def _some_node(site: Site, rng: random.Random) -> int:
