@@ -391,8 +391,16 @@ def without_held_levels(history: np.ndarray, policy: Policy) -> np.ndarray:
     return np.where(held, np.nan, history)
 
 
+def far_rate(standard: np.ndarray, policy: Policy) -> float:
+    """The share of far nights (beyond ``far`` of their noise) of all rows' nights
+    (``standard``: in their noise; NaN: not run)."""
+    seen = ~np.isnan(standard)
+    return float((np.abs(np.where(seen, standard, 0.0)) > policy.far).sum()
+                 / max(seen.sum(), 1))
+
+
 def far_shares(standard: np.ndarray, policy: Policy, lengths: np.ndarray | None = None,
-               held_out: bool = False) -> np.ndarray:
+               held_out: bool = False, pooled: float | None = None) -> np.ndarray:
     """Each row's share of far nights (beyond ``far`` of its noise, either side) over the
     nights it has (``standard``: in its noise; NaN: not run) beyond the share the t
     gives: 0 for a row whose history is as the t says, or that has fewer than
@@ -401,8 +409,9 @@ def far_shares(standard: np.ndarray, policy: Policy, lengths: np.ndarray | None 
     else the nights it has) counts the nights it lacks at the far rate of all rows'
     nights: its first weeks have seldom seen its slow states, which the run's lines
     together have (on the real sets it took 8 false pages to 5, the faults paged as
-    before; docs/verdicts.md). The nights of a held level never count
-    (``without_held_levels``; ``held_out``: the caller took them out already)."""
+    before; docs/verdicts.md; ``pooled``: that rate where ``standard`` is some of the
+    rows). The nights of a held level never count (``without_held_levels``;
+    ``held_out``: the caller took them out already)."""
     if not policy.far:
         return np.zeros(len(standard))
     expected = 2 * t_chance(policy.far, policy)
@@ -411,7 +420,7 @@ def far_shares(standard: np.ndarray, policy: Policy, lengths: np.ndarray | None 
     seen = ~np.isnan(standard)
     counts = seen.sum(axis=1)
     far = (np.abs(np.where(seen, standard, 0.0)) > policy.far).sum(axis=1)
-    pooled = far.sum() / max(counts.sum(), 1)
+    pooled = far_rate(standard, policy) if pooled is None else pooled
     lacking = np.maximum(policy.young_nights - (counts if lengths is None else lengths), 0)
     share = (far + lacking * pooled) / np.maximum(counts + lacking, 1) - expected
     return np.where(counts >= policy.effect_nights, np.clip(share, 0.0, 1.0), 0.0)
@@ -889,13 +898,14 @@ class NightEffects:
         self.residual, self.alone, self.shares = self._read(left, np.arange(len(lines)))
         self._left_out: dict[tuple[int, ...], np.ndarray] = {}
 
-    def _read(self, left: np.ndarray, rows: np.ndarray
+    def _read(self, left: np.ndarray, rows: np.ndarray, pooled: float | None = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rows ``rows``' residuals (``left``: what the fabric, leaf and node effects
         leave of their moves, a row each), each in its own noise (its history every night
         it has but its own recent ones), pooled over the recent nights that agree: as a
         cause's residuals read them, as a line alone reads them (less the fabric's load),
-        and each row's far share."""
+        and each row's far share (a young row's lacking nights at ``pooled``, the run's
+        far rate, where ``rows`` are some of its lines)."""
         own = self._own[rows]
         standard = left / _noise_of(np.where(own, np.nan, left))[:, None]
 
@@ -909,7 +919,9 @@ class NightEffects:
         levels = 1.0 + np.abs(last)
         lengths = np.array([self.lines[row].history_nights for row in rows])
         past = without_held_levels(np.where(own, np.nan, standard), self.policy)
-        shares = far_shares(past, self.policy, lengths, held_out=True)
+        shares = far_shares(past, self.policy, lengths, held_out=True, pooled=pooled)
+        if pooled is None:
+            self._far_rate = far_rate(past, self.policy)
         residual = np.array(self._pooled_rows(recent(standard), levels, shares, past))
         # fabric load moves each line by its own share of the fabric's shift (-10 % here,
         # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread, a
@@ -938,7 +950,7 @@ class NightEffects:
         if key not in self._left_out:
             effects = self._node_effects_without(set(rows))
             left = np.vstack([self._node_free(row, effects) for row in rows])
-            self._left_out[key] = self._read(left, np.array(rows))[0]
+            self._left_out[key] = self._read(left, np.array(rows), self._far_rate)[0]
         return self._left_out[key]
 
     def _node_effects_without(self, out: set[int]) -> np.ndarray:
