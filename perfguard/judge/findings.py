@@ -1068,11 +1068,16 @@ class NightEffects:
     def residuals(self, kind: str, covered: list[int]) -> list[float] | None:
         """What each line of ``covered`` counts in a cause's residuals' test: its residual
         z as a cause of ``kind`` reads it (a device's lines with their nodes' effects from
-        the nodes' other lines, ``_without``; a line alone less the fabric's load), its
-        own z where it has no residual (a curve); None without night effects."""
+        the nodes' other lines, ``_without``, once their history is not young: read from
+        part of its lines, a node's night needs the nights that weigh them, and on 8
+        nights node3's HCA took 6.1 of its neighbour pair's fault on night 1 and paged,
+        run_quality's 4,000 lines, where the whole node read 4.9; a line alone less the
+        fabric's load), its own z where it has no residual (a curve); None without night
+        effects."""
         if not self.usable:
             return None
-        values = (self._without(covered) if kind == DEVICE
+        mature = max(self.lines[i].history_nights for i in covered) >= self.policy.young_nights
+        values = (self._without(covered) if kind == DEVICE and mature
                   else self.alone[covered] if kind == LINE else self.residual[covered])
         return [self.lines[i].z if math.isnan(value) else float(value)
                 for i, value in zip(covered, values)]
