@@ -826,7 +826,9 @@ class NightEffects:
       a node's ordinary 2 % night is one;
     - its lines' residuals (what the node, leaf and fabric effects do not explain),
       combined as independent lines (Stouffer): an HCA at half bandwidth moves 6 of its
-      node's 25 lines, leaving the node's median (its effect) where it was.
+      node's 25 lines, leaving the node's median (its effect) where it was; a device's
+      with its nodes' effects read from their other lines (``_without``), where its own
+      are a node's fewer.
 
     The larger of the two is the cause's evidence (a bound of two tests: the page's bar
     barely moves). Each night counts as a line's night does (Student-t of ``tail_df``,
@@ -943,9 +945,8 @@ class NightEffects:
         night Slurm gave a pair line that node: their biweight took part of the -50 % as
         the node's night, and on the second night its residuals read 2.2-3.4, evidence
         4.50 against the bar 4.60 (run_quality, 16 nodes, seed 1: paged within 2 nights
-        in 78 % of 60 trials).
-        Their spread over the history nights is taken the same way, so a node read from
-        fewer lines is read in the wider spread that gives."""
+        in 78 % of 60 trials). Their spread over the history nights is taken the same way,
+        so a node read from fewer lines is read in the wider spread that gives."""
         key = tuple(rows)
         if key not in self._left_out:
             effects = self._node_effects_without(set(rows))
@@ -1076,7 +1077,8 @@ class NightEffects:
         effects."""
         if not self.usable:
             return None
-        mature = max(self.lines[i].history_nights for i in covered) >= self.policy.young_nights
+        mature = max((self.lines[i].history_nights for i in covered),
+                     default=0) >= self.policy.young_nights
         values = (self._without(covered) if kind == DEVICE and mature
                   else self.alone[covered] if kind == LINE else self.residual[covered])
         return [self.lines[i].z if math.isnan(value) else float(value)
