@@ -827,8 +827,8 @@ class NightEffects:
     - its lines' residuals (what the node, leaf and fabric effects do not explain),
       combined as independent lines (Stouffer): an HCA at half bandwidth moves 6 of its
       node's 25 lines, leaving the node's median (its effect) where it was; a device's
-      with its nodes' effects read from their other lines (``_without``), where its own
-      are a node's fewer.
+      with its nodes' effects read from their other lines where those are as many and
+      its history is not young (``residuals``, ``_without``).
 
     The larger of the two is the cause's evidence (a bound of two tests: the page's bar
     barely moves). Each night counts as a line's night does (Student-t of ``tail_df``,
@@ -940,13 +940,14 @@ class NightEffects:
 
     def _without(self, rows: list[int]) -> np.ndarray:
         """The residual z of each of ``rows`` (a device's lines) with their nodes' effects
-        taken from the nodes' other lines alone: a cause is tested against the nights its
-        own lines did not make. A PCIe link at x8 halved 3 of its node's 6 lines on a
-        night Slurm gave a pair line that node: their biweight took part of the -50 % as
-        the node's night, and on the second night its residuals read 2.2-3.4, evidence
-        4.50 against the bar 4.60 (run_quality, 16 nodes, seed 1: paged within 2 nights
-        in 78 % of 60 trials). Their spread over the history nights is taken the same way,
-        so a node read from fewer lines is read in the wider spread that gives."""
+        taken from the nodes' other lines (``_node_effects_without``, where those are as
+        many): a cause is tested against the nights its own lines did not make. A PCIe
+        link at x8 halved 3 of its node's 6 lines on a night Slurm gave a pair line that
+        node: their biweight took part of the -50 % as the node's night, and on the
+        second night its residuals read 2.2-3.4, evidence 4.50 against the bar 4.60
+        (run_quality, 16 nodes, seed 1: paged within 2 nights in 78 % of 60 trials).
+        Their spread over the history nights is taken the same way, so a node read from
+        fewer lines is read in the wider spread that gives."""
         key = tuple(rows)
         if key not in self._left_out:
             effects = self._node_effects_without(set(rows))
@@ -960,10 +961,10 @@ class NightEffects:
         each row weighted by its precision but no more than a typical row of its node's
         (``_weighted_biweights``): of a node's Himeno (1 %) and one latency line (20 %)
         left, the Himeno; of 25 lines of 2-3 % left, each alike. A node whose other rows
-        are fewer than ``out``'s keeps its effect: there the device is most of the node,
-        and its node's night read from the few lines left paged ordinary busy nights of
-        the embedded cluster's one device a node (`lo`: 3 false pages more on the real
-        nights' sets)."""
+        are fewer than its rows among ``out`` (the device's judged lines) keeps its
+        effect, and so does each night none of them ran: read from the few lines left,
+        the embedded cluster's one device a node (`lo`) paged ordinary busy nights (3
+        false pages more on the real nights' sets)."""
         touched = sorted({self._node_number[node] for row in out
                           for node in self.lines[row].nodes})
         effects = self._node_effects.copy()
@@ -977,7 +978,8 @@ class NightEffects:
                 found = _weighted_biweights(
                     np.vstack([self._node_free(row, effects, index) for row in others]).T,
                     np.maximum(self._spread[others], typical))
-                effects[index] = np.where(np.isnan(found), 0.0, found)  # none ran: 0
+                # a night none of the others ran: the node's night as it was read
+                effects[index] = np.where(np.isnan(found), self._node_effects[index], found)
         return effects
 
     def _node_free(self, row: int, effects: np.ndarray, but: int = -1) -> np.ndarray:
@@ -1222,7 +1224,13 @@ def _weighted_biweights(matrix: np.ndarray, noise: np.ndarray, tuning: float = 4
     cumulative = np.cumsum(np.take_along_axis(precision, order, 1), axis=1)
     half = cumulative[:, -1:] / 2
     middle = np.minimum((cumulative < half).sum(axis=1), matrix.shape[1] - 1)
-    centre = np.take_along_axis(values, order[np.arange(len(order)), middle][:, None], 1)[:, 0]
+    sorted_values = np.take_along_axis(values, order, 1)
+    rows = np.arange(len(order))
+    centre = sorted_values[rows, middle]
+    tie = np.isclose(cumulative[rows, middle], half[:, 0]) & (
+        middle + 1 < (precision > 0).sum(axis=1))  # an even split: between the two
+    centre = np.where(tie, (centre + sorted_values[rows, np.minimum(
+        middle + 1, matrix.shape[1] - 1)]) / 2, centre)
     for _ in range(steps):
         u = (values - centre[:, None]) / (tuning * noise[None, :])
         weights = np.where(np.abs(u) < 1, (1 - u * u) ** 2, 0.0) * precision

@@ -50,6 +50,17 @@ def test_a_bad_hca_is_one_finding_naming_it_and_pages() -> None:
     assert found[0].summary().startswith("node7:mlx5_1: 6 of 6 line(s) worse by a median 48.0%")
 
 
+def test_a_nodes_night_from_lines_of_unequal_noise_follows_the_precise_one() -> None:
+    """What a device's node's night is read from: of a Himeno line (spread 1 %) and a
+    latency line (20 %), the Himeno's (their median was half the latency's night); of two
+    alike, between them (an even split); of a night none of them ran, none."""
+    values = np.array([[0.0, 0.5], [0.0, 0.4], [np.nan, np.nan]])
+    read = fd._weighted_biweights(values, np.array([0.01, 0.2]))
+    assert abs(read[0]) < 0.002 and abs(read[1]) < 0.002 and np.isnan(read[2]), read
+    alike = fd._weighted_biweights(np.array([[0.0, 0.01], [0.0, 0.5]]), np.array([0.01, 0.01]))
+    assert np.allclose(alike, [0.005, 0.25]), alike
+
+
 def test_a_line_alone_says_the_devices_it_ran_through() -> None:
     """One line of an HCA moved (its other lines missed the night or met another node):
     a line alone, which cannot tell which of its two HCAs is slow, names both as twins
