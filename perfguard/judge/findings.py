@@ -894,7 +894,6 @@ class NightEffects:
         for leaf, rows in through.items():
             self._remove((LEAF, leaf), rows, left)
         self._before_nodes = left.copy()
-        self._spread = self._noise(left)
         self._own, self._load, self._moves = own, load, moves
         self._remove_nodes(left)
         self.residual, self.alone, self.shares = self._read(left, np.arange(len(lines)))
@@ -921,9 +920,9 @@ class NightEffects:
         levels = 1.0 + np.abs(last)
         lengths = np.array([self.lines[row].history_nights for row in rows])
         past = without_held_levels(np.where(own, np.nan, standard), self.policy)
+        if pooled is None:  # all the run's lines: the rate a part of them is read at
+            self._far_rate = pooled = far_rate(past, self.policy)
         shares = far_shares(past, self.policy, lengths, held_out=True, pooled=pooled)
-        if pooled is None:
-            self._far_rate = far_rate(past, self.policy)
         residual = np.array(self._pooled_rows(recent(standard), levels, shares, past))
         # fabric load moves each line by its own share of the fabric's shift (-10 % here,
         # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread, a
@@ -967,17 +966,21 @@ class NightEffects:
         false pages more on the real nights' sets)."""
         touched = sorted({self._node_number[node] for row in out
                           for node in self.lines[row].nodes})
+        read_again = {}  # node → its other rows and their spreads, at least its typical row's
+        for index in touched:
+            others = [row for row in self._rows_of[index] if row not in out]
+            if len(self._rows_of[index]) < 2 or 2 * len(others) < len(self._rows_of[index]):
+                continue  # never swept (no effect), or most of it is the device's
+            spread = self._noise(self._before_nodes[self._rows_of[index]])
+            own = dict(zip(self._rows_of[index], spread))
+            read_again[index] = (others, np.maximum([own[row] for row in others],
+                                                    float(np.median(spread))))
         effects = self._node_effects.copy()
         for _ in range(NODE_SWEEPS):
-            for index in touched:
-                others = [row for row in self._rows_of[index] if row not in out]
-                mine = len(self._rows_of[index]) - len(others)
-                if len(self._rows_of[index]) < 2 or len(others) < mine:
-                    continue  # never swept (no effect), or most of it is the device's
-                typical = float(np.median(self._spread[self._rows_of[index]]))
+            for index, (others, noise) in read_again.items():
                 found = _weighted_biweights(
                     np.vstack([self._node_free(row, effects, index) for row in others]).T,
-                    np.maximum(self._spread[others], typical))
+                    noise)
                 # a night none of the others ran: the node's night as it was read
                 effects[index] = np.where(np.isnan(found), self._node_effects[index], found)
         return effects
