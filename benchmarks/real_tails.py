@@ -15,15 +15,18 @@ and beside benchmarks/run_quality.py's synthetic site (300 lines, its correlated
 as many nights as the real sets) measured the same way: the model the rules were tuned
 on.
 Then how often each way of reading a night calls it rarer than 1 in 100, 1,000 and
-10,000: the t alone, and the t mixed with the line's own far nights as the findings now
+10,000 on its worse side (the side that pages; figures are read larger-better, a latency
+negated): the t alone, and the t mixed with the line's own far nights as the findings now
 read it (``findings.far_night_probability`` with the share ``findings.far_shares`` learns
 from the same baseline's nights), and that with the line's own tail where its history lay
 as far more often (``findings.own_tail``). A reading that is right calls a night rarer than 1 in
-1,000 on about 1 line-night in 1,000. Last, whether a line's far nights come again: how
+1,000 on about 1 line-night in 1,000. Then whether a line's far nights come again: how
 often a night is far after none, one, and two or more far nights in its baseline.
 Nights are taken as recorded: a fault's nights (none here) and disturbed test cases
 (``real-nights-psi``) are not left out as the verdict would leave them, so the shares are
-an upper bound on what the judge sees on the sets where that happens.
+an upper bound on what the judge sees on the sets where that happens. Last, whether a
+far better night says anything of a far worse one (``findings.far_shares`` counts the
+worse side alone).
 """
 
 from __future__ import annotations
@@ -57,8 +60,14 @@ SYNTHETIC_NIGHTS = 60
 RARER_THAN = (1e-2, 1e-3, 1e-4)
 
 
+#: The real sets' units whose lower values are better (their only time unit: latency).
+LOWER_IS_BETTER = ("us",)
+
+
 def series(folder: Path, nights: int | None = None) -> dict[str, list[float]]:
-    """Each key figure of the passed test cases, night by night in the order they ran."""
+    """Each key figure of the passed test cases, night by night in the order they ran,
+    larger better (lower-is-better figures, ``LOWER_IS_BETTER``, negated): a night below
+    its baseline is worse on every line."""
     found: dict[str, list[float]] = defaultdict(list)
     for night in load_nights(folder)[:nights]:
         for case in cases(night.report):
@@ -66,7 +75,9 @@ def series(folder: Path, nights: int | None = None) -> dict[str, list[float]]:
                 continue
             for key, entry in (case.get("perfvalues") or {}).items():
                 if entry and entry[0] is not None:
-                    found[f"{case['name']} {key.rsplit(':', 1)[-1]}"].append(float(entry[0]))
+                    sign = -1.0 if entry[4] in LOWER_IS_BETTER else 1.0
+                    found[f"{case['name']} {key.rsplit(':', 1)[-1]}"].append(
+                        sign * float(entry[0]))
     return found
 
 
@@ -89,26 +100,27 @@ def distances(values: list[float], rule: judge.Rule = judge.DEFAULT_RULE) -> lis
 
 
 def chances(values: list[float], policy: fd.Policy = fd.DEFAULT_POLICY) -> np.ndarray:
-    """For each night judged as ``distances`` judges it, its chance (either side) read
-    through the t alone, through the t mixed with the far nights of the baseline's own
-    nights, and that or the share of the baseline's nights as far on its side where the
-    history says it is likelier (``findings.own_tail``): rows (t, with far nights, and
-    its own tail)."""
+    """For each night judged as ``distances`` judges it, its chance of lying at least as
+    far on the worse side (the side that pages; a better night is not rare: 1) read
+    through the t alone, through the t mixed with the far worse nights of the baseline's
+    own nights, and that or the share of the baseline's nights as far on its side where
+    the history says it is likelier (``findings.own_tail``): rows (t, with far nights,
+    and its own tail)."""
     judged = judged_nights(values)
     if not judged:
         return np.zeros((3, 0))
-    histories = [tuple((v - centre) / noise for v in window)
+    histories = [tuple((centre - v) / noise for v in window)  # worse > 0 (``series``)
                  for _, window, centre, noise in judged]
     # each row is one window of the same line, not one line of a run: a young window
     # would borrow the far rate of this line's later windows (``young_nights``), which
     # a night's judge cannot know; read as a full history each
     shares = fd.far_shares_of(histories, dataclasses.replace(policy, young_nights=0))
-    signed = np.array([(value - centre) / noise for value, _, centre, noise in judged])
-    far = np.abs(signed)
-    return np.vstack([2 * fd.t_chance(far, policy),
-                      2 * fd.far_night_probability(far, shares, policy),
-                      2 * fd.night_chance(signed, shares, fd.history_matrix(histories),
+    worse = np.array([(centre - value) / noise for value, _, centre, noise in judged])
+    readings = np.vstack([fd.t_chance(worse, policy),
+                          fd.far_night_probability(np.abs(worse), shares, policy),
+                          fd.night_chance(worse, shares, fd.history_matrix(histories),
                                           policy)])
+    return np.where(worse > 0, readings, 1.0)
 
 
 def calibration(name: str, lines: dict[str, list[float]]) -> list[str]:
@@ -136,11 +148,33 @@ def recurrence(name: str, lines: dict[str, list[float]],
     return f"| {name} | {cells} |"
 
 
+def sides(lines: dict[str, list[float]], policy: fd.Policy = fd.DEFAULT_POLICY
+          ) -> list[int]:
+    """How often a night is far worse (beyond ``far`` noise; ``lines``: larger is better,
+    as ``series`` gives them) after a baseline with no far night, with far nights only on
+    the better side, and only on the worse side: whether a far better night says anything
+    of a worse one (``findings.far_shares`` counts the worse side alone). Counts: (far
+    worse, nights) of each."""
+    counted = [0] * 6
+    for values in lines.values():
+        for value, window, centre, noise in judged_nights(values):
+            worse = sum((centre - v) / noise > policy.far for v in window)
+            better = sum((v - centre) / noise > policy.far for v in window)
+            if worse and better:
+                continue
+            kind = 2 if worse else 1 if better else 0
+            counted[2 * kind] += (centre - value) / noise > policy.far
+            counted[2 * kind + 1] += 1
+    return counted
+
+
 def synthetic(nights: int, seed: int = 1) -> dict[str, list[float]]:
     """run_quality's 300-line site with its default (correlated) noise: each line's values
-    (its base times the noise), its missing nights left out."""
+    (its base times the noise, larger better as ``series``), its missing nights left
+    out."""
     site, noise = rq.prepared("300", nights, seed, rq.Noise())
-    values = site.base[:, None] * noise
+    sign = np.array([-1.0 if spec.better == "lower" else 1.0 for spec in site.specs])
+    values = (sign * site.base)[:, None] * noise
     return {spec.name: [v for v in row if not np.isnan(v)]
             for spec, row in zip(site.specs, values.tolist())}
 
@@ -172,6 +206,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     nights = SMOKE_NIGHTS if args.smoke else None
     named = [(folder.name, series(folder, nights)) for folder in args.data or SETS]
+    sets = {name for name, _ in named}
     named.append(("run_quality 300 lines", synthetic(nights or SYNTHETIC_NIGHTS)))
     for name, lines in named:
         head, *rows = table(name, lines)
@@ -188,6 +223,15 @@ def main() -> int:
     print("|---|---|---|---|")
     for name, lines in named:
         print(recurrence(name, lines))
+    print()
+    print(f"| far worse tonight (beyond {fd.DEFAULT_POLICY.far:g} noise), all real sets | "
+          "after no far night in its baseline | after far better ones only | after far "
+          "worse ones only |")
+    print("|---|---|---|---|")
+    totals = np.sum([sides(lines) for name, lines in named if name in sets], axis=0)
+    cells = " | ".join(f"{f / n:.1%} of {n:,}" if n else "-"
+                       for f, n in zip(totals[::2], totals[1::2]))
+    print(f"| real nights | {cells} |")
     return 0
 
 

@@ -180,6 +180,12 @@ def test_real_tails_runs() -> None:
     for name in sets:
         none, _, several = again[name]
         assert several > 3 * none and several > 10, out
+    # and on their own side: after far better nights alone a night is far worse less
+    # often than after none, after far worse ones many times as often (far_shares)
+    [sides] = re.findall(r"^\| real nights \| ([\d.]+)% of [\d,]+ \| ([\d.]+)% of [\d,]+ \| "
+                         r"([\d.]+)% of [\d,]+ \|$", out, re.M)
+    after_none, after_better, after_worse = map(float, sides)
+    assert after_better < after_none and after_worse > 5 * after_none, out
 
 
 def test_fast_paths_runs() -> None:

@@ -707,10 +707,13 @@ def test_a_line_that_was_far_before_reads_its_far_nights_as_its_own() -> None:
     so (1 with this rule); a line whose history is as the t says reads as before."""
     policy = fd.DEFAULT_POLICY
     clean = tuple(((-1) ** night) * (night % 7) / 4 for night in range(30))
-    far = clean[:27] + (25.0, -40.0, 18.0)
+    far = tuple({7: 25.0, 17: 40.0, 27: 18.0}.get(night, v) for night, v in enumerate(clean))
     tonight = (12.0, 14.0)
     shares = fd.far_shares_of([clean, far], policy)
     assert shares[0] == 0.0 and 0.09 < shares[1] < 0.1  # 3 of 30, less the t's 0.19 %
+    # far better nights are no sign of far worse ones: they do not count
+    better = tuple({7: -25.0, 17: -40.0}.get(night, v) for night, v in enumerate(far))
+    assert 0.03 < fd.far_shares_of([better], policy)[0] < 0.033  # 1 of 30
     critical = policy.critical_z(70)
     as_the_t_says, with_its_far_nights = fd.pooled_zs([tonight, tonight], policy, shares)
     assert as_the_t_says > critical > with_its_far_nights + 1
@@ -743,7 +746,7 @@ def test_a_line_read_with_its_far_nights_does_not_page_and_says_so() -> None:
         [found] = [f for f in fd.findings([target, *others]) if f.kind == fd.LINE]
         return found
 
-    read_with = judged({4: 0.25, 11: -0.40, 19: 0.18})
+    read_with = judged({4: 0.25, 11: 0.40, 19: 0.18})
     assert not read_with.paged and 0.09 < read_with.far < 0.11, read_with.summary()
     assert ("; read with its far nights (its history far from its baseline on about 10% "
             "of nights)") in read_with.summary(), read_with.summary()
