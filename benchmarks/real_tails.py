@@ -231,7 +231,7 @@ def main() -> int:
     totals = np.sum([sides(lines) for name, lines in named if name in sets], axis=0)
     cells = " | ".join(f"{f / n:.1%} of {n:,}" if n else "-"
                        for f, n in zip(totals[::2], totals[1::2]))
-    print(f"| real nights | {cells} |")
+    print(f"| every real set | {cells} |")
     return 0
 
 

@@ -8,11 +8,11 @@ import pytest
 
 from tests.system.replayed_sets import NO_UPDATE_PAGES, assert_set_replays_as_results, fault_rows
 
-SEVENTH_FAULTS = fault_rows("0% | 0% | 33% | 33%", "0% | 0% | 8% | 8%",
+SEVENTH_FAULTS = fault_rows("0% | 0% | 33% | 33%", "0% | 0% | 0% | 0%",
                            "0% | 67% | 100% | 100%")
-EIGHTH_FAULTS = fault_rows("0% | 33% | 33% | 33%", "0% | 17% | 25% | 25%",
-                          "0% | 67% | 100% | 100%")
-NINTH_FAULTS = fault_rows("0% | 0% | 0% | 0%", "0% | 0% | 0% | 0%",
+EIGHTH_FAULTS = fault_rows("0% | 33% | 33% | 33%", "0% | 17% | 33% | 33%",
+                          "0% | 33% | 100% | 100%")
+NINTH_FAULTS = fault_rows("0% | 0% | 25% | 25%", "0% | 0% | 0% | 0%",
                          "50% | 50% | 50% | 50%", starts=2)
 
 
