@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import run_quality as rq  # noqa: E402
-from real_nights import cases, load_nights  # noqa: E402
+from real_nights import LATENCY_UNITS, cases, load_nights  # noqa: E402
 
 from perfguard.judge import findings as fd  # noqa: E402
 from perfguard.judge import rules as judge  # noqa: E402
@@ -56,12 +56,12 @@ DISTANCES = (3.0, 4.5, 6.0, 9.0)
 SMOKE_NIGHTS = 20
 #: Nights of the synthetic site: as many as a real set has.
 SYNTHETIC_NIGHTS = 60
-#: Chances (either side) below which a reading calls a night rare.
+#: Chances (on the worse side) below which a reading calls a night rare.
 RARER_THAN = (1e-2, 1e-3, 1e-4)
 
 
 #: The real sets' units whose lower values are better (their only time unit: latency).
-LOWER_IS_BETTER = ("us",)
+LOWER_IS_BETTER = LATENCY_UNITS
 
 
 def series(folder: Path, nights: int | None = None) -> dict[str, list[float]]:
@@ -135,9 +135,10 @@ def calibration(name: str, lines: dict[str, list[float]]) -> list[str]:
 
 def recurrence(name: str, lines: dict[str, list[float]],
                policy: fd.Policy = fd.DEFAULT_POLICY) -> str:
-    """How often a night is far (beyond ``far`` noise) after 0, 1 and 2 or more far
-    nights in its baseline's window: whether a line's far nights come again, which is
-    what reading each line with its own far nights assumes."""
+    """How often a night is far (beyond ``far`` noise, either side) after 0, 1 and 2 or
+    more far nights (either side) in its baseline's window: whether a line's far nights
+    come again, which is what reading each line with its own far nights assumes (on
+    which side: ``sides``)."""
     far, seen = [0, 0, 0], [0, 0, 0]
     for values in lines.values():
         for value, window, centre, noise in judged_nights(values):
@@ -218,8 +219,8 @@ def main() -> int:
     for name, lines in named:
         print("\n".join(calibration(name, lines)))
     print()
-    print(f"| set | far tonight (beyond {fd.DEFAULT_POLICY.far:g} noise) after no far night "
-          "in its baseline | after one | after two or more |")
+    print(f"| set | far tonight (beyond {fd.DEFAULT_POLICY.far:g} noise, either side) after "
+          "no far night in its baseline | after one | after two or more |")
     print("|---|---|---|---|")
     for name, lines in named:
         print(recurrence(name, lines))

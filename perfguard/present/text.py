@@ -306,7 +306,7 @@ def explain_finding(finding: Any, judged: int, alpha: float) -> str:
         if residual is not None:
             parts.append(f"in the residuals' test {residual:.2f}")
         if line.far:
-            parts.append(f"read with {line.far:.0%} far nights")
+            parts.append(f"read with {line.far:.0%} far worse nights")
         mark = "*" if id(line) in moved else " "
         out.append(f"   {mark} {line.name} [{', '.join(line.nodes)}]: {'; '.join(parts)}")
     out.append("  (*: the lines that moved, which the finding names)")

@@ -174,7 +174,7 @@ def test_real_tails_runs() -> None:
     # far several times as often as after none (what reading each line with its own far
     # nights rests on)
     again = {name: [float(x) for x in shares] for name, *shares in re.findall(
-        r"^\| ([\w -]+?) \| ([\d.]+)% of \d+ \| ([\d.]+)% of \d+ \| ([\d.]+)% of \d+ \|",
+        r"^\| ([\w -]+?) \| ([\d.]+)% of [\d,]+ \| ([\d.]+)% of [\d,]+ \| ([\d.]+)% of [\d,]+ \|",
         out, re.M)}
     assert set(again) == names | {"every real set"}, out  # its last row: the sides' table
     for name in sets:

@@ -748,7 +748,7 @@ def test_a_line_read_with_its_far_nights_does_not_page_and_says_so() -> None:
 
     read_with = judged({4: 0.25, 11: 0.40, 19: 0.18})
     assert not read_with.paged and 0.09 < read_with.far < 0.11, read_with.summary()
-    assert ("; read with its far nights (its history far from its baseline on about 10% "
+    assert ("; read with its far nights (its history far worse than its baseline on about 10% "
             "of nights)") in read_with.summary(), read_with.summary()
     as_the_t_says = judged({})
     assert as_the_t_says.paged and as_the_t_says.far == 0.0, as_the_t_says.summary()
