@@ -60,13 +60,9 @@ SYNTHETIC_NIGHTS = 60
 RARER_THAN = (1e-2, 1e-3, 1e-4)
 
 
-#: The real sets' units whose lower values are better (their only time unit: latency).
-LOWER_IS_BETTER = LATENCY_UNITS
-
-
 def series(folder: Path, nights: int | None = None) -> dict[str, list[float]]:
     """Each key figure of the passed test cases, night by night in the order they ran,
-    larger better (lower-is-better figures, ``LOWER_IS_BETTER``, negated): a night below
+    larger better (latencies, ``real_nights.LATENCY_UNITS``, negated): a night below
     its baseline is worse on every line."""
     found: dict[str, list[float]] = defaultdict(list)
     for night in load_nights(folder)[:nights]:
@@ -75,7 +71,7 @@ def series(folder: Path, nights: int | None = None) -> dict[str, list[float]]:
                 continue
             for key, entry in (case.get("perfvalues") or {}).items():
                 if entry and entry[0] is not None:
-                    sign = -1.0 if entry[4] in LOWER_IS_BETTER else 1.0
+                    sign = -1.0 if entry[4] in LATENCY_UNITS else 1.0
                     found[f"{case['name']} {key.rsplit(':', 1)[-1]}"].append(
                         sign * float(entry[0]))
     return found

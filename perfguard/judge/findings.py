@@ -401,7 +401,8 @@ def far_rate(standard: np.ndarray, policy: Policy) -> float:
 
 
 def _far_worse(standard: np.ndarray, policy: Policy) -> np.ndarray:
-    """Which nights lie beyond ``far`` of their noise on the worse side (NaN: none).
+    """Which nights lie beyond ``far`` of their noise on the worse side (NaN: none, as
+    any comparison with it is false).
 
     Only a worse night pages, and a line's far nights come again on their own side: on
     the nine recorded real sets (as benchmarks/real_tails.py judges them) a night lay 6
@@ -410,7 +411,7 @@ def _far_worse(standard: np.ndarray, policy: Policy) -> np.ndarray:
     both sides, a line with one far better night read two nights of a Himeno node 30 %
     slower as its own kind of night (run_quality, 16 nodes, seed 1: paged within 2
     nights in 77 % of 60 trials; 87 % so)."""
-    return np.where(np.isnan(standard), 0.0, standard) > policy.far
+    return standard > policy.far
 
 
 def far_shares(standard: np.ndarray, policy: Policy, lengths: np.ndarray | None = None,
