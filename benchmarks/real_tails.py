@@ -58,6 +58,10 @@ SMOKE_NIGHTS = 20
 SYNTHETIC_NIGHTS = 60
 #: Chances (on the worse side) below which a reading calls a night rare.
 RARER_THAN = (1e-2, 1e-3, 1e-4)
+#: How far worse one night lies (in noise), and the sites' lines (run_quality's sizes):
+#: what a rule that paged on one such night would page.
+ONE_NIGHT, SITE_LINES = (9.0, 15.0, 30.0), (3, 48, 300, 4000)
+NIGHTS_A_MONTH = 30
 
 
 def series(folder: Path, nights: int | None = None) -> dict[str, list[float]]:
@@ -165,6 +169,23 @@ def sides(lines: dict[str, list[float]], policy: fd.Policy = fd.DEFAULT_POLICY
     return counted
 
 
+def one_night(lines: dict[str, list[float]]) -> list[str]:
+    """How often one night lies beyond k noise on the worse side, and how many nights a
+    month a site of run_quality's sizes would have such a line (were its lines
+    independent): what a rule that paged on one night would page. Findings page a level,
+    two nights or more, so a one-line fault (a slow Himeno node) is paged within 2 nights
+    no more often than its line ran on both (run_quality's last column)."""
+    worse = np.array([(centre - value) / noise for values in lines.values()
+                      for value, _, centre, noise in judged_nights(values)])
+    rows = []
+    for k in ONE_NIGHT:
+        share = float(np.mean(worse > k)) if len(worse) else 0.0
+        months = " / ".join(f"{NIGHTS_A_MONTH * (1 - (1 - share) ** n):.1f}"
+                            for n in SITE_LINES)
+        rows.append(f"| {k:g} | {share:.2%} of {len(worse):,} | {months} |")
+    return rows
+
+
 def synthetic(nights: int, seed: int = 1) -> dict[str, list[float]]:
     """run_quality's 300-line site with its default (correlated) noise: each line's values
     (its base times the noise, larger better as ``series``), its missing nights left
@@ -229,6 +250,13 @@ def main() -> int:
     cells = " | ".join(f"{f / n:.1%} of {n:,}" if n else "-"
                        for f, n in zip(totals[::2], totals[1::2]))
     print(f"| every real set | {cells} |")
+    print()
+    print("| one night worse than (noise), every real set | line-nights | nights a month "
+          "with one such line at " + " / ".join(f"{n:,}" for n in SITE_LINES)
+          + " lines (independent lines) |")
+    print("|---|---|---|")
+    print("\n".join(one_night({f"{name} {key}": values for name, lines in named
+                               if name in sets for key, values in lines.items()})))
     return 0
 
 

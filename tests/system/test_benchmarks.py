@@ -186,6 +186,11 @@ def test_real_tails_runs() -> None:
                          r"([\d.]+)% of [\d,]+ \|$", out, re.M)
     after_none, after_better, after_worse = map(float, sides)
     assert after_better < after_none and after_worse > 5 * after_none, out
+    # one night is no level: a rule that paged on one night 15 noise worse would page a
+    # 16-node site's 48 lines on more nights a month than not
+    [months] = re.findall(r"^\| 15 \| [\d.]+% of [\d,]+ \| ([\d. /]+) \|$", out, re.M)
+    at_3, at_48, *_ = map(float, months.split(" / "))
+    assert at_3 > 1 and at_48 > 15, out
 
 
 def test_fast_paths_runs() -> None:
