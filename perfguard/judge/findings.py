@@ -617,8 +617,8 @@ def _levels_of_their_own(found: list[Finding], lines: list[Evidence],
     index = {id(line): i for i, line in enumerate(lines)}
     alone: list[Finding] = []
     for finding in found:
-        if finding.paged or finding.kind == LINE:
-            continue
+        if finding.paged or finding.kind == LINE or len(finding.lines) < 2:
+            continue  # a finding of one line is that line's
         levels = [line for line in finding.lines if line.confirmed]
         for line in [line for line in levels if line.side < 0 and (
                 len(levels) == 1 or _beyond_the_others(line, finding.lines))]:
@@ -920,7 +920,7 @@ class NightEffects:
         self._own, self._load, self._moves = own, load, moves
         self._remove_nodes(left)
         self.residual, self.alone, self.shares = self._read(left, np.arange(len(lines)))
-        self._left_out: dict[tuple[int, ...], tuple[np.ndarray, ...]] = {}
+        self._left_out: dict[tuple[tuple[int, ...], bool], tuple[np.ndarray, ...]] = {}
 
     def _read(self, left: np.ndarray, rows: np.ndarray, pooled: float | None = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -969,13 +969,14 @@ class NightEffects:
         that node: their biweight took part of the -50 % as the node's night, and on the
         second night its residuals read 2.2-3.4, evidence 4.50 against the bar 4.60
         (run_quality, 16 nodes, seed 1: paged within 2 nights in 78 % of 60 trials). A
-        slow Himeno line alone the same: its node's biweight of 4 lines, one a latency
-        of CV 20 % 24 % worse, read 14.4 % of the Himeno's -31 % as the node's night, and
-        its residual read 3.50 over two nights (its own nights 5.27; seed 2, trial 39).
+        slow Himeno line alone the same: of its node's 4 lines, worse by 24 % (a latency
+        of CV 20 %), 1 %, 31 % (the Himeno) and 1 %, the biweight read 14.4 % as the
+        node's night, and the Himeno's residual read 3.50 over two nights (its own nights
+        5.27; seed 2, trial 39).
         Their spread over the history nights is taken the same way, so a node read from
         fewer lines is read in the wider spread that gives. ``precise``: the others
         weighted by their precision (``_node_effects_without``)."""
-        key = (*rows, precise)
+        key = (tuple(rows), precise)
         if key not in self._left_out:
             effects = self._node_effects_without(set(rows), precise)
             left = np.vstack([self._node_free(row, effects) for row in rows])
@@ -988,9 +989,9 @@ class NightEffects:
         each row weighted by its precision but no more than a typical row of its node's
         (``_weighted_biweights``): of a node's Himeno (1 %) and one latency line (20 %)
         left, the Himeno; of 25 lines of 2-3 % left, each alike. Not ``precise``: each
-        alike, the node's night as ``_remove_nodes`` reads it less those rows: a line
-        alone so (weighted, the sixth real set's driver paged within 3 nights in 2 of its
-        3 trials, not 3; benchmarks/results/verdicts.md, 2026-11-30). A
+        row weighted alike, at its node's typical spread: a line alone so (weighted by
+        precision, the sixth real set's driver paged within 3 nights in 2 of its 3
+        trials, not 3; benchmarks/results/verdicts.md, 2026-11-30). A
         node whose other rows are fewer than its rows among ``out`` (the device's judged
         lines) keeps its effect, and so does each night none of them ran: read from the
         few lines left, the embedded cluster's one device a node (`lo`) paged ordinary
@@ -1097,8 +1098,9 @@ class NightEffects:
         return _noise_of(moves[:, self.history])
 
     def _mature(self, covered: list[int]) -> bool:
-        """Whether ``covered``'s history is not young: their nodes' nights read from
-        their other lines need the nights that weigh those (``residuals``)."""
+        """Whether the longest history among ``covered`` is not young: their nodes'
+        nights read from their other lines need the nights that weigh those
+        (``residuals``)."""
         return max((self.lines[i].history_nights for i in covered),
                    default=0) >= self.policy.young_nights
 
@@ -1133,7 +1135,7 @@ class NightEffects:
 
     def tests(self, kind: str, subject: str, covered: list[int]) -> dict[str, float]:
         """Each test of a cause's evidence by what it reads (see the class): its lines'
-        residuals combined (a line alone: its own nights less the fabric's load), its
+        residuals combined (``residuals``; a line alone: less the fabric's load too), its
         shared effect against that effect's own history, a partition's or leaf's effect
         taken mostly from its own lines (``_enclosing``), and its lines' own nights
         combined as much as they moved together on history nights (their design
