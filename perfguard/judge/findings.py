@@ -972,10 +972,9 @@ class NightEffects:
         slow Himeno line alone the same: of its node's 4 lines, worse by 24 % (a latency
         of CV 20 %), 1 %, 31 % (the Himeno) and 1 %, the biweight read 14.4 % as the
         node's night, and the Himeno's residual read 3.50 over two nights (its own nights
-        5.27; seed 2, trial 39).
-        Their spread over the history nights is taken the same way, so a node read from
-        fewer lines is read in the wider spread that gives. ``precise``: the others
-        weighted by their precision (``_node_effects_without``)."""
+        5.27; seed 2, trial 39). Their spread over the history nights is taken the same
+        way, so a node read from fewer lines is read in the wider spread that gives.
+        ``precise``: the others weighted by their precision (``_node_effects_without``)."""
         key = (tuple(rows), precise)
         if key not in self._left_out:
             effects = self._node_effects_without(set(rows), precise)
@@ -991,11 +990,11 @@ class NightEffects:
         left, the Himeno; of 25 lines of 2-3 % left, each alike. Not ``precise``: each
         row weighted alike, at its node's typical spread: a line alone so (weighted by
         precision, the sixth real set's driver paged within 3 nights in 2 of its 3
-        trials, not 3; benchmarks/results/verdicts.md, 2026-11-30). A
-        node whose other rows are fewer than its rows among ``out`` (the device's judged
-        lines) keeps its effect, and so does each night none of them ran: read from the
-        few lines left, the embedded cluster's one device a node (`lo`) paged ordinary
-        busy nights (3 false pages more on the real nights' sets)."""
+        trials, not 3; benchmarks/results/verdicts.md, 2026-11-30). A node whose other
+        rows are fewer than its rows among ``out`` (the device's judged lines) keeps its
+        effect, and so does each night none of them ran: read from the few lines left,
+        the embedded cluster's one device a node (`lo`) paged ordinary busy nights (3
+        false pages more on the real nights' sets)."""
         touched = sorted({self._node_number[node] for row in out
                           for node in self.lines[row].nodes})
         read_again = {}  # node → its other rows and their spreads, at least its typical row's
