@@ -165,9 +165,12 @@ def layout() -> ClusterLayout:
 @pytest.fixture(autouse=True)
 def cluster_outlives_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test that leaves a daemon of the session's cluster dead fails in its teardown,
-    with that daemon's last log lines, and the cluster is healed for the next tests: one
-    node whose slurmd died (CI, 2026-11-28) had failed five later tests in three files,
-    each for a node it never touched."""
+    with that daemon's last log lines and its own output's (where a crash says why: node4's
+    slurmd aborted on `malloc(): unaligned tcache chunk detected` while launching a step of
+    an upgrade check's fabric sweep, a full suite run of 2026-11-30, and its log file said
+    nothing), and the cluster is healed for the next tests: one node whose slurmd died (CI,
+    2026-11-28) had failed five later tests in three files, each for a node it never
+    touched."""
     yield
     if "layout" not in request.fixturenames:
         return
@@ -177,8 +180,8 @@ def cluster_outlives_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
     if not dead:
         return
     nodes = cluster.services.dead_nodes(layout)
-    logs = [layout.log_file(f"slurmd-{node}") for node in nodes] or \
-        [layout.log_file(name) for name in dead]
+    logs = [layout.log_file(f"{name}{output}") for name in
+            ([f"slurmd-{node}" for node in nodes] or dead) for output in ("", ".out")]
     tails = "\n".join(f"{log}:\n  " + "\n  ".join(
         log.read_text(errors="replace").splitlines()[-8:]) for log in logs if log.exists())
     cluster.up(TEST_STATE, nodes=layout.nodes, port_base=layout.port_base,
