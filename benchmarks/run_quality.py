@@ -650,12 +650,12 @@ def miss_cause(site: Site, hit: np.ndarray, evidence: list[fd.Evidence],
     - else its evidence was under the bar."""
     if not hit.any():
         return NOT_ON_BOTH
-    rules = dict(zip((spec.name for spec in site.specs), site.rules()))
-    ran = [line for line in evidence if line.name in {site.specs[i].name
-                                                      for i in np.flatnonzero(hit)}]
+    rules = site.rules()
+    rule_of = {site.specs[i].name: rules[i] for i in np.flatnonzero(hit)}  # ran on both
+    ran = [line for line in evidence if line.name in rule_of]
     if all(line.side == 0 for line in ran):
         return WITHIN_NOISE
-    if all(line.side == 0 or line.nights < rules[line.name].needed for line in ran):
+    if all(line.side == 0 or line.nights < rule_of[line.name].needed for line in ran):
         return NIGHTS_DIFFER
     ours = [f for f in found if f.worse and any(line.name in moved for line in f.lines)]
     if any(f.far > 0 for f in ours):
