@@ -1,10 +1,11 @@
 """Two-sided benchmarks (ucx_perftest, perftest) in one Slurm job.
 
 The server starts on the first node of the allocation, the client on the last
-(the same node for loopback). The server's address is its Slurm ``NodeAddr``,
-the TCP port is derived from the job id and checked free, the client waits
-until the server's socket listens (no fixed sleep), and the server step is
-stopped when the client ends, whether it passed or failed.
+(the same node for loopback). The server's address is its Slurm ``NodeAddr``; the
+server step takes the first free TCP port from a window derived from the job id,
+the client waits until that server process listens on it (no fixed sleep, never
+another process's listener), and the server step is stopped when the client ends,
+whether it passed or failed.
 """
 
 from __future__ import annotations
@@ -15,30 +16,41 @@ from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.launch import HELPER_STEP
 from reframe_tests.common.pinning import AUTO_HCA, HCA_CHOICES, map_cpu, partition_topology
 
-# Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD`
-# runs one measurement. `$srun_server` / `$srun_client` are set by the check.
-# Each job starts in its own window of 12 ports below the ephemeral range, so jobs
-# whose nodes share one network (the embedded cluster) never pick the same port, but two
-# clusters' jobs of one id do (two test workers' job 2 took port 20024 at once, and
-# one server's bind failed, exit 255): a server that does not listen is tried on the
-# next free port, three ports in all; a
-# listener on the port that is not our (still running) server is not taken for it. A
-# port is free when no TCP socket holds it in any state (`ss -a`): a connection's local
-# end refuses the server's bind() as a listener does, and listeners alone (`ss -l`) let
-# the probe take such a port ("bind() failed: Address already in use").
+#: The server step's own start (``bash -c SERVE pg-serve PAIR FIRST_PORT SERVER_CMD``, on
+#: the server node): the first port from FIRST_PORT no TCP socket holds, written with the
+#: step's pid to PAIR, then SERVER_CMD, its ``$pg_port`` that port, in the same process.
+SERVE = ('pg_port=$2; while ss -Hatn "sport = :$pg_port" | grep -q .; do '
+         'pg_port=$((pg_port + 1)); done; echo "$$ $pg_port" > "$1"; eval "exec $3"')
+#: ``bash -c LISTENING pg-wait PAIR``: waits until the pid in PAIR listens on its port
+#: (``ss -p``; a listener of another process on that port is not it), then prints the port.
+LISTENING = ('until read -r pid port 2>/dev/null < "$1" && '
+             'ss -Hltnp "sport = :$port" | grep -q "pid=$pid,"; do sleep 0.1; done; '
+             'echo "$port"')
+
+# Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD` runs
+# one measurement. `$srun_server` / `$srun_client` are set by the check. Each job starts
+# in its own window of 12 ports below the ephemeral range, so jobs whose nodes share one
+# network (the embedded cluster) seldom meet on a port; but two clusters on one host
+# number their jobs alike, and their job 30s met in CI: the probe found a port free, the
+# other cluster's server bound it first, and the wait for "a listener on the port" took
+# that server for ours (the client measured against it; our server's step failed). So the
+# server step picks its own port, the first that no TCP socket holds in any state (`ss
+# -a`: a connection's local end refuses bind() as a listener does), on its node and just
+# before it binds, and writes its pid and port to the pair's file; the client starts once
+# that pid listens on that port (`ss -p`), never on another process's listener.
 PAIR_FUNCTIONS = r"""
 pg_nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
 pg_server_node=${pg_nodes[0]}
 pg_client_node=${pg_nodes[-1]}
 pg_server_addr=$(scontrol show node "$pg_server_node" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
 pg_port=${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 1000 * 12))}
+pg_pairs=0
 pg_probe="srun -J perfguard-helper --overlap -N1 -n1 -w $pg_server_node"
-pg_port_free() {
-    $pg_probe bash -c "! ss -Hatn 'sport = :$1' | grep -q ."
-}
-pg_wait_listening() {  # PORT SERVER_PID; fails at once when the server step ends first
-    $pg_probe timeout "${PG_READY_TIMEOUT:-60}" \
-        bash -c "until ss -Hltn 'sport = :$1' | grep -q .; do sleep 0.1; done" &
+pg_serve='@SERVE@'
+pg_listening='@LISTENING@'
+pg_wait_listening() {  # PAIR SERVER_PID: true once that server listens ($PAIR.port)
+    $pg_probe timeout "${PG_READY_TIMEOUT:-60}" bash -c "$pg_listening" pg-wait "$1" \
+        > "$1.port" &
     local waiter=$!
     while kill -0 "$waiter" 2>/dev/null; do
         if ! kill -0 "$2" 2>/dev/null; then kill "$waiter"; wait "$waiter"; return 1; fi
@@ -47,22 +59,21 @@ pg_wait_listening() {  # PORT SERVER_PID; fails at once when the server step end
     wait "$waiter"
 }
 run_pair() {
-    local server_cmd=$1 client_cmd=$2 rc server_pid tries=1
-    while :; do
-        until pg_port_free "$pg_port"; do pg_port=$((pg_port + 1)); done
-        eval "$srun_server -w $pg_server_node $server_cmd" >>server.out 2>>server.err &
-        server_pid=$!
-        if pg_wait_listening "$pg_port" "$server_pid" && kill -0 "$server_pid" 2>/dev/null; then
-            break
-        fi
+    local server_cmd=$1 client_cmd=$2 rc server_pid pair=pg_pair.$BASHPID.$((pg_pairs += 1))
+    local named="-J $(basename "${server_cmd%% *}")"  # srun's own name: the program's
+    case " $srun_server " in *" -J "*) named= ;; esac  # a helper pair keeps its name
+    rm -f "$pair" "$pair.port"
+    eval "$srun_server $named -w $pg_server_node" \
+        'bash -c "$pg_serve" pg-serve "$pair" "$pg_port" "$server_cmd"' \
+        >>server.out 2>>server.err &
+    server_pid=$!
+    if ! pg_wait_listening "$pair" "$server_pid"; then
         kill "$server_pid" 2>/dev/null; wait "$server_pid"
-        if [ $tries -ge 3 ]; then
-            echo "perfguard: server on $pg_server_node did not listen on port $pg_port" \
-                 "($tries ports tried; see server.err)" >&2
-            return 1
-        fi
-        tries=$((tries + 1)); pg_port=$((pg_port + 1))  # taken between the probe and bind
-    done
+        echo "perfguard: server on $pg_server_node did not listen (ports from $pg_port;" \
+             "see server.err)" >&2
+        return 1
+    fi
+    read -r pg_port < "$pair.port"
     echo "# perfguard pair server=$pg_server_node($pg_server_addr)" \
          "client=$pg_client_node port=$pg_port"
     eval "$srun_client -w $pg_client_node $client_cmd"
@@ -72,7 +83,8 @@ run_pair() {
     pg_port=$((pg_port + 1))
     return $rc
 }
-""".strip("\n")
+""".strip("\n").replace("@SERVE@", SERVE).replace(
+    "@LISTENING@", LISTENING)
 
 
 #: Inside a subshell: its `run_pair` steps are named as helpers (background load that is

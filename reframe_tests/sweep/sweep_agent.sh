@@ -65,8 +65,8 @@ alive() {  # PID: our child, running; never another process the kernel gave that
     return 1
 }
 
-listening() {
-    ss -Hltn "sport = :$1" | grep -q .
+listening() {  # PORT PID: that process listens on the port (not another job's server
+    ss -Hltnp "sport = :$1" | grep -q "pid=$2,"
 }
 
 in_use() {  # PORT: held by any TCP socket (a connection's local end refuses bind() too)
@@ -96,14 +96,14 @@ serve() {  # SLOT INDEX: a server per test, each announced once it listens
         $PG_SWEEP_COMMAND -t "$test" -s "$size" -n "$iterations" -p "$port" </dev/null \
             > "$table.$2.$test.log" 2>&1 &
         pid=$! started=$SECONDS
-        until listening "$port"; do
+        until listening "$port" "$pid"; do
             if ! alive "$pid" || [ $((SECONDS - started)) -ge "$ready_timeout" ]; then
                 not_listening "$pid" "$port" "$test" "$table.$2.$test.log"
                 break
             fi
             pause 0.02
         done
-        if listening "$port"; then
+        if listening "$port" "$pid"; then
             echo "$test $port" >> "$table.$2.port"
             # the client's end (or its own) ends the server; it serves one connection
             while alive "$pid" && [ $((SECONDS - started)) -lt "$pair_timeout" ] \

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+
+import pytest
 
 from perfguard.run.reframe import RunRequest
 from perfguard.store.report import load
+from reframe_tests.common.server_client import LISTENING, SERVE
 from tests.conftest import job_file, run_checks
 
 
@@ -73,3 +79,55 @@ def test_a_port_a_connection_holds_is_skipped(layout) -> None:
     assert case.result == "pass", case.fail_reason
     stdout = job_file(outcome.report, "UcxPerftestCheck", "rfm_job.out")
     assert f"port={port + 1}" in stdout and f"port={port} " not in stdout
+
+
+LISTEN = "import socket, time; s = socket.create_server(('0.0.0.0', {port})); time.sleep(30)"
+
+
+def test_the_server_step_takes_the_first_free_port_and_names_its_own_pid(tmp_path) -> None:
+    """SERVE, as the server step runs it: past a port someone holds, to the next free
+    one; it writes its own pid with that port, and the server runs in that process (the
+    pid the client's wait looks for)."""
+    with busy_port_before_a_free_one() as busy:
+        port = busy.getsockname()[1]
+        pair = tmp_path / "pair"
+        server = subprocess.Popen(
+            ["bash", "-c", SERVE, "pg-serve", str(pair), str(port),
+             f'{sys.executable} -c "{LISTEN.format(port="$pg_port")}"'])
+        try:
+            deadline = time.monotonic() + 10
+            while not pair.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert pair.read_text().split() == [str(server.pid), str(port + 1)]
+        finally:
+            server.kill()
+            server.wait()
+
+
+def test_the_client_waits_for_its_own_server_not_any_listener(tmp_path) -> None:
+    """LISTENING, as the wait step runs it: another process listening on the port the
+    pair file names is not the server (two clusters on one host both had a job 30 and
+    took one port: the client measured against the other cluster's server); once the
+    named pid listens there, the wait ends and prints the port."""
+    with socket.create_server(("0.0.0.0", 0)) as foreign:
+        port = foreign.getsockname()[1]
+        pair = tmp_path / "pair"
+        own = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        pair.write_text(f"{own.pid} {port}\n")
+        wait = subprocess.Popen(["bash", "-c", LISTENING, "pg-wait", str(pair)],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            with pytest.raises(subprocess.TimeoutExpired):
+                wait.wait(timeout=2)  # a foreign listener on the port: still waiting
+        finally:
+            own.kill()
+            own.wait()
+    server = subprocess.Popen([sys.executable, "-c", LISTEN.format(port=port)])
+    try:
+        pair.write_text(f"{server.pid} {port}\n")
+        out, _ = wait.communicate(timeout=20)
+        assert out.strip() == str(port)
+    finally:
+        wait.kill()
+        server.kill()
+        server.wait()

@@ -1,0 +1,25 @@
+"""The suite's teardown tells a daemon that crashed by itself from one a test left dead."""
+
+from tests.conftest import GLIBC_ABORT
+
+#: The tail the teardown printed in CI (2026-11-30): node4's slurmd output file.
+CRASHED = """/check/work/main/.state-test/gw3/session/log/slurmd-node4.out.log:
+  slurmd: launch task StepId=9.3 request from UID:0 GID:0 HOST:127.0.0.1 PORT:37938
+  slurmd: task/affinity: lllp_distribution: JobId=9 manual binding: verbose,map_cpu,one_thread
+  malloc(): unaligned tcache chunk detected
+  slurmd: launch task StepId=9.4 request from UID:0 GID:0 HOST:127.0.0.1 PORT:37942"""
+
+#: A slurmd a test killed (SIGKILL says nothing) with an error line of its own before.
+KILLED = """/state/log/slurmd-node2.out.log:
+  slurmd: error: free(): no such file, retrying
+  slurmd: launch task StepId=12.0 request from UID:0 GID:0 HOST:127.0.0.1 PORT:40000"""
+
+
+def test_glibc_abort_is_a_crash_of_the_daemon_itself() -> None:
+    assert GLIBC_ABORT.search(CRASHED)
+    assert GLIBC_ABORT.search("  double free or corruption (out)")
+    assert GLIBC_ABORT.search("  free(): double free detected in tcache 2")
+
+
+def test_a_daemon_killed_or_logging_an_error_is_no_crash() -> None:
+    assert not GLIBC_ABORT.search(KILLED)
