@@ -21,11 +21,23 @@ from reframe_tests.common.pinning import AUTO_HCA, HCA_CHOICES, map_cpu, partiti
 #: step's pid to PAIR, then SERVER_CMD, its ``$pg_port`` that port, in the same process.
 SERVE = ('pg_port=$2; while ss -Hatn "sport = :$pg_port" | grep -q .; do '
          'pg_port=$((pg_port + 1)); done; echo "$$ $pg_port" > "$1"; eval "exec $3"')
-#: ``bash -c LISTENING pg-wait PAIR``: waits until the pid in PAIR listens on its port
-#: (``ss -p``; a listener of another process on that port is not it), then prints the port.
-LISTENING = ('until read -r pid port 2>/dev/null < "$1" && '
-             'ss -Hltnp "sport = :$port" | grep -q "pid=$pid,"; do sleep 0.1; done; '
-             'echo "$port"')
+#: ``bash -c LISTENING pg-wait PAIR``: waits until the pid in PAIR, or a process it started
+#: (a container runtime's, a site's wrapper script's), listens on its port (``ss -p``; a
+#: listener of another process on that port is not it), then prints the port.
+LISTENING = r"""
+ours() {  # PORT PID: a listener on PORT is PID or one of its descendants
+    local p
+    for p in $(ss -Hltnp "sport = :$1" | grep -o 'pid=[0-9]*' | cut -d= -f2); do
+        while [ "$p" -gt 1 ] 2>/dev/null && [ "$p" != "$2" ]; do
+            p=$(awk '/^PPid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
+        done
+        [ "$p" = "$2" ] && return 0
+    done
+    return 1
+}
+until read -r pid port 2>/dev/null < "$1" && ours "$port" "$pid"; do sleep 0.1; done
+echo "$port"
+""".strip("\n")
 
 # Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD` runs
 # one measurement. `$srun_server` / `$srun_client` are set by the check. Each job starts
@@ -47,7 +59,10 @@ pg_port=${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 1000 * 12))}
 pg_pairs=0
 pg_probe="srun -J perfguard-helper --overlap -N1 -n1 -w $pg_server_node"
 pg_serve='@SERVE@'
-pg_listening='@LISTENING@'
+pg_listening=$(cat <<'PG_LISTENING'
+@LISTENING@
+PG_LISTENING
+)
 pg_wait_listening() {  # PAIR SERVER_PID: true once that server listens ($PAIR.port)
     $pg_probe timeout "${PG_READY_TIMEOUT:-60}" bash -c "$pg_listening" pg-wait "$1" \
         > "$1.port" &

@@ -131,3 +131,22 @@ def test_the_client_waits_for_its_own_server_not_any_listener(tmp_path) -> None:
         wait.kill()
         server.kill()
         server.wait()
+
+
+def test_a_listener_the_server_started_is_the_servers(tmp_path) -> None:
+    """A server step whose program starts the listener as its child (a container
+    runtime, a site's wrapper script) is listening once that child listens."""
+    with busy_port_before_a_free_one() as busy:
+        port = busy.getsockname()[1] + 1
+    pair = tmp_path / "pair"
+    wrapper = subprocess.Popen(  # bash runs the listener as its child, not in its place
+        ["bash", "-c", f'{sys.executable} -c "{LISTEN.format(port=port)}"; true'])
+    try:
+        pair.write_text(f"{wrapper.pid} {port}\n")
+        waited = subprocess.run(["bash", "-c", LISTENING, "pg-wait", str(pair)],
+                                capture_output=True, text=True, timeout=20)
+        assert waited.stdout.strip() == str(port)
+    finally:
+        subprocess.run(["pkill", "-P", str(wrapper.pid)])
+        wrapper.kill()
+        wrapper.wait()
