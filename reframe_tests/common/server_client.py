@@ -95,6 +95,7 @@ run_pair() {
     rc=$?
     if [ $rc -ne 0 ]; then kill "$server_pid" 2>/dev/null; fi
     wait "$server_pid"
+    rm -f "$pair" "$pair.port"
     pg_port=$((pg_port + 1))
     return $rc
 }
