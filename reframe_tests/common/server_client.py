@@ -16,40 +16,55 @@ from reframe_tests.common.base import MeasuredCheck
 from reframe_tests.common.launch import HELPER_STEP
 from reframe_tests.common.pinning import AUTO_HCA, HCA_CHOICES, map_cpu, partition_topology
 
-#: The server step's own start (``bash -c SERVE pg-serve PAIR FIRST_PORT SERVER_CMD``, on
-#: the server node): the first port from FIRST_PORT no TCP socket holds, written with the
-#: step's pid to PAIR, then SERVER_CMD, its ``$pg_port`` that port, in the same process.
-SERVE = ('pg_port=$2; while ss -Hatn "sport = :$pg_port" | grep -q .; do '
-         'pg_port=$((pg_port + 1)); done; echo "$$ $pg_port" > "$1"; eval "exec $3"')
-#: ``bash -c LISTENING pg-wait PAIR``: waits until the pid in PAIR, or a process it started
-#: (a container runtime's, a site's wrapper script's), listens on its port (``ss -p``; a
-#: listener of another process on that port is not it), then prints the port.
-LISTENING = r"""
+#: The server step (``bash -c SERVE pg-serve PAIR FIRST_PORT SERVER_CMD``, on the server
+#: node): the first port from FIRST_PORT that no TCP socket holds, SERVER_CMD started with
+#: ``$pg_port`` that port, and once that process or one it started (a container runtime's,
+#: a site's wrapper script's) listens there (``ss -p``; a listener it cannot see the owner
+#: of counts while its server runs: a setuid server is not dumpable), the port written to
+#: PAIR; then its exit code is the step's. A server that ends before it listens (another
+#: process took the port between the check and its bind) is started again on the next
+#: free port, three tries in all; the step says so on its standard error.
+SERVE = r"""
+alive() { [ -e "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
 ours() {  # PORT PID: a listener on PORT is PID or one of its descendants
-    local p
-    for p in $(ss -Hltnp "sport = :$1" | grep -o 'pid=[0-9]*' | cut -d= -f2); do
+    local line p
+    while read -r line; do
+        p=$(grep -o 'pid=[0-9]*' <<< "$line" | head -n1 | cut -d= -f2)
+        [ -z "$p" ] && return 0
         while [ "$p" -gt 1 ] 2>/dev/null && [ "$p" != "$2" ]; do
             p=$(awk '/^PPid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
         done
         [ "$p" = "$2" ] && return 0
-    done
+    done < <(ss -Hltnp "sport = :$1")
     return 1
 }
-until read -r pid port 2>/dev/null < "$1" && ours "$port" "$pid"; do sleep 0.1; done
-echo "$port"
+pg_port=$2
+for try in 1 2 3; do
+    while ss -Hatn "sport = :$pg_port" | grep -q .; do pg_port=$((pg_port + 1)); done
+    eval "$3" &
+    server=$!
+    until ours "$pg_port" "$server"; do alive "$server" || break; sleep 0.05; done
+    if alive "$server"; then echo "$pg_port" > "$1"; wait "$server"; exit; fi
+    wait "$server"; rc=$?
+    echo "perfguard: the server ended (rc=$rc) before it listened on port $pg_port" >&2
+    pg_port=$((pg_port + 1))
+done
+exit "$rc"
 """.strip("\n")
+#: ``bash -c ANNOUNCED pg-wait PAIR``: waits until the server step has written its port to
+#: PAIR (read on the server's node: the job's directory may be NFS), then prints it.
+ANNOUNCED = ('until read -r port 2>/dev/null < "$1" && [ -n "$port" ]; do sleep 0.1; done; '
+             'echo "$port"')
 
 # Bash defined once at the top of the job script; `run_pair SERVER_CMD CLIENT_CMD` runs
 # one measurement. `$srun_server` / `$srun_client` are set by the check. Each job starts
 # in its own window of 12 ports below the ephemeral range, so jobs whose nodes share one
 # network (the embedded cluster) seldom meet on a port; but two clusters on one host
-# number their jobs alike, and their job 30s met in CI: the probe found a port free, the
-# other cluster's server bound it first, and the wait for "a listener on the port" took
-# that server for ours (the client measured against it; our server's step failed). So the
-# server step picks its own port, the first that no TCP socket holds in any state (`ss
-# -a`: a connection's local end refuses bind() as a listener does), on its node and just
-# before it binds, and writes its pid and port to the pair's file; the client starts once
-# that pid listens on that port (`ss -p`), never on another process's listener.
+# number their jobs alike, and their job 30s met in CI: a probe step found a port free,
+# the other cluster's server bound it first, and the wait for "a listener on the port"
+# took that server for ours (the client measured against it; our server's step failed).
+# So the server step takes its own port (SERVE), on its node and just before its server
+# binds, and says which once its own server listens there; the client starts then.
 PAIR_FUNCTIONS = r"""
 pg_nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
 pg_server_node=${pg_nodes[0]}
@@ -58,13 +73,13 @@ pg_server_addr=$(scontrol show node "$pg_server_node" | grep -o 'NodeAddr=[^ ]*'
 pg_port=${PG_FIRST_PORT:-$((20000 + SLURM_JOB_ID % 1000 * 12))}
 pg_pairs=0
 pg_probe="srun -J perfguard-helper --overlap -N1 -n1 -w $pg_server_node"
-pg_serve='@SERVE@'
-pg_listening=$(cat <<'PG_LISTENING'
-@LISTENING@
-PG_LISTENING
+pg_serve=$(cat <<'PG_SERVE'
+@SERVE@
+PG_SERVE
 )
-pg_wait_listening() {  # PAIR SERVER_PID: true once that server listens ($PAIR.port)
-    $pg_probe timeout "${PG_READY_TIMEOUT:-60}" bash -c "$pg_listening" pg-wait "$1" \
+pg_announced='@ANNOUNCED@'
+pg_wait_listening() {  # PAIR SERVER_PID: true once that server's step said its port
+    $pg_probe timeout "${PG_READY_TIMEOUT:-60}" bash -c "$pg_announced" pg-wait "$1" \
         > "$1.port" &
     local waiter=$!
     while kill -0 "$waiter" 2>/dev/null; do
@@ -74,9 +89,10 @@ pg_wait_listening() {  # PAIR SERVER_PID: true once that server listens ($PAIR.p
     wait "$waiter"
 }
 run_pair() {
-    local server_cmd=$1 client_cmd=$2 rc server_pid pair=pg_pair.$BASHPID.$((pg_pairs += 1))
+    local server_cmd=$1 client_cmd=$2 rc server_pid
+    local pair=$PWD/pg_pair.$BASHPID.$((pg_pairs += 1))
     local named="-J $(basename "${server_cmd%% *}")"  # srun's own name: the program's
-    case " $srun_server " in *" -J "*) named= ;; esac  # a helper pair keeps its name
+    case " $srun_server " in *" -J"*|*" --job-name"*) named= ;; esac  # a helper's stays
     rm -f "$pair" "$pair.port"
     eval "$srun_server $named -w $pg_server_node" \
         'bash -c "$pg_serve" pg-serve "$pair" "$pg_port" "$server_cmd"' \
@@ -84,11 +100,13 @@ run_pair() {
     server_pid=$!
     if ! pg_wait_listening "$pair" "$server_pid"; then
         kill "$server_pid" 2>/dev/null; wait "$server_pid"
+        rm -f "$pair" "$pair.port"
         echo "perfguard: server on $pg_server_node did not listen (ports from $pg_port;" \
              "see server.err)" >&2
         return 1
     fi
-    read -r pg_port < "$pair.port"
+    # the helper step's last number: a site's TaskProlog may print lines before it
+    pg_port=$(grep -Ex '[0-9]+' "$pair.port" | tail -n 1)
     echo "# perfguard pair server=$pg_server_node($pg_server_addr)" \
          "client=$pg_client_node port=$pg_port"
     eval "$srun_client -w $pg_client_node $client_cmd"
@@ -100,7 +118,7 @@ run_pair() {
     return $rc
 }
 """.strip("\n").replace("@SERVE@", SERVE).replace(
-    "@LISTENING@", LISTENING)
+    "@ANNOUNCED@", ANNOUNCED)
 
 
 #: Inside a subshell: its `run_pair` steps are named as helpers (background load that is

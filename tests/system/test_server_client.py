@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 
-import pytest
-
 from perfguard.run.reframe import RunRequest
 from perfguard.store.report import load
-from reframe_tests.common.server_client import LISTENING, SERVE
+from reframe_tests.common.server_client import SERVE
 from tests.conftest import job_file, run_checks
 
 
@@ -81,72 +81,79 @@ def test_a_port_a_connection_holds_is_skipped(layout) -> None:
     assert f"port={port + 1}" in stdout and f"port={port} " not in stdout
 
 
-LISTEN = "import socket, time; s = socket.create_server(('0.0.0.0', {port})); time.sleep(30)"
+LISTEN = ("import socket, time; time.sleep({delay}); "
+          "s = socket.create_server(('0.0.0.0', {port})); time.sleep(30)")
 
 
-def test_the_server_step_takes_the_first_free_port_and_names_its_own_pid(tmp_path) -> None:
-    """SERVE, as the server step runs it: past a port someone holds, to the next free
-    one; it writes its own pid with that port, and the server runs in that process (the
-    pid the client's wait looks for)."""
+@contextlib.contextmanager
+def serving(pair, first_port: int, command: str) -> Iterator[subprocess.Popen]:
+    """SERVE, as the server step runs it, on this host; stopped with what it started."""
+    step = subprocess.Popen(["bash", "-c", SERVE, "pg-serve", str(pair), str(first_port),
+                             command], stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        yield step
+    finally:
+        os.killpg(step.pid, signal.SIGKILL)
+        step.wait()
+
+
+def announced(pair, timeout: float = 20) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pair.exists() and pair.read_text().strip():
+            return pair.read_text().strip()
+        time.sleep(0.05)
+    return ""
+
+
+def listener_pid(port: int) -> int:
+    shown = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True,
+                           text=True).stdout
+    return int(shown.split("pid=")[1].split(",")[0])
+
+
+def test_the_server_step_takes_the_first_free_port_and_says_it_once_listening(
+        tmp_path) -> None:
+    """Past a port someone holds, to the next free one; the port is said only once the
+    step's own server listens there."""
     with busy_port_before_a_free_one() as busy:
         port = busy.getsockname()[1]
         pair = tmp_path / "pair"
-        server = subprocess.Popen(
-            ["bash", "-c", SERVE, "pg-serve", str(pair), str(port),
-             f'{sys.executable} -c "{LISTEN.format(port="$pg_port")}"'])
-        try:
-            deadline = time.monotonic() + 10
-            while not pair.exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert pair.read_text().split() == [str(server.pid), str(port + 1)]
-        finally:
-            server.kill()
-            server.wait()
+        python = f'{sys.executable} -c "{LISTEN.format(delay=1, port="$pg_port")}"'
+        with serving(pair, port, python):
+            time.sleep(0.5)
+            assert not pair.exists()  # not yet listening: nothing said
+            assert announced(pair) == str(port + 1)
 
 
-def test_the_client_waits_for_its_own_server_not_any_listener(tmp_path) -> None:
-    """LISTENING, as the wait step runs it: another process listening on the port the
-    pair file names is not the server (two clusters on one host both had a job 30 and
-    took one port: the client measured against the other cluster's server); once the
-    named pid listens there, the wait ends and prints the port."""
-    with socket.create_server(("0.0.0.0", 0)) as foreign:
-        port = foreign.getsockname()[1]
-        pair = tmp_path / "pair"
-        own = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-        pair.write_text(f"{own.pid} {port}\n")
-        wait = subprocess.Popen(["bash", "-c", LISTENING, "pg-wait", str(pair)],
-                                stdout=subprocess.PIPE, text=True)
-        try:
-            with pytest.raises(subprocess.TimeoutExpired):
-                wait.wait(timeout=2)  # a foreign listener on the port: still waiting
-        finally:
-            own.kill()
-            own.wait()
-    server = subprocess.Popen([sys.executable, "-c", LISTEN.format(port=port)])
-    try:
-        pair.write_text(f"{server.pid} {port}\n")
-        out, _ = wait.communicate(timeout=20)
-        assert out.strip() == str(port)
-    finally:
-        wait.kill()
-        server.kill()
-        server.wait()
+def test_another_process_on_the_port_is_not_the_server_and_a_lost_bind_moves_on(
+        tmp_path) -> None:
+    """Another process binds the port the step took, before its server does (two
+    clusters on one host both had a job 30 and took one port: the client measured
+    against the other cluster's server): that listener is not the server, the server's
+    failed bind ends it, and the step starts it again on the next free port."""
+    with busy_port_before_a_free_one() as busy:
+        port = busy.getsockname()[1] + 1
+    pair = tmp_path / "pair"
+    python = f'{sys.executable} -c "{LISTEN.format(delay=3, port="$pg_port")}"'
+    with serving(pair, port, python) as step:
+        time.sleep(1)  # the step has taken the port; its server sleeps before bind()
+        with socket.create_server(("0.0.0.0", port)):
+            assert announced(pair, timeout=30) == str(port + 1)
+            assert listener_pid(port + 1) != listener_pid(port)
+        os.killpg(step.pid, signal.SIGKILL)
+        assert f"before it listened on port {port}" in step.communicate()[1]
 
 
 def test_a_listener_the_server_started_is_the_servers(tmp_path) -> None:
-    """A server step whose program starts the listener as its child (a container
+    """A server command whose program starts the listener as its child (a container
     runtime, a site's wrapper script) is listening once that child listens."""
     with busy_port_before_a_free_one() as busy:
         port = busy.getsockname()[1] + 1
     pair = tmp_path / "pair"
-    wrapper = subprocess.Popen(  # bash runs the listener as its child, not in its place
-        ["bash", "-c", f'{sys.executable} -c "{LISTEN.format(port=port)}"; true'])
-    try:
-        pair.write_text(f"{wrapper.pid} {port}\n")
-        waited = subprocess.run(["bash", "-c", LISTENING, "pg-wait", str(pair)],
-                                capture_output=True, text=True, timeout=20)
-        assert waited.stdout.strip() == str(port)
-    finally:
-        subprocess.run(["pkill", "-P", str(wrapper.pid)])
-        wrapper.kill()
-        wrapper.wait()
+    listener = tmp_path / "listen.py"
+    listener.write_text(LISTEN.format(delay=0, port=port))
+    wrapper = f"bash -c '{sys.executable} {listener}; true'"  # python: bash's child
+    with serving(pair, port, wrapper):
+        assert announced(pair) == str(port)

@@ -1,6 +1,6 @@
 """The suite's teardown tells a daemon that crashed by itself from one a test left dead."""
 
-from tests.conftest import GLIBC_ABORT
+from tests.conftest import GLIBC_ABORT, written_since
 
 #: The tail the teardown printed in CI (2026-11-30): node4's slurmd output file.
 CRASHED = """/check/work/main/.state-test/gw3/session/log/slurmd-node4.out.log:
@@ -23,3 +23,16 @@ def test_glibc_abort_is_a_crash_of_the_daemon_itself() -> None:
 
 def test_a_daemon_killed_or_logging_an_error_is_no_crash() -> None:
     assert not GLIBC_ABORT.search(KILLED)
+
+
+def test_an_abort_before_the_test_is_not_the_tests_daemons(tmp_path) -> None:
+    """A healed slurmd's output file keeps its earlier abort (spawn appends): only what
+    it wrote during the test can say that it crashed by itself."""
+    log = tmp_path / "slurmd-node4.out.log"
+    log.write_text(CRASHED.split("\n", 1)[1] + "\n")
+    sizes = {log: log.stat().st_size}
+    with log.open("a") as text:
+        text.write("slurmd: slurmd version 22.05.8 started\n")
+    assert GLIBC_ABORT.search(log.read_text())
+    assert not GLIBC_ABORT.search(written_since(log, sizes))
+    assert GLIBC_ABORT.search(written_since(log, {}))
