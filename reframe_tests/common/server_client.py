@@ -19,18 +19,19 @@ from reframe_tests.common.pinning import AUTO_HCA, HCA_CHOICES, map_cpu, partiti
 #: The server step (``bash -c SERVE pg-serve PAIR FIRST_PORT SERVER_CMD``, on the server
 #: node): the first port from FIRST_PORT that no TCP socket holds, SERVER_CMD started with
 #: ``$pg_port`` that port, and once that process or one it started (a container runtime's,
-#: a site's wrapper script's) listens there (``ss -p``; a listener it cannot see the owner
-#: of counts while its server runs: a setuid server is not dumpable), the port written to
-#: PAIR; then its exit code is the step's. A server that ends before it listens (another
-#: process took the port between the check and its bind) is started again on the next
-#: free port, three tries in all; the step says so on its standard error.
+#: a site's wrapper script's) listens there (``ss -p``), the port written to PAIR; then its
+#: exit code is the step's. A listener whose owner ``ss`` cannot show (another user's; a
+#: setuid server, not dumpable) is not taken for ours: a measurement against another
+#: job's server would pass unseen, a server never seen fails the pair loudly, and the step
+#: names that listener on its standard error after 2 s. A server that ends before it
+#: listens (another process took the port between the check and its bind) is started
+#: again on the next free port, three tries in all; the step says so on its stderr.
 SERVE = r"""
 alive() { [ -e "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
 ours() {  # PORT PID: a listener on PORT is PID or one of its descendants
     local line p
     while read -r line; do
         p=$(grep -o 'pid=[0-9]*' <<< "$line" | head -n1 | cut -d= -f2)
-        [ -z "$p" ] && return 0
         while [ "$p" -gt 1 ] 2>/dev/null && [ "$p" != "$2" ]; do
             p=$(awk '/^PPid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
         done
@@ -43,7 +44,15 @@ for try in 1 2 3; do
     while ss -Hatn "sport = :$pg_port" | grep -q .; do pg_port=$((pg_port + 1)); done
     eval "$3" &
     server=$!
-    until ours "$pg_port" "$server"; do alive "$server" || break; sleep 0.05; done
+    waited=0
+    until ours "$pg_port" "$server"; do
+        alive "$server" || break
+        if [ $((waited += 1)) -eq 40 ] && ss -Hltn "sport = :$pg_port" | grep -q .; then
+            echo "perfguard: port $pg_port: a listener not this server's:" \
+                 "$(ss -Hltnp "sport = :$pg_port")" >&2
+        fi
+        sleep 0.05
+    done
     if alive "$server"; then echo "$pg_port" > "$1"; wait "$server"; exit; fi
     wait "$server"; rc=$?
     echo "perfguard: the server ended (rc=$rc) before it listened on port $pg_port" >&2

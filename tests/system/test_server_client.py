@@ -157,3 +157,19 @@ def test_a_listener_the_server_started_is_the_servers(tmp_path) -> None:
     wrapper = f"bash -c '{sys.executable} {listener}; true'"  # python: bash's child
     with serving(pair, port, wrapper):
         assert announced(pair) == str(port)
+
+
+def test_a_listener_on_the_port_not_the_servers_is_named(tmp_path) -> None:
+    """A server that does not listen while another process does on its port: the step
+    names that listener, so the pair that then fails says why."""
+    with busy_port_before_a_free_one() as busy:
+        port = busy.getsockname()[1] + 1
+    pair = tmp_path / "pair"
+    with serving(pair, port, "sleep 30") as step:
+        time.sleep(0.5)  # the step has taken the port; its "server" never binds
+        with socket.create_server(("0.0.0.0", port)):
+            time.sleep(5)
+            os.killpg(step.pid, signal.SIGKILL)
+            said = step.communicate()[1]
+    assert not pair.exists()
+    assert f"port {port}: a listener not this server's" in said and "pid=" in said
