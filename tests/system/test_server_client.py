@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from perfguard.run.reframe import RunRequest
 from perfguard.store.report import load
@@ -87,10 +88,12 @@ LISTEN = ("import socket, time; time.sleep({delay}); "
 
 @contextlib.contextmanager
 def serving(pair, first_port: int, command: str) -> Iterator[subprocess.Popen]:
-    """SERVE, as the server step runs it, on this host; stopped with what it started."""
-    step = subprocess.Popen(["bash", "-c", SERVE, "pg-serve", str(pair), str(first_port),
-                             command], stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    """SERVE, as the server step runs it, on this host, its stderr in PAIR.err; stopped
+    with what it started."""
+    with open(f"{pair}.err", "w") as err:
+        step = subprocess.Popen(["bash", "-c", SERVE, "pg-serve", str(pair),
+                                 str(first_port), command], stderr=err,
+                                start_new_session=True)
     try:
         yield step
     finally:
@@ -98,13 +101,20 @@ def serving(pair, first_port: int, command: str) -> Iterator[subprocess.Popen]:
         step.wait()
 
 
-def announced(pair, timeout: float = 20) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pair.exists() and pair.read_text().strip():
-            return pair.read_text().strip()
+def within(seconds: float, ready) -> bool:
+    """Whether ``ready()`` comes true within ``seconds`` (polled)."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.05)
-    return ""
+    return True
+
+
+def announced(pair, timeout: float = 30) -> str:
+    """The port the step said, or "" if it said none within ``timeout``."""
+    said = within(timeout, lambda: pair.exists() and pair.read_text().strip())
+    return pair.read_text().strip() if said else ""
 
 
 def listener_pid(port: int) -> int:
@@ -135,15 +145,15 @@ def test_another_process_on_the_port_is_not_the_server_and_a_lost_bind_moves_on(
     failed bind ends it, and the step starts it again on the next free port."""
     with busy_port_before_a_free_one() as busy:
         port = busy.getsockname()[1] + 1
-    pair = tmp_path / "pair"
+    pair, started = tmp_path / "pair", tmp_path / "started"
     python = f'{sys.executable} -c "{LISTEN.format(delay=3, port="$pg_port")}"'
-    with serving(pair, port, python) as step:
-        time.sleep(1)  # the step has taken the port; its server sleeps before bind()
-        with socket.create_server(("0.0.0.0", port)):
-            assert announced(pair, timeout=30) == str(port + 1)
-            assert listener_pid(port + 1) != listener_pid(port)
-        os.killpg(step.pid, signal.SIGKILL)
-        assert f"before it listened on port {port}" in step.communicate()[1]
+    with serving(pair, port, f"touch {started}; {python}"):
+        assert within(30, started.exists)  # the step took the port, then started it
+        with socket.create_server(("0.0.0.0", port)):  # before the server's bind()
+            said = announced(pair)
+            assert said and int(said) > port
+            assert listener_pid(int(said)) != listener_pid(port)
+    assert f"before it listened on port {port}" in Path(f"{pair}.err").read_text()
 
 
 def test_a_listener_the_server_started_is_the_servers(tmp_path) -> None:
@@ -164,12 +174,12 @@ def test_a_listener_on_the_port_not_the_servers_is_named(tmp_path) -> None:
     names that listener, so the pair that then fails says why."""
     with busy_port_before_a_free_one() as busy:
         port = busy.getsockname()[1] + 1
-    pair = tmp_path / "pair"
-    with serving(pair, port, "sleep 30") as step:
-        time.sleep(0.5)  # the step has taken the port; its "server" never binds
+    pair, started = tmp_path / "pair", tmp_path / "started"
+    errors = Path(f"{pair}.err")
+    with serving(pair, port, f"touch {started}; sleep 60"):  # a "server" that never binds
+        assert within(30, started.exists)
         with socket.create_server(("0.0.0.0", port)):
-            time.sleep(5)
-            os.killpg(step.pid, signal.SIGKILL)
-            said = step.communicate()[1]
+            assert within(30, lambda: "a listener not this server's" in errors.read_text())
     assert not pair.exists()
-    assert f"port {port}: a listener not this server's" in said and "pid=" in said
+    assert f"port {port}: a listener not this server's" in errors.read_text()
+    assert "pid=" in errors.read_text()
