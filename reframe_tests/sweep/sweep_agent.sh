@@ -65,7 +65,7 @@ alive() {  # PID: our child, running; never another process the kernel gave that
     return 1
 }
 
-listening() {  # PORT PID: that process listens on the port (not another job's server
+listening() {  # PORT PID: that process listens on the port, not another job's server
     ss -Hltnp "sport = :$1" | grep -q "pid=$2,"
 }
 
