@@ -476,15 +476,33 @@ def night_findings(site: Site, values: np.ndarray, night: int,
                    environment: dict[str, set[str]],
                    before: dict[str, set[str]] | None = None) -> list[fd.Finding]:
     """The run's findings of ``night`` (night_evidence), with ``environment``'s changes
-    that night and ``before``'s in the runs before it."""
-    return judged_night(site, night_evidence(site, values, night), environment, before)
+    that night and ``before``'s in the runs before it, and the night before's findings at
+    the bar."""
+    return judged_night(site, night_evidence(site, values, night), environment, before,
+                        bar_of(site, values, night - 1))
 
 
 def judged_night(site: Site, evidence: list[fd.Evidence], environment: dict[str, set[str]],
-                 before: dict[str, set[str]] | None = None) -> list[fd.Finding]:
-    """The findings of a night's lines' ``evidence`` (``night_findings``)."""
+                 before: dict[str, set[str]] | None = None,
+                 bar_before: dict[str, str] | None = None) -> list[fd.Finding]:
+    """The findings of a night's lines' ``evidence`` (``night_findings``), with the
+    findings at the bar the night before (``at_the_bar``)."""
     return fd.findings(evidence, POLICY, groups=site.leaves, environment=environment,
-                       before=before)
+                       before=before, bar_before=bar_before)
+
+
+def at_the_bar(found: list[fd.Finding], evidence: list[fd.Evidence]) -> dict[str, str]:
+    """A night's findings at its bar, as the next night reads them (what
+    ``run_findings.bar_before`` reads from the database)."""
+    critical = POLICY.critical_z(len(evidence))
+    return fd.at_the_bar(((f.subject, f.evidence, critical) for f in found), "the night before")
+
+
+def bar_of(site: Site, values: np.ndarray, night: int) -> dict[str, str]:
+    """``night``'s findings at its bar (``at_the_bar``), judged alone: whether a finding
+    reaches the bar does not depend on the night before."""
+    evidence = night_evidence(site, values, night)
+    return at_the_bar(judged_night(site, evidence, {}), evidence)
 
 
 def night_evidence(site: Site, values: np.ndarray, night: int) -> list[fd.Evidence]:
@@ -554,14 +572,18 @@ def false_pages(site: Site, values: np.ndarray, nights: range) -> FalsePages:
     """What ``nights`` paged, with every ``UPDATE_EVERY``-th night judged once more as
     the night of an update on every node that changed nothing: it pages for the update
     when it pages what the night did not page without it (real_nights.py's updates, on
-    the synthetic site). Nights are judged alone, so any split of them adds up to the
-    same figures (``--jobs`` splits them)."""
+    the synthetic site). Each night reads the night before's findings at the bar (the
+    first of ``nights`` judges its night before for them), so any split of them adds up
+    to the same figures (``--jobs`` splits them)."""
     started = time.monotonic()
     counted = FalsePages()
     everywhere = {"ucx 1.16 → 1.17 (changed nothing)": set(site.names)}
+    bar_before, after = {}, None
     for night in nights:
+        if after != night - 1:
+            bar_before = bar_of(site, values, night - 1)
         evidence = night_evidence(site, values, night)
-        found = fd.findings(evidence, POLICY, groups=site.leaves)
+        found = judged_night(site, evidence, {}, bar_before=bar_before)
         counted.paged += any(f.paged for f in found)
         counted.shown += len(found)
         counted.judged += 1
@@ -570,7 +592,8 @@ def false_pages(site: Site, values: np.ndarray, nights: range) -> FalsePages:
             counted.updates += 1
             counted.update_pages += any(
                 f.paged and f.subject not in anyway for f in
-                fd.findings(evidence, POLICY, groups=site.leaves, environment=everywhere))
+                judged_night(site, evidence, everywhere, bar_before=bar_before))
+        bar_before, after = at_the_bar(found, evidence), night
     counted.seconds = time.monotonic() - started
     return counted
 
@@ -610,10 +633,13 @@ def fault_trials(site: Site, noise: np.ndarray, fault: Fault, trials: int,
         hit = ((multiplier[:, first_two] != 1.0) & ~np.isnan(faulted[:, first_two])).all(axis=1)
         ran += bool(hit.any())
         paged_on = None
+        values = faulted * site.base[:, None]
+        bar_before = bar_of(site, values, start - 1)
         for offset in range(3):
             tonight, before = (environment, {}) if offset == 0 else ({}, environment)
-            evidence = night_evidence(site, faulted * site.base[:, None], start + offset)
-            found = judged_night(site, evidence, tonight, before)
+            evidence = night_evidence(site, values, start + offset)
+            found = judged_night(site, evidence, tonight, before, bar_before)
+            bar_before = at_the_bar(found, evidence)
             moved = {site.specs[i].name for i in np.flatnonzero(
                 (multiplier[:, start:start + offset + 1] != 1.0).any(axis=1))}
             ours = [f for f in found if f.paged and (
@@ -646,7 +672,8 @@ def miss_cause(site: Site, hit: np.ndarray, evidence: list[fd.Evidence],
       apart, is no level yet);
     - a finding that held one of them read it with the far nights of its history (a
       night as far as tonight's is what that line does: ``Policy.far``);
-    - one reached the bar but fewer than half its lines held a level (not confirmed);
+    - one reached the bar but fewer than half its lines held a level, and it was not at
+      the bar the night before (not confirmed);
     - else its evidence was under the bar."""
     if not hit.any():
         return NOT_ON_BOTH
@@ -714,8 +741,10 @@ def task(site_name: str, what: str, trials: int, nights: int, seed: int,
     site, noise = prepared(site_name, nights, seed, noise_model)
     label = SITES[site_name][0]
     if what == "false pages":
+        judged = range(WARMUP, nights)  # in runs of nights: each reads the one before
+        size = -(-len(judged) // part[1])
         return false_pages(site, noise * site.base[:, None],
-                           range(WARMUP + part[0], nights, part[1]))
+                           judged[part[0] * size:(part[0] + 1) * size])
     fault, within = FAULTS[what]
     one, two, three, named, ran, misses = fault_trials(site, noise, fault, trials,
                                                        random.Random(f"{seed} {what}"),

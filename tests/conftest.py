@@ -175,7 +175,7 @@ def cluster_outlives_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
     assertions had passed), that is not the test's doing: healed and warned of, the
     test's own verdict stands."""
     layout = request.getfixturevalue("layout") if "layout" in request.fixturenames else None
-    sizes = {log: log.stat().st_size for log in layout.logs.glob("*.log")} if layout else {}
+    sizes = log_sizes(layout) if layout else {}
     yield
     if layout is None:
         return
@@ -188,17 +188,34 @@ def cluster_outlives_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
             ([f"slurmd-{node}" for node in nodes] or dead) for output in ("", ".out")]
     tails = "\n".join(f"{log}:\n  " + "\n  ".join(
         log.read_text(errors="replace").splitlines()[-8:]) for log in logs if log.exists())
-    crashed = dead == ["slurmd"] and bool(nodes) and all(
-        GLIBC_ABORT.search(written_since(layout.log_file(f"slurmd-{node}.out"), sizes))
-        for node in nodes)
-    cluster.up(TEST_STATE, nodes=layout.nodes, port_base=layout.port_base,
-               slurm_prefix=TEST_SLURM_PREFIX)
+    crashed = dead == ["slurmd"] and bool(aborted_by_glibc(layout, sizes))
+    heal(layout)
     said = (f"{', '.join(dead)} ({', '.join(nodes) or 'the daemon'}) of the session's "
             f"cluster died; restarted for the next tests. Last lines:\n{tails}")
     if crashed:
         warnings.warn(f"a daemon crashed by itself: {said}", stacklevel=1)
         return
     pytest.fail(f"the test left {said}", pytrace=False)
+
+
+def log_sizes(layout: ClusterLayout) -> dict[Path, int]:
+    """Each daemon log's size now (``written_since`` reads what came after)."""
+    return {log: log.stat().st_size for log in layout.logs.glob("*.log")}
+
+
+def aborted_by_glibc(layout: ClusterLayout, sizes: dict[Path, int]) -> list[str]:
+    """The nodes whose slurmd is dead, where every one of them wrote glibc's abort
+    since ``sizes`` (none otherwise): Debian's slurmd crashing by itself."""
+    nodes = cluster.services.dead_nodes(layout)
+    return nodes if nodes and all(
+        GLIBC_ABORT.search(written_since(layout.log_file(f"slurmd-{node}.out"), sizes))
+        for node in nodes) else []
+
+
+def heal(layout: ClusterLayout) -> None:
+    """Start what died of the session's cluster again."""
+    cluster.up(TEST_STATE, nodes=layout.nodes, port_base=layout.port_base,
+               slurm_prefix=TEST_SLURM_PREFIX)
 
 
 def written_since(log: Path, sizes: dict[Path, int]) -> str:
@@ -304,9 +321,20 @@ def run_checks(request: RunRequest) -> RunOutcome:
 
 @pytest.fixture(scope="session")
 def demo_report(layout: ClusterLayout) -> Path:
-    """A real report: the sanity and UCX checks run through Slurm on the test cluster."""
-    outcome = run_checks(RunRequest(tags=("demo",),
-                                     setvars=("UcxPerftestCheck.iterations=2000",)))
+    """A real report: the sanity and UCX checks run through Slurm on the test cluster. A
+    run during which a slurmd died of glibc's abort (``aborted_by_glibc``: node1's, while
+    launching a UCX pair's server step, 2026-11-30; every test that reads this report
+    erred) is run once more on the healed cluster, and that is warned of."""
+    demo = RunRequest(tags=("demo",), setvars=("UcxPerftestCheck.iterations=2000",))
+    sizes = log_sizes(layout)
+    outcome = run_checks(demo)
+    crashed = outcome.returncode != 0 and aborted_by_glibc(layout, sizes)
+    if crashed:
+        warnings.warn(f"slurmd of {', '.join(crashed)} crashed by itself (glibc's abort) "
+                      f"during the demo run ({outcome.report}); healed and run again",
+                      stacklevel=1)
+        heal(layout)
+        outcome = run_checks(demo)
     assert outcome.returncode == 0, f"demo checks failed, see {outcome.report}"
     return outcome.report
 

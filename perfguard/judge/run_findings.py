@@ -105,13 +105,24 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     before = changes_before(conn, run_id, confirm - 1)
     found = fd.findings(evidence, rules, groups=leaves(conn, run_id),
                         environment=night_changes(conn, run_id, fingerprints),
-                        acknowledged=acknowledged(conn, run_id), before=merged(before))
+                        acknowledged=acknowledged(conn, run_id), before=merged(before),
+                        bar_before=bar_before(conn, run_id))
     name_shared_hosts(found, fp.hosts_sharing(fingerprints))
     name_changes_before(found, before)
     paged = {id(e) for f in found if f.paged for e in f.lines}
     for line, given in zip(lines, evidence):
         line.paged = id(given) in paged if line.status == REGRESSION else None
     return found, rules.critical_z(len(lines))
+
+
+def bar_before(conn: Connection, run_id: int) -> dict[str, str]:
+    """The findings of the system's run before this one that reached that run's bar (as
+    stored: ``findings.at_the_bar``): one at the bar again tonight is confirmed."""
+    row = queries.one(conn, "previous_run", (run_id,))
+    if row is None:
+        return {}
+    return fd.at_the_bar(((f["subject"], f["evidence"], f["critical"])
+                          for f in stored(conn, row[0])), f"run {row[0]}")
 
 
 def leaves(conn: Connection, run_id: int) -> dict[str, set[str]]:

@@ -52,6 +52,26 @@ def test_a_paging_finding_is_explained_by_its_node_with_numbers_that_add_up(
                      r"confirmed: \d+ of its \d+ moved line\(s\) held a level", out, re.M), out
 
 
+def test_a_finding_at_the_bar_two_runs_running_pages_naming_the_run_before(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """The pair 20 % slower one night and 50 % the next: its lines' two nights do not
+    agree, so none holds a level; the finding was at the bar on both nights, and pages on
+    the second, naming the first night's run, evidence and bar (before, it said "one
+    night: confirm on the next" on both nights and passed)."""
+    reports = night_reports(demo_report, tmp_path, [1.0] * 20 + [0.8, 0.5], slower=True)
+    runs = ingest(migrated_dsn, reports, "--trigger", "nightly")
+    first = re.findall(r"^  outcome: does not page: worse; evidence z ([\d.]+) ≥ the bar "
+                       r"([\d.]+); not confirmed: .*; nor at the bar on the run before$",
+                       _explained(migrated_dsn, runs[-2], "node1"), re.M)
+    assert len(first) == 1, _explained(migrated_dsn, runs[-2], "node1")
+    [(night_1, bar_1)] = first
+    out = _explained(migrated_dsn, runs[-1], "node1")
+    assert re.search(rf"^  outcome: pages: worse; evidence z [\d.]+ ≥ the bar [\d.]+; "
+                     rf"confirmed: at the bar on the run before too \(run {runs[-2]}: evidence "
+                     rf"z {night_1} ≥ its bar {bar_1}\); 0 of its \d+ moved line\(s\) held a "
+                     rf"level", out, re.M), out
+
+
 def test_a_watch_finding_says_why_it_did_not_page_and_an_unknown_subject_is_refused(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     """The fault's first night: the finding is shown (watch) and its explanation says why

@@ -1,6 +1,8 @@
 """The suite's teardown tells a daemon that crashed by itself from one a test left dead."""
 
-from tests.conftest import GLIBC_ABORT, written_since
+from perfguard.cluster import services
+from perfguard.cluster.layout import ClusterLayout
+from tests.conftest import GLIBC_ABORT, aborted_by_glibc, log_sizes, written_since
 
 #: The tail the teardown printed in CI (2026-11-30): node4's slurmd output file.
 CRASHED = """/check/work/main/.state-test/gw3/session/log/slurmd-node4.out.log:
@@ -36,3 +38,23 @@ def test_an_abort_before_the_test_is_not_the_tests_daemons(tmp_path) -> None:
     assert GLIBC_ABORT.search(log.read_text())
     assert not GLIBC_ABORT.search(written_since(log, sizes))
     assert GLIBC_ABORT.search(written_since(log, {}))
+
+
+def test_a_run_is_tried_again_only_where_every_dead_slurmd_aborted_during_it(tmp_path) -> None:
+    """The demo run is run once more where a slurmd crashed by itself while it ran: every
+    dead node's output gained glibc's abort since the sizes were taken. A node that died
+    saying nothing, or an abort from before, is no such crash."""
+    layout = ClusterLayout(tmp_path, nodes=2)
+    layout.logs.mkdir()
+    dead = services.dead_nodes(layout)  # no pid files: every slurmd is dead
+    for node in dead:
+        layout.log_file(f"slurmd-{node}.out").write_text("slurmd: started\n")
+    sizes = log_sizes(layout)
+    assert aborted_by_glibc(layout, sizes) == []
+    for node in dead:
+        with layout.log_file(f"slurmd-{node}.out").open("a") as out:
+            out.write("malloc(): unaligned tcache chunk detected\n")
+    assert aborted_by_glibc(layout, sizes) == dead and len(dead) == 3
+    assert aborted_by_glibc(layout, log_sizes(layout)) == []  # an abort from before
+    layout.log_file(f"slurmd-{dead[0]}.out").write_text("slurmd: started\n")
+    assert aborted_by_glibc(layout, {}) == []  # one died saying nothing
