@@ -495,12 +495,14 @@ def at_the_bar(found: list[fd.Finding], evidence: list[fd.Evidence]) -> dict[str
     """A night's findings at its bar, as the next night reads them (what
     ``run_findings.bar_before`` reads from the database)."""
     critical = POLICY.critical_z(len(evidence))
-    return fd.at_the_bar(((f.subject, f.evidence, critical) for f in found), "the night before")
+    return fd.at_the_bar(((f.subject, f.evidence, critical, f.acknowledged) for f in found),
+                         "the night before")
 
 
 def bar_of(site: Site, values: np.ndarray, night: int) -> dict[str, str]:
-    """``night``'s findings at its bar (``at_the_bar``), judged alone: whether a finding
-    reaches the bar does not depend on the night before."""
+    """``night``'s findings at its bar (``at_the_bar``), judged alone: a finding's evidence
+    does not depend on the night before (what does, a line finding split out of a finding
+    the night before confirmed, is of a line confirmed already)."""
     evidence = night_evidence(site, values, night)
     return at_the_bar(judged_night(site, evidence, {}), evidence)
 
@@ -736,8 +738,8 @@ def prepared(site_name: str, nights: int, seed: int, noise_model: Noise
 def task(site_name: str, what: str, trials: int, nights: int, seed: int,
          noise_model: Noise, part: tuple[int, int] = (0, 1)) -> str | FalsePages:
     """One fault's row, each fault with its own random draws, or (``what`` "false
-    pages") the site's false pages on every ``part[1]``-th night from the ``part[0]``-th
-    (``--jobs`` runs tasks side by side, and gives the same figures as one by one)."""
+    pages") the site's false pages on the ``part[0]``-th of ``part[1]`` runs of nights in
+    a row (``--jobs`` runs tasks side by side, and gives the same figures as one by one)."""
     site, noise = prepared(site_name, nights, seed, noise_model)
     label = SITES[site_name][0]
     if what == "false pages":

@@ -179,8 +179,7 @@ def cluster_outlives_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if layout is None:
         return
-    dead = [service.name for service in cluster.services.SERVICES
-            if not service.running(layout)]
+    dead = dead_services(layout)
     if not dead:
         return
     nodes = cluster.services.dead_nodes(layout)
@@ -196,6 +195,12 @@ def cluster_outlives_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
         warnings.warn(f"a daemon crashed by itself: {said}", stacklevel=1)
         return
     pytest.fail(f"the test left {said}", pytrace=False)
+
+
+def dead_services(layout: ClusterLayout) -> list[str]:
+    """The session cluster's daemons (by service) not running."""
+    return [service.name for service in cluster.services.SERVICES
+            if not service.running(layout)]
 
 
 def log_sizes(layout: ClusterLayout) -> dict[Path, int]:
@@ -328,7 +333,8 @@ def demo_report(layout: ClusterLayout) -> Path:
     demo = RunRequest(tags=("demo",), setvars=("UcxPerftestCheck.iterations=2000",))
     sizes = log_sizes(layout)
     outcome = run_checks(demo)
-    crashed = outcome.returncode != 0 and aborted_by_glibc(layout, sizes)
+    crashed = outcome.returncode != 0 and dead_services(layout) == ["slurmd"] and (
+        aborted_by_glibc(layout, sizes))
     if crashed:
         warnings.warn(f"slurmd of {', '.join(crashed)} crashed by itself (glibc's abort) "
                       f"during the demo run ({outcome.report}); healed and run again",

@@ -46,6 +46,8 @@ from perfguard.judge.rules import LEVEL_NIGHTS
 LINE, DEVICE, NODE, LEAF, GROUP, PARTITION, ENVIRONMENT = (
     "line", "device", "node", "leaf", "group", "partition", "environment")
 SHARED = (GROUP, PARTITION)
+#: Causes of one place: what a finding at the bar on two runs running confirms.
+LOCAL = (LINE, DEVICE, NODE, LEAF)
 #: A narrower cause takes a broader one's lines when it explains this share of them.
 NARROWER_SHARE = 0.8
 #: Sweeps of the nodes' night effects (a pair line's partner's effect is taken off
@@ -208,7 +210,8 @@ class Finding:
     tests: dict[str, float] = field(default_factory=dict)
     judged_on: list[tuple[Evidence, float | None]] = field(default_factory=list)
     #: Where the run before had a finding of the same subject at its bar: which run, its
-    #: evidence and bar (``at_the_bar``); a local finding at the bar again is confirmed.
+    #: evidence and bar (``at_the_bar``); a worse local finding is confirmed by it (and
+    #: pages where at the bar tonight too).
     again: str = ""
     #: Why it pages or not, in words (``_decide``).
     decided: str = ""
@@ -254,6 +257,8 @@ class Finding:
             text += " (one night: fabric load or a shared change)"
         elif not self.confirmed:
             text += " (one night: confirm on the next)"
+        elif self.again:
+            text += f"; at the bar on the run before too ({self.again})"
         if self.changed_before:
             text += "; on its nodes in " + "; ".join(self.changed_before)
         if self.far:
@@ -581,12 +586,14 @@ def findings(lines: list[Evidence], policy: Policy | None = None,
     return sorted(found, key=lambda f: (not f.paged, -abs(f.evidence)))
 
 
-def at_the_bar(found: Iterable[tuple[str, float, float]], run: str) -> dict[str, str]:
-    """Of one run's findings (subject, evidence, its bar), each at the bar → what
-    ``Finding.again`` says of it tonight (``run 41: evidence z 4.47 ≥ its bar 3.99``).
-    Only a worse finding's evidence is positive."""
+def at_the_bar(found: Iterable[tuple[str, float, float, str]], run: str) -> dict[str, str]:
+    """Of one run's findings (subject, evidence, its bar, the ack that muted it), each at
+    the bar → what ``Finding.again`` says of it tonight (``run 41: evidence z 4.47 ≥ its
+    bar 3.99``). Only a worse finding's evidence is positive. One an ack muted is left
+    out: the ack cleared, its fault fixed, a night's blip there would page at once."""
     return {subject: f"{run}: evidence z {evidence:.2f} ≥ its bar {critical:.2f}"
-            for subject, evidence, critical in found if evidence >= critical}
+            for subject, evidence, critical, muted in found
+            if evidence >= critical and not muted}
 
 
 def young_history(nights: int, policy: Policy) -> str:
@@ -804,7 +811,7 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
     (run_quality, 4,000 lines: paged within 2 nights in 90 % of trials)."""
     confirmed = sum(line.confirmed for line in finding.lines)
     finding.confirmed = confirmed >= (len(finding.lines) + 1) // 2
-    if finding.kind not in SHARED:
+    if finding.kind in LOCAL and finding.worse:
         finding.again = (bar_before or {}).get(finding.subject, "")
         finding.confirmed = finding.confirmed or bool(finding.again)
     nodes = {node for line in finding.lines for node in line.nodes}
@@ -838,7 +845,7 @@ def decision_words(finding: Finding, confirmed: int, critical: float, policy: Po
             f"rule (half needed)")
     if finding.again:
         held = f"at the bar on the run before too ({finding.again}); {held}"
-    elif finding.kind not in SHARED and not finding.confirmed:
+    elif finding.kind in LOCAL and not finding.confirmed:
         held += "; nor at the bar on the run before"
     if finding.kind in SHARED:
         held += (f", since {'; '.join(finding.since_change)} in the runs before"

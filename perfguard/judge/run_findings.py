@@ -116,12 +116,13 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
 
 
 def bar_before(conn: Connection, run_id: int) -> dict[str, str]:
-    """The findings of the system's run before this one that reached that run's bar (as
-    stored: ``findings.at_the_bar``): one at the bar again tonight is confirmed."""
-    row = queries.one(conn, "previous_run", (run_id,))
+    """The findings that reached their bar in the system's run judged before this one
+    (``findings.at_the_bar``; a run never judged, a sweep's, has none to read): a worse
+    local finding of the same subject is confirmed by it."""
+    row = queries.one(conn, "previous_judged_run", (run_id,))
     if row is None:
         return {}
-    return fd.at_the_bar(((f["subject"], f["evidence"], f["critical"])
+    return fd.at_the_bar(((f["subject"], f["evidence"], f["critical"], f["acknowledged"])
                           for f in stored(conn, row[0])), f"run {row[0]}")
 
 

@@ -5,12 +5,14 @@ from a real demo report."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
 from pathlib import Path
 
 from perfguard.judge import findings as fd
+from perfguard.store.ingest import RunMeta, ingest_paths
 from tests.conftest import perfguard
 from tests.system.test_history_verdicts import ingest, night_reports
 
@@ -57,15 +59,24 @@ def test_a_finding_at_the_bar_two_runs_running_pages_naming_the_run_before(
     """The pair 20 % slower one night and 50 % the next: its lines' two nights do not
     agree, so none holds a level; the finding was at the bar on both nights, and pages on
     the second, naming the first night's run, evidence and bar (before, it said "one
-    night: confirm on the next" on both nights and passed)."""
-    reports = night_reports(demo_report, tmp_path, [1.0] * 20 + [0.8, 0.5], slower=True)
-    runs = ingest(migrated_dsn, reports, "--trigger", "nightly")
+    night: confirm on the next" on both nights and passed). A run stored between them
+    and never judged (a sweep's: no findings) is passed over."""
+    reports = night_reports(demo_report, tmp_path, [1.0] * 20 + [0.8, 1.0, 0.5], slower=True)
+    runs = ingest(migrated_dsn, reports[:-2], "--trigger", "nightly")
+    between = json.loads(reports[-2].read_text())  # its one test case measured nothing
+    between["runs"][0]["testcases"] = [case for case in between["runs"][0]["testcases"]
+                                       if not case.get("perfvalues")][:1]
+    reports[-2].write_text(json.dumps(between))
+    [stored] = ingest_paths(tmp_path, migrated_dsn, [reports[-2]], RunMeta("sweep"))
+    assert stored.stored, stored
+    runs += ingest(migrated_dsn, reports[-1:], "--trigger", "nightly")
     first = re.findall(r"^  outcome: does not page: worse; evidence z ([\d.]+) ≥ the bar "
                        r"([\d.]+); not confirmed: .*; nor at the bar on the run before$",
                        _explained(migrated_dsn, runs[-2], "node1"), re.M)
     assert len(first) == 1, _explained(migrated_dsn, runs[-2], "node1")
     [(night_1, bar_1)] = first
     out = _explained(migrated_dsn, runs[-1], "node1")
+    assert runs[-1] - runs[-2] == 2, runs  # the sweep's run lies between them
     assert re.search(rf"^  outcome: pages: worse; evidence z [\d.]+ ≥ the bar [\d.]+; "
                      rf"confirmed: at the bar on the run before too \(run {runs[-2]}: evidence "
                      rf"z {night_1} ≥ its bar {bar_1}\); 0 of its \d+ moved line\(s\) held a "

@@ -745,12 +745,23 @@ def test_a_finding_at_the_bar_on_the_run_before_too_is_confirmed() -> None:
     assert again.decided.endswith(
         "confirmed: at the bar on the run before too (run 41: evidence z 4.47 ≥ its bar "
         "3.99); 1 of its 3 moved line(s) held a level by the line rule (half needed)")
-    assert fd.at_the_bar([("node1:lo, node2:lo", 4.47, 3.99), ("node3:lo", 3.2, 3.99),
-                          ("partition compute", -6.0, 3.99)], "run 41") == {
-        "node1:lo, node2:lo": said}
-    partition = fd.Finding(fd.PARTITION, "partition compute", lines * 3, 9, evidence=9.0)
+    assert fd.at_the_bar([("node1:lo, node2:lo", 4.47, 3.99, None), ("node3:lo", 3.2, 3.99, ""),
+                          ("partition compute", -6.0, 3.99, None),  # a better one
+                          ("node4:lo", 9.0, 3.99, "by root on 2026-11-30: cable")], "run 41") == {
+        "node1:lo, node2:lo": said}  # one an ack muted is left out
+    # a partition's lines over its 3 nights, 3 of 9 a level: the run before says nothing
+    held = [dataclasses.replace(line, nights=3) for line in lines * 3]
+    partition = fd.Finding(fd.PARTITION, "partition compute", held, 9, evidence=9.0)
     fd._decide(partition, 3.99, {}, fd.DEFAULT_POLICY, bar_before={"partition compute": said})
     assert not partition.confirmed and not partition.paged
+    # nor of a better finding of the same subject, nor of a fingerprint change's
+    better = fd.Finding(fd.DEVICE, "node1:lo, node2:lo",
+                        [dataclasses.replace(line, side=1) for line in lines], 3)
+    update = fd.Finding(fd.ENVIRONMENT, "driver 1 → 2", lines, 3, evidence=9.0)
+    for finding in (better, update):
+        fd._decide(finding, 3.99, {}, fd.DEFAULT_POLICY, bar_before={finding.subject: said})
+        assert not finding.confirmed and not finding.again, finding
+    assert again.summary().endswith(f"; at the bar on the run before too ({said})")
 
 
 def test_run_quality_pages_a_finding_at_the_bar_two_nights_running() -> None:
