@@ -187,7 +187,7 @@ def cluster_outlives_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
             ([f"slurmd-{node}" for node in nodes] or dead) for output in ("", ".out")]
     tails = "\n".join(f"{log}:\n  " + "\n  ".join(
         log.read_text(errors="replace").splitlines()[-8:]) for log in logs if log.exists())
-    crashed = dead == ["slurmd"] and bool(aborted_by_glibc(layout, sizes))
+    crashed = bool(crashed_by_itself(layout, sizes))
     heal(layout)
     said = (f"{', '.join(dead)} ({', '.join(nodes) or 'the daemon'}) of the session's "
             f"cluster died; restarted for the next tests. Last lines:\n{tails}")
@@ -215,6 +215,12 @@ def aborted_by_glibc(layout: ClusterLayout, sizes: dict[Path, int]) -> list[str]
     return nodes if nodes and all(
         GLIBC_ABORT.search(written_since(layout.log_file(f"slurmd-{node}.out"), sizes))
         for node in nodes) else []
+
+
+def crashed_by_itself(layout: ClusterLayout, sizes: dict[Path, int]) -> list[str]:
+    """The nodes of ``aborted_by_glibc``, where slurmd is the only daemon dead (none
+    otherwise): what neither a test nor the demo run did."""
+    return aborted_by_glibc(layout, sizes) if dead_services(layout) == ["slurmd"] else []
 
 
 def heal(layout: ClusterLayout) -> None:
@@ -333,8 +339,7 @@ def demo_report(layout: ClusterLayout) -> Path:
     demo = RunRequest(tags=("demo",), setvars=("UcxPerftestCheck.iterations=2000",))
     sizes = log_sizes(layout)
     outcome = run_checks(demo)
-    crashed = outcome.returncode != 0 and dead_services(layout) == ["slurmd"] and (
-        aborted_by_glibc(layout, sizes))
+    crashed = outcome.returncode != 0 and crashed_by_itself(layout, sizes)
     if crashed:
         warnings.warn(f"slurmd of {', '.join(crashed)} crashed by itself (glibc's abort) "
                       f"during the demo run ({outcome.report}); healed and run again",
