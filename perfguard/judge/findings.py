@@ -54,9 +54,9 @@ NARROWER_SHARE = 0.8
 #: left in, where less its node's night it spreads this many times as wide (and its own
 #: hold no more far nights): its node's night, read from a few noisy fabric lines, then
 #: adds more noise than it takes away (run_quality, 16 nodes: the slow Himeno node within
-#: 2 nights 87 / 83 / 88 → 93 / 83 / 90 % at seeds 1-3; at 1, without the far nights'
-#: condition, its own spikes read as far nights cost the 300-line site's Himeno 2 trials
-#: in 60 at seed 2).
+#: 2 nights 87 / 83 / 88 → 93 / 83 / 90 % at seeds 1-3; at a margin of 1, without the
+#: far nights' condition, its own spikes read as far nights cost the 300-line site's
+#: Himeno 2 trials in 60 at seed 2).
 OWN_NIGHTS_MARGIN = 1.5
 #: Sweeps of the nodes' night effects (a pair line's partner's effect is taken off
 #: before its node's is estimated again: median polish).
@@ -872,6 +872,11 @@ def decision_words(finding: Finding, confirmed: int, critical: float, policy: Po
     return f"{verdict}: " + "; ".join(words for _, words in conditions)
 
 
+#: Rows read (``NightEffects._read``): their residuals as a cause's test reads them, as a
+#: line alone reads them, and their far shares.
+Reading = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
 class NightEffects:
     """What moved a run's lines together, night by night, from their stored history.
 
@@ -964,10 +969,10 @@ class NightEffects:
         self._own, self._load, self._moves = own, load, moves
         self._remove_nodes(left)
         self.residual, self.alone, self.shares = self._read(left, np.arange(len(lines)))
-        self._left_out: dict[tuple[tuple[int, ...], bool], tuple[np.ndarray, ...]] = {}
+        self._left_out: dict[tuple[tuple[int, ...], bool], Reading] = {}
 
     def _read(self, left: np.ndarray, rows: np.ndarray, pooled: float | None = None
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              ) -> Reading:
         """Rows ``rows``' residuals (``left``: what the fabric, leaf and node effects
         leave of their moves, a row each), each in its own noise (its history every night
         it has but its own recent ones), pooled over the recent nights that agree: as a
@@ -1004,8 +1009,7 @@ class NightEffects:
         residual[unmeasured] = np.nan
         return residual, alone, shares
 
-    def _without(self, rows: list[int], precise: bool = True
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _without(self, rows: list[int], precise: bool = True) -> Reading:
         """``_read`` of ``rows`` (a device's lines, or one line alone) with their nodes'
         effects taken from the nodes' other lines (``_node_effects_without``, where those
         are as many): a cause is tested against the nights its own lines did not make. A
@@ -1031,14 +1035,14 @@ class NightEffects:
             self._left_out[key] = read
         return self._left_out[key]
 
-    def _steadier_alone(self, row: int, left: np.ndarray, read: tuple[np.ndarray, ...]
-                        ) -> tuple[np.ndarray, ...]:
+    def _steadier_alone(self, row: int, left: np.ndarray, read: Reading) -> Reading:
         """A line alone's reading less its node's nights (``left``, ``read``), or in its
         own nights where it is node-local, those spread ``OWN_NIGHTS_MARGIN`` times less
-        over its history and hold no larger share of far nights. Of a slow Himeno node's
-        4 other lines at 16 nodes, a latency of CV 45 % left its residual spreading 3.1 %
-        a night where its own nights spread 1.4 %, and its fault read 3.26 against the bar
-        4.60 (run_quality, seed 1, trial 1). On a busy host the node's nights are what
+        over its history and hold no larger share of far nights. A slow Himeno node's
+        other lines at 16 nodes were that night a latency of CV 45 %, one of 1.5 % and a
+        bandwidth of 10.6 %: less its node's nights read from them, its history spread
+        3.1 % a night where its own nights spread 1.4 %, and its fault read 3.26 against
+        the bar 4.60 (run_quality, seed 1, trial 1). On a busy host the node's nights are what
         makes an intra-node latency spike: its own nights spread 7.4 % against 20.7 %
         less its node's, but held the far nights, and read so the driver's +151 % on it
         did not page within 3 nights (the sixth real set, its second driver trial)."""

@@ -1047,8 +1047,9 @@ def test_a_node_local_line_alone_is_read_in_its_own_nights_where_its_nodes_are_n
     the bar 4.60 on its second night (no page within 2 nights). Read in its own nights,
     it pages on its second night. A node-local line whose nights less its node's
     spread less than 1.5 times its own keeps that reading (trial 55: 4.1 % and 3.1 %,
-    4.47, under the bar, in the test above), and so does one whose own nights hold more
-    far nights (the sixth real set's driver: ``test_real_nights_tuned.py``)."""
+    4.47, under the bar, in ``test_run_quality_names_the_cause_of_each_recorded_miss``),
+    and so does one whose own nights hold more far nights (the sixth real set's
+    driver: ``test_real_nights_tuned.py``)."""
     script = TRIAL + """
 one, two, *_ = one_trial("16", 1, "Himeno node 30 % slower", 1)
 print(one, two)
