@@ -952,7 +952,9 @@ class NightEffects:
         each line's residual in its own: its history every night it has but its ``own``
         recent ones."""
         lines = self.lines
-        inter = np.array([len(set(line.nodes)) > 1 for line in lines])
+        #: Whether each line runs between nodes (the fabric's, its leaves'); else it is
+        #: node-local (Himeno, a GPU's copy, an intra-node pair).
+        self._inter = inter = np.array([len(set(line.nodes)) > 1 for line in lines])
         left = moves.copy()
         load = np.ones(moves.shape)
         through = {leaf: inter & np.array([bool(members & set(line.nodes)) for line in lines])
@@ -1046,7 +1048,7 @@ class NightEffects:
         makes an intra-node latency spike: its own nights spread 7.4 % against 20.7 %
         less its node's, but held the far nights, and read so the driver's +151 % on it
         did not page within 3 nights (the sixth real set, its second driver trial)."""
-        if len(set(self.lines[row].nodes)) != 1:
+        if self._inter[row]:
             return read
         moves = self._moves[[row]]
         history = ~self._own[[row]]
