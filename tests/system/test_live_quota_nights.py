@@ -1,0 +1,58 @@
+"""Issue 67, item 2, as it ran: real OMB 7.4 nightlies of the embedded cluster, ten quiet
+nights, then node1's and node2's slurmd (and every step they start) at a 30 % CPU quota
+for three nights, then two nights without it (``benchmarks/data/live-quota``,
+its README says how they were taken). Each night's report, as `perfguard run` wrote it,
+goes through `perfguard ingest` into a new database and `perfguard verdict` says what an
+admin reads: no page before the quota, a page naming node1 and node2 by the quota's
+second night, pass once it is gone. The rule is judged on these nights with the
+checkout's code, so a change to it that loses this page fails here."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import re
+from pathlib import Path
+
+from tests.conftest import perfguard
+from tests.system.test_history_verdicts import ingest
+
+QUOTA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "live-quota"
+PAIR_PAGES = re.compile(r"^ *PAGE +node1:lo, node2:lo: ", re.M)
+
+
+def _nights(folder: Path, into: Path) -> list[tuple[dict, Path]]:
+    """Each recorded night (nights.jsonl) with its report written out, in the order run."""
+    nights = []
+    for line in (folder / "nights.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        report = into / f"night-{entry['night']:02d}.json"
+        report.write_bytes(lzma.decompress((folder / f"{report.name}.xz").read_bytes()))
+        nights.append((entry, report))
+    return nights
+
+
+def test_the_live_quota_pages_by_its_second_night_naming_the_pair_and_passes_after(
+        migrated_dsn: str, tmp_path: Path) -> None:
+    nights = _nights(QUOTA, tmp_path)
+    runs = ingest(migrated_dsn, [report for _, report in nights], "--trigger", "nightly")
+    assert len(runs) == len(nights), runs
+    shown = {}
+    for (entry, _), run in zip(nights, runs):
+        said = perfguard("verdict", str(run), "--dsn", migrated_dsn)
+        assert said.returncode in (0, 1) and "Traceback" not in said.stderr, said.stderr
+        shown[entry["night"]] = (said.returncode, said.stdout, entry["quota"])
+    quota = [night for night, (_, _, throttled) in shown.items() if throttled]
+    assert len(quota) == 3 and quota == list(range(quota[0], quota[0] + 3)), quota
+    for night, (code, out, _) in shown.items():
+        if night < quota[0] or night > quota[-1]:
+            assert code == 0 and not PAIR_PAGES.search(out), (night, out)
+    paged = [night for night in quota if PAIR_PAGES.search(shown[night][1])]
+    assert paged and paged[0] <= quota[1], {n: shown[n][1] for n in quota}
+    assert all(shown[night][0] == 1 for night in paged), paged
+    explained = perfguard("verdict", str(runs[paged[0] - 1]), "--explain", "node1", "--dsn",
+                          migrated_dsn)
+    assert re.search(r"^finding node1:lo, node2:lo \(\w+\): PAGE$", explained.stdout,
+                     re.M), explained.stdout
+    assert re.search(r"^  outcome: pages: worse; evidence z [\d.]+ ≥ the bar [\d.]+",
+                     explained.stdout, re.M), explained.stdout
