@@ -3,11 +3,11 @@ of history, then node1's and node2's slurmd (and every step they start) at a 30 
 quota for three nights, then two nights without it; the history quiet
 (``benchmarks/data/live-quota-quiet``) or moved by the host's load (every node at a 60 %
 quota from night 4 on: ``live-quota-moved``; their READMEs say how they were taken).
-Each night's report, as `perfguard run` wrote it,
-goes through `perfguard ingest` into a new database and `perfguard verdict` says what an
-admin reads: no page before the quota, a page naming node1 and node2 by the quota's
-second night, pass once it is gone. The rule is judged on these nights with the
-checkout's code, so a change to it that loses this page fails here."""
+Each night's report, as `perfguard run` wrote it, goes through `perfguard ingest` into a
+new database, and `perfguard verdict` says what an admin reads: no page before the
+quota, a page naming node1 and node2 by the quota's second night, pass once it is gone.
+The nights are judged by the checkout's code, so a change to the rule that loses this
+page fails here."""
 
 from __future__ import annotations
 
