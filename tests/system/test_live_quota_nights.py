@@ -42,20 +42,21 @@ def test_the_live_quota_pages_by_its_second_night_naming_the_pair_and_passes_aft
     nights = _nights(DATA / f"live-quota-{history}", tmp_path)
     runs = ingest(migrated_dsn, [report for _, report in nights], "--trigger", "nightly")
     assert len(runs) == len(nights), runs
+    run_of = {entry["night"]: run for (entry, _), run in zip(nights, runs)}
+    quota = [entry["night"] for entry, _ in nights if entry["quota"]]
+    assert len(quota) == 3 and quota == list(range(quota[0], quota[0] + 3)), quota
     shown = {}
-    for (entry, _), run in zip(nights, runs):
+    for night, run in run_of.items():
         said = perfguard("verdict", str(run), "--dsn", migrated_dsn)
         assert said.returncode in (0, 1) and "Traceback" not in said.stderr, said.stderr
-        shown[entry["night"]] = (said.returncode, said.stdout, entry["quota"])
-    quota = [night for night, (_, _, throttled) in shown.items() if throttled]
-    assert len(quota) == 3 and quota == list(range(quota[0], quota[0] + 3)), quota
-    for night, (code, out, _) in shown.items():
-        if night < quota[0] or night > quota[-1]:
+        shown[night] = (said.returncode, said.stdout)
+    for night, (code, out) in shown.items():
+        if night not in quota:
             assert code == 0 and not PAIR_PAGES.search(out), (night, out)
     paged = [night for night in quota if PAIR_PAGES.search(shown[night][1])]
     assert paged and paged[0] <= quota[1], {n: shown[n][1] for n in quota}
     assert all(shown[night][0] == 1 for night in paged), paged
-    explained = perfguard("verdict", str(runs[paged[0] - 1]), "--explain", "node1", "--dsn",
+    explained = perfguard("verdict", str(run_of[paged[0]]), "--explain", "node1", "--dsn",
                           migrated_dsn)
     assert re.search(r"^finding node1:lo, node2:lo \(\w+\): PAGE$", explained.stdout,
                      re.M), explained.stdout
