@@ -186,6 +186,37 @@ def one_night(lines: dict[str, list[float]]) -> list[str]:
     return rows
 
 
+def two_nights(lines: dict[str, list[float]], policy: fd.Policy = fd.DEFAULT_POLICY
+               ) -> list[str]:
+    """How often two nights running both lie beyond k noise on the worse side of the
+    baseline before them and agree as the line rule's nights do (``rules.agrees``),
+    after a baseline with a far worse night (beyond ``far`` noise) and after none, and
+    how many nights a month a site of run_quality's sizes would have such a line: what a
+    rule would page that read two deep nights as a level whatever the line's history.
+    Findings read a line whose history has far worse nights with them
+    (``findings.far_night_probability``), so a one-line fault on such a line (a slow
+    Himeno node whose history has one far night) waits for a third night."""
+    rule = judge.DEFAULT_RULE
+    counted = {k: [0, 0, 0, 0] for k in ONE_NIGHT}  # deep after far, nights; after none
+    for values in lines.values():
+        judged = judged_nights(values)
+        for (value, window, centre, noise), (after, *_) in zip(judged, judged[1:]):
+            far = any((centre - v) / noise > policy.far for v in window)
+            agree = judge.agrees(value, after, centre, noise, rule)
+            for k, row in counted.items():
+                deep = min(centre - value, centre - after) / noise > k and agree
+                row[0 if far else 2] += deep
+                row[1 if far else 3] += 1
+    rows = []
+    for k, (deep_far, far_nights, deep_none, none_nights) in counted.items():
+        share = (deep_far + deep_none) / max(far_nights + none_nights, 1)
+        months = " / ".join(f"{NIGHTS_A_MONTH * (1 - (1 - share) ** n):.1f}"
+                            for n in SITE_LINES)
+        rows.append(f"| {k:g} | {deep_far} of {far_nights:,} | {deep_none} of "
+                    f"{none_nights:,} | {share:.2%} | {months} |")
+    return rows
+
+
 def synthetic(nights: int, seed: int = 1) -> dict[str, list[float]]:
     """run_quality's 300-line site with its default (correlated) noise: each line's values
     (its base times the noise, larger better as ``series``), its missing nights left
@@ -255,8 +286,16 @@ def main() -> int:
           "with one such line at " + " / ".join(f"{n:,}" for n in SITE_LINES)
           + " lines (independent lines) |")
     print("|---|---|---|")
-    print("\n".join(one_night({f"{name} {key}": values for name, lines in named
-                               if name in sets for key, values in lines.items()})))
+    real = {f"{name} {key}": values for name, lines in named if name in sets
+            for key, values in lines.items()}
+    print("\n".join(one_night(real)))
+    print()
+    sizes = " / ".join(f"{n:,}" for n in SITE_LINES)
+    print(f"| two nights running worse than (noise), agreeing, every real set | after a far "
+          f"worse night in its baseline | after none | of all | nights a month with one "
+          f"such line at {sizes} lines |")
+    print("|---|---|---|---|---|")
+    print("\n".join(two_nights(real)))
     return 0
 
 

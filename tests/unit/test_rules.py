@@ -250,10 +250,16 @@ def test_a_spike_is_no_level_of_the_night_beside_it() -> None:
     assert agrees(2.4 * centre, 3.2 * centre, centre, noise, DEFAULT_RULE)
     assert agrees(101.0, 102.0, 100.0, 0.5, DEFAULT_RULE)
     assert not agrees(97.0, 102.0, 100.0, 0.5, DEFAULT_RULE)
-    # below the centre the window stays the baseline's noise: a 95 % drop is no night of
-    # a 30 % one, and a night at 0 no night of a spike
+    # below the centre the window is the baseline's noise, or a quarter of the judged
+    # night's distance where wider: a 95 % drop is no night of a 30 % one, and a night
+    # at 0 no night of a spike; a Himeno 35.1 % then 28.5 % slower (noise 1.6 %, 4.1
+    # apart) is one level, a night of noise no night of it, nor a real night 33 % worse
+    # (tag_bw 9,619 MiB/s, the eighth real set) a night of a 50 % one (7,206)
     assert not agrees(70.0, 5.0, 100.0, 5.0, DEFAULT_RULE)
     assert agrees(45.0, 50.0, 100.0, 5.0, DEFAULT_RULE)
+    assert agrees(64.9, 71.5, 100.0, 1.6, DEFAULT_RULE)
+    assert not agrees(97.5, 70.0, 100.0, 1.7, DEFAULT_RULE)
+    assert not agrees(9619.0, 7206.0, 14327.0, 537.2, DEFAULT_RULE)
     assert not agrees(0.0, 1.879, 0.122, 0.0425, DEFAULT_RULE)
 
 
