@@ -520,21 +520,20 @@ def night_evidence(site: Site, values: np.ndarray, night: int) -> list[fd.Eviden
         series.append(values[i, present].tolist())
         nights_of.append(present)
     splits = [judge.split(v, rules[i]) for v, i in zip(series, ran)]
-    bases = judge.baselines([judge.settled(history[-rules[i].window:], rules[i])
-                             for (history, _), i in zip(splits, ran)])
+    baselined = [judge.judged_history(v, rules[i]) for v, i in zip(series, ran)]
+    bases = judge.baselines(baselined)
     judged = []
-    for (history, recent), i, base, at in zip(splits, ran, bases, nights_of):
+    for (history, recent), i, base, at, kept in zip(splits, ran, bases, nights_of, baselined):
         spec = site.specs[i]
         j = judge.judge(history, recent, spec.better, rules[i], base)
         side, distances = judge.evidence(recent, j, spec.better)
         moves = ()
         if j.centre:
             sign = 1.0 if spec.better == "lower" else -1.0
-            kept = np.array(history[-rules[i].window:] + recent)
-            moves = tuple((sign * (kept - j.centre) / abs(j.centre)).tolist())
+            moves = tuple((sign * (np.array(kept + recent) - j.centre) / abs(j.centre)).tolist())
         judged.append((i, j, side, distances, moves,
                        tuple(at[-len(moves):].tolist()) if moves else (), len(recent),
-                       judge.history_distances(history[-rules[i].window:], j, spec.better)))
+                       judge.history_distances(kept, j, spec.better)))
     shares, zs = fd.read_lines([distances for _, _, _, distances, *_ in judged],
                                [far for *_, far in judged], POLICY)
     return [fd.Evidence(site.specs[i].name, "compute", site.specs[i].group,

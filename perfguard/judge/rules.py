@@ -11,10 +11,11 @@ The rule (defaults measured by ``benchmarks/verdict_quality.py``, see docs/verdi
   and by more than ``min_change`` of the centre.
 - **Decision**: ``regression`` (``improvement``) when at least ``needed`` of the recent
   nights are beyond on the same side, the judged one among them, agreeing with it within
-  ``agree`` noise (a shifted level, not a spike next to an unlucky night), and the recent
-  nights that agree with it lie on average beyond ``level`` noise (two nights just past
-  ``k`` are chance; a level is not), so a single spike never alarms. A judged night beyond
-  without that is ``inconclusive`` ("confirm on the next run"), as is a history shorter
+  ``agree`` noise (``agrees``: scaled with the level; a shifted level, not a spike next to
+  an unlucky night), and the recent nights that agree with it lie on average beyond
+  ``level`` noise (two nights just past ``k`` are chance; a level is not), so a single
+  spike never alarms. A judged night beyond without that is ``inconclusive`` ("confirm
+  on the next run"), as is a history shorter
   than ``min_history`` or noise so large that a change of ``max_detectable`` would go
   unseen, and a level the history went to on ``revisits`` nights and came back from each
   time (``visits``: a state of the line's own, not a new level). Otherwise ``pass``.

@@ -198,6 +198,14 @@ def test_real_tails_runs() -> None:
     [months] = re.findall(r"^\| 15 \| [\d.]+% of [\d,]+ \| ([\d. /]+) \|$", out, re.M)
     at_3, at_48, *_ = map(float, months.split(" / "))
     assert at_3 > 1 and at_48 > 15, out
+    # two nights 15 noise worse that agree come only after a far worse night in the
+    # line's baseline, and a rule that paged them whatever its far nights would page a
+    # 16-node site for noise more than once a month (the slow Himeno line's far-night
+    # misses: docs/verdicts.md)
+    [(after_far, after_none, months)] = re.findall(
+        r"^\| 15 \| (\d+) of [\d,]+ \| (\d+) of [\d,]+ \| [\d.]+% \| ([\d. /]+) \|$", out, re.M)
+    assert int(after_far) > 0 == int(after_none), out
+    assert float(months.split(" / ")[1]) > 1, out
 
 
 def test_fast_paths_runs() -> None:

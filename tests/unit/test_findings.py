@@ -723,7 +723,7 @@ print(cause("300", 1, "Himeno node 30 % slower", 17))
         "{'nights differ': 1}"]
 
 
-def test_two_deep_nights_agree_within_half_their_depth() -> None:
+def test_two_deep_nights_agree_within_a_quarter_of_their_depth() -> None:
     """The slow Himeno line at 16 nodes, seed 2, trial 19: its two nights -35.1 % and
     -28.5 % on a line of noise 1.7 % are 20 and 17 of its noise out and 4.0 apart, past
     the line rule's ``agree`` of 4 noise; a fault's nights jitter with their depth, not
@@ -732,6 +732,20 @@ def test_two_deep_nights_agree_within_half_their_depth() -> None:
     nights. Before, two deep nights that disagreed waited for a third."""
     script = TRIAL + """
 print(one_trial("16", 2, "Himeno node 30 % slower", 19)[1])
+"""
+    assert run_in_benchmarks(script).splitlines() == ["1.0"]
+
+
+def test_run_quality_reads_a_young_lines_history_as_the_verdict_does() -> None:
+    """run_quality's lines learn their far nights and own tail from the history their
+    baseline is taken from (``rules.judged_history``: a young line without the level it
+    left), as the verdict's ``run_findings`` does. It gave them the whole history: the
+    2-node pair after 3 nights 3x worse and 7 at its level (seed 2, trial 19), osu_bw 45 %
+    worse on the fault's second night read those 3 old nights as its own tail (3 of 9 as
+    far) and z 0.87 where the verdict reads 3.41: under the bar, and paged a night later
+    than the verdict would."""
+    script = TRIAL + """
+print(one_trial("2", 2, "node pair at half speed, 10 nights, first 3 at 3x worse", 19)[1])
 """
     assert run_in_benchmarks(script).splitlines() == ["1.0"]
 
