@@ -169,6 +169,12 @@ def sides(lines: dict[str, list[float]], policy: fd.Policy = fd.DEFAULT_POLICY
     return counted
 
 
+def nights_a_month(share: float) -> str:
+    """How many nights a month a site of each of ``SITE_LINES`` lines has at least one
+    line that does what ``share`` of line-nights do (its lines taken as independent)."""
+    return " / ".join(f"{NIGHTS_A_MONTH * (1 - (1 - share) ** n):.1f}" for n in SITE_LINES)
+
+
 def one_night(lines: dict[str, list[float]]) -> list[str]:
     """How often one night lies beyond k noise on the worse side, and how many nights a
     month a site of run_quality's sizes would have such a line (were its lines
@@ -180,8 +186,7 @@ def one_night(lines: dict[str, list[float]]) -> list[str]:
     rows = []
     for k in ONE_NIGHT:
         share = float(np.mean(worse > k)) if len(worse) else 0.0
-        months = " / ".join(f"{NIGHTS_A_MONTH * (1 - (1 - share) ** n):.1f}"
-                            for n in SITE_LINES)
+        months = nights_a_month(share)
         rows.append(f"| {k:g} | {share:.2%} of {len(worse):,} | {months} |")
     return rows
 
@@ -210,8 +215,7 @@ def two_nights(lines: dict[str, list[float]], policy: fd.Policy = fd.DEFAULT_POL
     rows = []
     for k, (deep_far, far_nights, deep_none, none_nights) in counted.items():
         share = (deep_far + deep_none) / max(far_nights + none_nights, 1)
-        months = " / ".join(f"{NIGHTS_A_MONTH * (1 - (1 - share) ** n):.1f}"
-                            for n in SITE_LINES)
+        months = nights_a_month(share)
         rows.append(f"| {k:g} | {deep_far} of {far_nights:,} | {deep_none} of "
                     f"{none_nights:,} | {share:.2%} | {months} |")
     return rows
@@ -282,15 +286,14 @@ def main() -> int:
                        for f, n in zip(totals[::2], totals[1::2]))
     print(f"| every real set | {cells} |")
     print()
+    sizes = " / ".join(f"{n:,}" for n in SITE_LINES)
     print("| one night worse than (noise), every real set | line-nights | nights a month "
-          "with one such line at " + " / ".join(f"{n:,}" for n in SITE_LINES)
-          + " lines (independent lines) |")
+          f"with one such line at {sizes} lines (independent lines) |")
     print("|---|---|---|")
     real = {f"{name} {key}": values for name, lines in named if name in sets
             for key, values in lines.items()}
     print("\n".join(one_night(real)))
     print()
-    sizes = " / ".join(f"{n:,}" for n in SITE_LINES)
     print(f"| two nights running worse than (noise), agreeing, every real set | after a far "
           f"worse night in its baseline | after none | of all | nights a month with one "
           f"such line at {sizes} lines |")

@@ -708,7 +708,7 @@ def test_run_quality_names_the_cause_of_each_recorded_miss() -> None:
     nodes whose residual, less its node's night read from noisier lines, stayed under
     the bar (seed 1, trial 55: 4.47 against 4.60, its nights spreading 4.1 % less its
     node's and 3.1 % without); and its two nights -31.0 % and -16.4 % at 300 lines (seed
-    1, trial 17: nights differ, half the second's depth apart)."""
+    1, trial 17: nights differ, 14.6 % apart, past a quarter of the second's depth)."""
     script = TRIAL + """
 def cause(*trial):
     *_, misses = one_trial(*trial)
