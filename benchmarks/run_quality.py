@@ -413,8 +413,7 @@ def node_pair_half(site: Site, rng: random.Random, start: int):
         hit |= site.through(one)
     worse = np.array([2.0 if s.better == "lower" else 0.5 for s in site.specs])[:, None]
     named = {site.names[one] for one in pair}
-    return (np.where(hit, worse, 1.0), lambda f: bool(named & fd.subject_names(f.subject)),
-            {})
+    return np.where(hit, worse, 1.0), lambda f: bool(named & f.names()), {}
 
 
 def names_one_of(*causes: str) -> Callable[[fd.Finding], bool]:

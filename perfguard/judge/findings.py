@@ -244,10 +244,12 @@ class Finding:
 
     def names(self) -> set[str]:
         """What it names: its subject's names (``subject_names``) and, for a line alone,
-        the devices it ran through (its summary says them): a pair line cannot tell which
-        of its two HCAs is slow, as twins cannot (``node1:mlx5_0, node2:mlx5_0``)."""
-        return subject_names(self.subject) | (set(self.lines[0].devices)
-                                               if self.kind == LINE else set())
+        the nodes and devices it ran through (its name and summary say them): a pair line
+        cannot tell which of its two nodes or HCAs is slow, as twins cannot
+        (``node1:mlx5_0, node2:mlx5_0``)."""
+        if self.kind != LINE:
+            return subject_names(self.subject)
+        return subject_names(self.subject) | set(self.lines[0].nodes) | set(self.lines[0].devices)
 
     def members(self) -> list[list[str]]:
         """Each of its lines as an acknowledgement may name it: its name, nodes, devices."""

@@ -77,6 +77,22 @@ def test_a_line_alone_says_the_devices_it_ran_through() -> None:
     assert fd.acknowledges("node7:mlx5_1", alone.subject, alone.members())
 
 
+def test_a_line_alone_names_the_nodes_it_ran_on() -> None:
+    """A pair line alone cannot tell which of its two nodes is slow; it names both, as
+    its name does. On a young history the line alone can page a night before its node
+    pair's finding is confirmed (run_quality, a 2-node pair after 3 nights 3x better,
+    seed 2: osu_bw node1-node2 @4M alone paged the fault's first night in 5 of 60
+    trials); its page names node1 and node2, and counting only the finding's subject
+    called those trials unnamed (92 % named where every page named the pair)."""
+    lines = site_lines()
+    [index] = [i for i, line in enumerate(lines) if line.name == "osu_bw node7-node8 mlx5_1 @4M"]
+    lines[index] = moved(lines[index], 6.0)
+    [alone] = fd.findings(lines)
+    assert alone.kind == fd.LINE, alone.summary()
+    assert {"node7", "node8"} <= alone.names()
+    assert "node9" not in alone.names()
+
+
 def test_the_hca_whose_lines_moved_furthest_is_named_not_a_noisy_neighbour() -> None:
     """An HCA at x8 moves its two large-message lines far (node6-node7 and node7-node8
     @4M); its neighbour node8's own three lines had an ordinary bad night. node8:mlx5_1
