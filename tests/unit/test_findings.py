@@ -634,6 +634,31 @@ for f in rq.night_findings(site, values * site.base[:, None], 357, {}):
     assert float(evidence) > 6.0
 
 
+
+def test_an_hcas_lines_that_are_most_of_its_nodes_are_judged_against_two_others() -> None:
+    """run_quality, 16 nodes, seed 1, trial 14: node14's PCIe link at x8 from night 143.
+    On its second night Slurm gave node14 two more 4 MiB pair lines: 4 of its node's 6
+    rows were the HCA's. A node whose other rows were fewer than the device's kept its
+    night effect, which took the -50 %: the HCA's residuals read -1.24 and it did not
+    page. Read from the node's latency and Himeno rows, they are the HCA's own."""
+    script = """
+import random
+import run_quality as rq
+site, noise = rq.prepared("16", rq.NIGHTS, 1, rq.Noise())
+class At(random.Random):
+    def randrange(self, *bounds):
+        return 13
+multiplier, _, _ = rq.pcie_x8(site, At(), 143)
+values = noise.copy()
+values[:, 143:] *= multiplier[:, 143:]
+for f in rq.night_findings(site, values * site.base[:, None], 144, {}):
+    if f.kind == "device" and f.worse:
+        print(f.subject, f.paged, len(f.lines), round(f.evidence, 2))
+"""
+    [subject, paged, lines, evidence] = run_in_benchmarks(script).split("\n")[0].split()
+    assert (subject, paged, lines) == ("node14:mlx5_0", "True", "4"), evidence
+    assert float(evidence) > 6.0
+
 #: run_quality's 300 lines at seed 1, its Himeno line's nights 199-202 at its baseline,
 #: and a fault ``slow(first, second)`` of that line from night 200 (tried on night 200).
 SLOW_LINE = """
