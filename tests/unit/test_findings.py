@@ -635,12 +635,13 @@ for f in rq.night_findings(site, values * site.base[:, None], 357, {}):
 
 
 
-def test_an_hcas_lines_that_are_most_of_its_nodes_are_judged_against_two_others() -> None:
+def test_an_hcas_lines_that_are_most_of_its_nodes_are_judged_against_half_as_many() -> None:
     """run_quality, 16 nodes, seed 1, trial 14: node14's PCIe link at x8 from night 143.
     On its second night Slurm gave node14 two more 4 MiB pair lines: 4 of its node's 6
     rows were the HCA's. A node whose other rows were fewer than the device's kept its
     night effect, which took the -50 %: the HCA's residuals read -1.24 and it did not
-    page. Read from the node's latency and Himeno rows, they are the HCA's own."""
+    page. Read from the node's latency and Himeno rows (two, half as many), they are the
+    HCA's own."""
     script = """
 import random
 import run_quality as rq
