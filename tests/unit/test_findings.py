@@ -608,6 +608,28 @@ print(*shares, dict(misses), sep=";")
     assert out.strip().split(";") == ["0.0"] * 5 + ["{'not on both nights': 1}"]
 
 
+def pcie_x8_second_night(node: int, night: int) -> tuple[str, str, str, float]:
+    """run_quality's 16 nodes at seed 1, node ``node`` (0-based)'s PCIe link at x8 from
+    ``night``: the worse device finding of its second night (subject, paged, lines,
+    evidence)."""
+    script = f"""
+import random
+import run_quality as rq
+site, noise = rq.prepared("16", rq.NIGHTS, 1, rq.Noise())
+class At(random.Random):
+    def randrange(self, *bounds):
+        return {node}
+multiplier, _, _ = rq.pcie_x8(site, At(), {night})
+values = noise.copy()
+values[:, {night}:] *= multiplier[:, {night}:]
+for f in rq.night_findings(site, values * site.base[:, None], {night + 1}, {{}}):
+    if f.kind == "device" and f.worse:
+        print(f.subject, f.paged, len(f.lines), round(f.evidence, 2))
+"""
+    [subject, paged, lines, evidence] = run_in_benchmarks(script).split("\n")[0].split()
+    return subject, paged, lines, float(evidence)
+
+
 def test_an_hcas_lines_are_judged_against_their_nodes_other_lines() -> None:
     """run_quality, 16 nodes, seed 1: node15's PCIe link at x8 from night 356 halves its
     two 4 MiB lines and, that night, a third that Slurm gave node15. Its nodes' night
@@ -615,24 +637,8 @@ def test_an_hcas_lines_are_judged_against_their_nodes_other_lines() -> None:
     its three residuals read 2.2-3.4, evidence 4.50 against the bar 4.60, no page
     (trials paged within 2 nights: 78 % of 60). Read from the nodes' other lines, the
     HCA's residuals are its own: it pages on the second night, named."""
-    script = """
-import random
-import run_quality as rq
-site, noise = rq.prepared("16", rq.NIGHTS, 1, rq.Noise())
-class At(random.Random):
-    def randrange(self, *bounds):
-        return 14
-multiplier, _, _ = rq.pcie_x8(site, At(), 356)
-values = noise.copy()
-values[:, 356:] *= multiplier[:, 356:]
-for f in rq.night_findings(site, values * site.base[:, None], 357, {}):
-    if f.kind == "device" and f.worse:
-        print(f.subject, f.paged, len(f.lines), round(f.evidence, 2))
-"""
-    [subject, paged, lines, evidence] = run_in_benchmarks(script).split("\n")[0].split()
-    assert (subject, paged, lines) == ("node15:mlx5_0", "True", "3"), evidence
-    assert float(evidence) > 6.0
-
+    *found, evidence = pcie_x8_second_night(14, 356)
+    assert found == ["node15:mlx5_0", "True", "3"] and evidence > 6.0, evidence
 
 
 def test_an_hcas_lines_that_are_most_of_its_nodes_are_judged_against_half_as_many() -> None:
@@ -642,23 +648,9 @@ def test_an_hcas_lines_that_are_most_of_its_nodes_are_judged_against_half_as_man
     night effect, which took the -50 %: the HCA's residuals read -1.24 and it did not
     page. Read from the node's latency and Himeno rows (two, half as many), they are the
     HCA's own."""
-    script = """
-import random
-import run_quality as rq
-site, noise = rq.prepared("16", rq.NIGHTS, 1, rq.Noise())
-class At(random.Random):
-    def randrange(self, *bounds):
-        return 13
-multiplier, _, _ = rq.pcie_x8(site, At(), 143)
-values = noise.copy()
-values[:, 143:] *= multiplier[:, 143:]
-for f in rq.night_findings(site, values * site.base[:, None], 144, {}):
-    if f.kind == "device" and f.worse:
-        print(f.subject, f.paged, len(f.lines), round(f.evidence, 2))
-"""
-    [subject, paged, lines, evidence] = run_in_benchmarks(script).split("\n")[0].split()
-    assert (subject, paged, lines) == ("node14:mlx5_0", "True", "4"), evidence
-    assert float(evidence) > 6.0
+    *found, evidence = pcie_x8_second_night(13, 143)
+    assert found == ["node14:mlx5_0", "True", "4"] and evidence > 6.0, evidence
+
 
 #: run_quality's 300 lines at seed 1, its Himeno line's nights 199-202 at its baseline,
 #: and a fault ``slow(first, second)`` of that line from night 200 (tried on night 200).
