@@ -1070,23 +1070,25 @@ class NightEffects:
         row weighted alike, at its node's typical spread: a line alone so (weighted by
         precision, the sixth real set's driver paged within 3 nights in 2 of its 3
         trials, not 3; benchmarks/results/verdicts.md, 2026-11-30). A node whose other
-        rows are fewer than two, or than half its rows among ``out`` (the device's judged
-        lines), keeps its effect, and so does each night none of them ran: read from the
-        few lines left, the embedded cluster's one device a node (`lo`) paged ordinary
-        busy nights (3 false pages more on the real nights' sets; the sixth in a random
-        order, node1's night read from its 4 intra-node lines against 12 of `lo`: 2, not
-        1). Half is enough: kept wherever the device's rows were most of its node's, a
-        PCIe link at x8 on a night Slurm gave two more pair lines its node (4 of its 6
-        rows) left the node's -50 % in the node's effect and its residuals read -1.24 on
-        the second night (run_quality, 16 nodes, seed 1, trial 14); read from the node's
-        latency and Himeno rows they read 7.16."""
+        rows are fewer than two, or than half the rows of ``out`` (the device's judged
+        lines, through its partners too), keeps its effect, and so does each night none
+        of them ran: read from the few lines left, the embedded cluster's one device a
+        node (`lo`) paged ordinary busy nights (3 false pages more on the real nights'
+        sets). Two other rows however many the device's were too few: node1's night read
+        from its 4 intra-node lines against 12 of `lo` paged `node2:lo` on a busy night
+        (the sixth real set in a random order: 2 false pages, not 1). Half as many are
+        enough: kept wherever the device's rows were most of its node's, a PCIe link at
+        x8 on a night Slurm gave two more pair lines its node (4 of its 6 rows) left the
+        node's -50 % in the node's effect and its residuals read -1.24 on the second
+        night (run_quality, 16 nodes, seed 1, trial 14); read from the node's latency and
+        Himeno rows they read 7.16."""
         touched = sorted({self._node_number[node] for row in out
                           for node in self.lines[row].nodes})
         read_again = {}  # node → its other rows and their spreads, at least its typical row's
         for index in touched:
             others = [row for row in self._rows_of[index] if row not in out]
-            if len(self._rows_of[index]) < 2 or len(others) < max(2, len(out) / 2):
-                continue  # never swept (no effect), or too few lines beside the device's
+            if len(others) < max(2, len(out) / 2):
+                continue  # too few lines beside the device's (a node of one is never swept)
             spread = self._noise(self._before_nodes[self._rows_of[index]])
             own = dict(zip(self._rows_of[index], spread))
             typical = float(np.median(spread))

@@ -90,7 +90,25 @@ def test_a_line_alone_names_the_nodes_it_ran_on() -> None:
     [alone] = fd.findings(lines)
     assert alone.kind == fd.LINE, alone.summary()
     assert {"node7", "node8"} <= alone.names()
-    assert "node9" not in alone.names()
+
+
+def test_run_quality_takes_a_line_alone_through_a_faulty_hcas_node_for_the_hca_only_by_it(
+        ) -> None:
+    """An HCA's fault is named by its device or its node; a line alone names its nodes
+    too, but one through the node and not the HCA (another HCA's line paging for noise)
+    is another cause's page, neither the HCA's page nor its name (``fault_trials``)."""
+    script = """
+import run_quality as rq
+from perfguard.judge import findings as fd
+def alone(device):
+    line = fd.Evidence(f"osu_bw node7-node8 {device} @4M", "compute", "osu_bw @4M",
+                       ("node7", "node8"), (f"node7:{device}", f"node8:{device}"), -1,
+                       True, 6.0, 2, -0.5)
+    return fd.Finding(fd.LINE, line.name, [line], 1)
+hca = rq.names_one_of("node7:mlx5_0", "node7")
+print(hca(alone("mlx5_0")), hca(alone("mlx5_1")))
+"""
+    assert run_in_benchmarks(script).split() == ["True", "False"]
 
 
 def test_the_hca_whose_lines_moved_furthest_is_named_not_a_noisy_neighbour() -> None:
