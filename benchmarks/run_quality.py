@@ -416,14 +416,13 @@ def node_pair_half(site: Site, rng: random.Random, start: int):
     return np.where(hit, worse, 1.0), lambda f: bool(named & f.names()), {}
 
 
-def names_one_of(*causes: str) -> Callable[[fd.Finding], bool]:
-    """Whether a finding names one of ``causes`` (a device and its node): its subject, a
-    part of a subject of twins (``node1:mlx5_0, node2:mlx5_0``: a pair's lines alone
-    cannot tell which), or a device a line alone ran through (``Finding.names``). Not the
-    node of a line alone: a line through the node but not the device (another HCA's, the
-    node's Himeno) paging for noise is another cause's page."""
-    return lambda f: bool(set(causes) & (f.names() - set(f.lines[0].nodes)
-                                         if f.kind == fd.LINE else f.names()))
+def names_one_of(device: str, node: str) -> Callable[[fd.Finding], bool]:
+    """Whether a finding names ``device`` (``Finding.names``: its subject, a part of a
+    subject of twins, ``node1:mlx5_0, node2:mlx5_0``, or a device a line alone ran
+    through) or, as its subject, ``node``. Not the node of a line alone: a line through
+    the node but not the device (another HCA's, the node's Himeno) paging for noise is
+    another cause's page."""
+    return lambda f: device in f.names() or node in fd.subject_names(f.subject)
 
 
 def _some_node(site: Site, rng: random.Random) -> int:

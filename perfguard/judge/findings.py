@@ -247,9 +247,10 @@ class Finding:
         the nodes and devices it ran through (its name and summary say them): a pair line
         cannot tell which of its two nodes or HCAs is slow, as twins cannot
         (``node1:mlx5_0, node2:mlx5_0``)."""
-        if self.kind != LINE:
-            return subject_names(self.subject)
-        return subject_names(self.subject) | set(self.lines[0].nodes) | set(self.lines[0].devices)
+        names = subject_names(self.subject)
+        if self.kind == LINE:
+            names |= {*self.lines[0].nodes, *self.lines[0].devices}
+        return names
 
     def members(self) -> list[list[str]]:
         """Each of its lines as an acknowledgement may name it: its name, nodes, devices."""
