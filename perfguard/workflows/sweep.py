@@ -94,7 +94,7 @@ def measured_sweep(ctx: Context, system: str, run_id: int, criteria: sw.Criteria
         found = sw.measurements(conn, run_id)
         if not found:
             raise NothingMeasured(f"{none_measured}: {sw.why_unmeasured(conn, run_id)}")
-        own = sw.history_limits(conn, run_id, judge.load_rules(vd.rules_file()))
+        own = sw.history_limits(conn, run_id, judge.load_rules(vd.rules_file()), criteria)
     rates = _line_rates(system)
     return sw.Sweep(found, sw.limits(found, rates, criteria), pair_limits=own,
                     criteria=criteria, line_rate=rates)

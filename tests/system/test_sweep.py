@@ -19,6 +19,7 @@ from perfguard.cluster import faults
 from perfguard.cluster.layout import ClusterLayout
 from perfguard.errors import PerfguardError
 from perfguard.judge import sweep as sw
+from perfguard.paths import site_file
 from tests.conftest import TEST_STATE, perfguard
 from tests.facts import AS_REFRAME_WRITES
 
@@ -182,38 +183,47 @@ def test_dry_run_on_the_fdr_seed_follows_each_hca() -> None:
         "0 0:@0:@0 0:@1:@1", "1 0:@0:@1"]
 
 
+NODES = ["node1", "node2", "node3", "node4"]
+#: Every loopback, then every pair, as the sweep measures them.
+PAIRS = [(n, n) for n in NODES] + list(combinations(NODES, 2))
+
+
+def ingested_sweeps(dsn: str, demo_report: Path, tmp_path: Path, metric: str, unit: str,
+                    nights: list[list[float]]) -> list[int]:
+    """Sweep runs stored as `perfguard sweep` stores them, one a night, each measuring
+    ``metric`` of every pair (``PAIRS``' order): their run ids."""
+    from perfguard.store.ingest import RunMeta, ingest_paths
+
+    skeleton = json.loads(demo_report.read_text())
+    paths = []
+    for night, values in enumerate(nights):
+        report = json.loads(json.dumps(skeleton))
+        report["session_info"].update(uuid=f"00000000-0000-4000-8000-{night:012d}",
+                                      time_start_unix=1.7e9 + night * 86400)
+        coords = {"server": [a for a, _ in PAIRS], "client": [b for _, b in PAIRS]}
+        report["runs"][0]["testcases"] = [{
+            **AS_REFRAME_WRITES, "name": "FabricSweepCheck",
+            "unique_name": "FabricSweepCheck_0", "perfvalues": {},
+            "display_name": "FabricSweepCheck %hca=lo %memory=host", "system": "local",
+            "partition": "compute", "environ": "gnu-openmpi", "result": "pass",
+            "perfguard_better": {metric: sw.BETTER[metric]},
+            "perfguard_samples": [{"metric": metric, "unit": unit, "coords": coords,
+                                   "values": values}]}]
+        paths.append(tmp_path / f"sweep{night}.json")
+        paths[-1].write_text(json.dumps(report))
+    return [r.run_id for r in ingest_paths(tmp_path, dsn, paths, RunMeta("sweep", ("sweep",)))]
+
+
 def test_a_pair_that_drifted_from_its_own_history_is_a_link(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     """Ten sweeps at ±1 %, then node1–node2 5 % slower: within 93 % of the best pair, but
     beyond that pair's own history (the verdicts' rule), so the link is blamed."""
     import random
 
-    from perfguard.store.ingest import RunMeta, ingest_paths
-
-    skeleton = json.loads(demo_report.read_text())
     rng = random.Random(3)
-    nodes = ["node1", "node2", "node3", "node4"]
-    pairs = [(n, n) for n in nodes] + list(combinations(nodes, 2))
-    paths = []
-    for night in range(11):
-        report = json.loads(json.dumps(skeleton))
-        report["session_info"].update(uuid=f"00000000-0000-4000-8000-{night:012d}",
-                                      time_start_unix=1.7e9 + night * 86400)
-        values = [9000 * rng.gauss(1, 0.01) * (0.95 if night == 10 and pair == ("node1", "node2")
-                                               else 1) for pair in pairs]
-        coords = {"server": [a for a, _ in pairs], "client": [b for _, b in pairs]}
-        report["runs"][0]["testcases"] = [{
-            **AS_REFRAME_WRITES, "name": "FabricSweepCheck",
-            "unique_name": "FabricSweepCheck_0", "perfvalues": {},
-            "display_name": "FabricSweepCheck %hca=lo %memory=host", "system": "local",
-            "partition": "compute", "environ": "gnu-openmpi", "result": "pass",
-            "perfguard_better": {"bandwidth": "higher"},
-            "perfguard_samples": [{"metric": "bandwidth", "unit": "MiB/s", "coords": coords,
-                                   "values": values}]}]
-        paths.append(tmp_path / f"sweep{night}.json")
-        paths[-1].write_text(json.dumps(report))
-    runs = [r.run_id for r in ingest_paths(tmp_path, migrated_dsn, paths,
-                                           RunMeta("sweep", ("sweep",)))]
+    runs = ingested_sweeps(migrated_dsn, demo_report, tmp_path, "bandwidth", "MiB/s", [
+        [9000 * rng.gauss(1, 0.01) * (0.95 if night == 10 and pair == ("node1", "node2")
+                                      else 1) for pair in PAIRS] for night in range(11)])
     with psycopg.connect(migrated_dsn) as conn:
         found = sw.measurements(conn, runs[-1])
         own = sw.history_limits(conn, runs[-1])
@@ -223,6 +233,34 @@ def test_a_pair_that_drifted_from_its_own_history_is_a_link(
     [finding] = sw.blame(today)
     assert (finding.kind, finding.subject) == ("link", "node1–node2")
     assert "below this pair's history: median" in finding.evidence
+
+
+def test_a_latency_within_the_sites_slack_of_its_history_blames_nobody(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """node4's loopback 0.100 µs on eight sweeps (its history's noise nil), then 0.111 on
+    a busy host beside the other loopbacks' 0.102–0.11: where the site's slack says a
+    latency 1 µs above another is noise (the embedded cluster's), it is noise above its
+    own history too; on a fabric (no slack) the same figures blame node4."""
+    others = [0.095, 0.1, 0.105, 0.11]
+    history = [[0.1 if pair == ("node4", "node4") else others[(night + i) % 4]
+                for i, pair in enumerate(PAIRS)] for night in range(8)]
+    tonight = [{("node1", "node1"): 0.11, ("node2", "node2"): 0.105,
+                ("node3", "node3"): 0.102, ("node4", "node4"): 0.111}.get(pair, 0.105)
+               for pair in PAIRS]
+    runs = ingested_sweeps(migrated_dsn, demo_report, tmp_path, "latency", "us",
+                           [*history, tonight])
+    local = sw.load_criteria(site_file("sweep.yaml"), "local")
+    assert local.latency_slack_us == 1.0
+    with psycopg.connect(migrated_dsn) as conn:
+        found = sw.measurements(conn, runs[-1])
+        blamed = {criteria.latency_slack_us: sw.blame(sw.Sweep(
+            found, sw.limits(found, criteria=criteria),
+            pair_limits=sw.history_limits(conn, runs[-1], criteria=criteria),
+            criteria=criteria)) for criteria in (local, sw.Criteria())}
+    assert blamed[1.0] == []
+    [fabric] = blamed[0.0]
+    assert (fabric.kind, fabric.subject) == ("node", "node4")
+    assert "above this pair's history: median 0.1 of 8 sweeps" in fabric.evidence
 
 
 def test_a_sweep_run_that_stored_no_pair_says_why(migrated_dsn: str, demo_report: Path,
