@@ -976,14 +976,14 @@ class NightEffects:
         self.residual, self.alone, self.shares = self._read(left, np.arange(len(lines)))
         self._left_out: dict[tuple[tuple[int, ...], bool], Reading] = {}
 
-    def _read(self, left: np.ndarray, rows: np.ndarray, pooled: float | None = None,
-              cap: np.ndarray | None = None) -> Reading:
+    def _read(self, left: np.ndarray, rows: np.ndarray, pooled: float | None = None
+              ) -> Reading:
         """Rows ``rows``' residuals (``left``: what the fabric, leaf and node effects
         leave of their moves, a row each), each in its own noise (its history every night
         it has but its own recent ones), pooled over the recent nights that agree: as a
         cause's residuals read them, as a line alone reads them (less the fabric's load),
         and each row's far share (a young row's lacking nights at ``pooled``, the run's
-        far rate, where ``rows`` are some of its lines; at most ``cap``, each row's)."""
+        far rate, where ``rows`` are some of its lines)."""
         own = self._own[rows]
         standard = left / _noise_of(np.where(own, np.nan, left))[:, None]
 
@@ -1000,8 +1000,6 @@ class NightEffects:
         if pooled is None:  # all the run's lines: the rate a part of them is read at
             self._far_rate = pooled = far_rate(past, self.policy)
         shares = far_shares(past, self.policy, lengths, held_out=True, pooled=pooled)
-        if cap is not None:
-            shares = np.minimum(shares, cap)
         residual = np.array(self._pooled_rows(recent(standard), levels, shares, past))
         # fabric load moves each line by its own share of the fabric's shift (-10 % here,
         # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread, a
@@ -1031,21 +1029,12 @@ class NightEffects:
         way, so a node read from fewer lines is read in the wider spread that gives.
         ``precise``: the others weighted by their precision (``_node_effects_without``);
         not (a line alone): a node-local line whose nights less its node's spread much
-        wider than its own is read in its own (``_steadier_alone``), and is read with no
-        more far nights than its own nights hold: those its node's reading adds are the
-        reading's. A slow Himeno line (-29.5 %, -27.8 %; its node's six other lines
-        within 1.5 noise both nights) read 5.06 alone with no far night; less its node's
-        nights, from lines of CV 1-4 %, its history held 3.1 % of far nights and it read
-        4.20 against the bar 4.60 (run_quality, 16 nodes, seed 2, trial 47). A line
-        between nodes keeps its residual's: capped, an ib_write_bw pair line paged for
-        noise at 300 lines (seed 3, night 249)."""
+        wider than its own is read in its own (``_steadier_alone``)."""
         key = (tuple(rows), precise)
         if key not in self._left_out:
             effects = self._node_effects_without(set(rows), precise)
             left = np.vstack([self._node_free(row, effects) for row in rows])
-            cap = None if precise else np.array([np.inf if self._inter[row] else
-                                                 self.lines[row].far for row in rows])
-            read = self._read(left, np.array(rows), self._far_rate, cap)
+            read = self._read(left, np.array(rows), self._far_rate)
             if not precise and len(rows) == 1:
                 read = self._steadier_alone(rows[0], left, read)
             self._left_out[key] = read

@@ -1125,21 +1125,6 @@ print(one, two)
     assert run_in_benchmarks(script).split() == ["0.0", "1.0"]
 
 
-def test_a_line_alone_is_read_with_no_more_far_nights_than_its_own() -> None:
-    """run_quality, 16 nodes, seed 2, trial 47: node13's Himeno 30 % slower from night
-    208 (-29.5 % and -27.8 %), its node's six other lines within 1.5 of their noise both
-    nights. Its own nights read 5.06 with no far night; less its node's nights read from
-    those lines (CV 1-4 %), its history held 3.1 % of far nights, the node's nights'
-    spikes, not its own, and read with them it was 4.20 against the bar 4.60. A residual
-    far night its own nights did not have is its node's reading's, not the line's: it
-    pages on its second night."""
-    script = TRIAL + """
-one, two, *_ = one_trial("16", 2, "Himeno node 30 % slower", 47)
-print(one, two)
-"""
-    assert run_in_benchmarks(script).split() == ["0.0", "1.0"]
-
-
 def test_a_findings_only_level_is_judged_alone() -> None:
     """run_quality, 16 nodes, seed 2, trial 54: node5's Himeno 30 % slower from night
     167. On the second night a 4 MiB osu_bw through node5 read -25 % (one night, not a
