@@ -639,28 +639,22 @@ def _levels_of_their_own(found: list[Finding], lines: list[Evidence],
                          ) -> list[Finding]:
     """The confirmed lines (a level, by the line rule) of the findings that do not page,
     moved unlike the finding's others (beyond twice the median change of the others:
-    ``_beyond_the_others``), the finding's only level, or of a local finding and through
-    its own nodes alone, each taken out as a finding of its own where it pages alone: a
-    3x latency (6 of its noise, confirmed) grouped with two lines of its HCA a percent
-    worse made a device finding that was not confirmed, and was never paged; a slow
-    Himeno line (-31 %, a level) beside one night of a bandwidth line of its node (-25 %,
-    CV 4 %) made its node's finding, evidence 2.92, and was never paged that night
-    (run_quality, 16 nodes, seed 2, trial 54); beside a bandwidth line of its node -16.2 %
-    (z 3.64), both levels, its -32.2 % (z 5.61) was not twice the other's, and node3's
-    finding, 3.01 against the bar 4.60, kept it unpaged (seed 1, trial 39). A line through
-    other nodes too that moved like its finding's other levels is its finding's: split
-    out, a collective's curve over all four nodes of the sixth real set, its night a
-    busy host's, paged alone inside node1:lo's finding (in a random order, seed 2)."""
+    ``_beyond_the_others``) or the finding's only level, each taken out as a finding of
+    its own where it pages alone: a 3x latency (6 of its noise, confirmed) grouped with
+    two lines of its HCA a percent worse made a device finding that was not confirmed,
+    and was never paged; a slow Himeno line (-31 %, a level) beside one night of a
+    bandwidth line of its node (-25 %, CV 4 %) made its node's finding, evidence 2.92,
+    and was never paged that night (run_quality, 16 nodes, seed 2, trial 54). A line
+    that moved like its finding's other levels is its finding's (a pair's lines 5 %
+    worse are the pair's)."""
     index = {id(line): i for i, line in enumerate(lines)}
     alone: list[Finding] = []
     for finding in found:
         if finding.paged or finding.kind == LINE or len(finding.lines) < 2:
             continue  # a finding of one line is that line's
         levels = [line for line in finding.lines if line.confirmed]
-        own_nodes = subject_names(finding.subject) if finding.kind in LOCAL else set()
         for line in [line for line in levels if line.side < 0 and (
-                set(line.nodes) <= own_nodes or len(levels) == 1
-                or _beyond_the_others(line, finding.lines))]:
+                len(levels) == 1 or _beyond_the_others(line, finding.lines))]:
             own = _alone(lines, index[id(line)], effects)
             _decide(own, critical, environment, policy, before, bar_before)
             if own.paged and len(finding.lines) > 1:

@@ -1125,20 +1125,6 @@ print(one, two)
     assert run_in_benchmarks(script).split() == ["0.0", "1.0"]
 
 
-def test_a_level_through_its_local_findings_own_nodes_alone_is_judged_alone() -> None:
-    """run_quality, 16 nodes, seed 1, trial 39: node3's Himeno 30 % slower from night 217.
-    On the second night node3's finding held two levels: the Himeno -32.2 % (z 5.61) and
-    an osu_bw node3-node4 at 4 MiB -16.2 % (z 3.64). Neither was twice the other (1.99x),
-    and the finding, 3.01 against the bar 4.60, kept the Himeno unpaged: missed within 2
-    nights. A level of a local finding that runs through its nodes alone is judged
-    alone: the Himeno pages on its second night."""
-    script = TRIAL + """
-one, two, *_ = one_trial("16", 1, "Himeno node 30 % slower", 39)
-print(one, two)
-"""
-    assert run_in_benchmarks(script).split() == ["0.0", "1.0"]
-
-
 def test_a_findings_only_level_is_judged_alone() -> None:
     """run_quality, 16 nodes, seed 2, trial 54: node5's Himeno 30 % slower from night
     167. On the second night a 4 MiB osu_bw through node5 read -25 % (one night, not a
