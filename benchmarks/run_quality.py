@@ -26,7 +26,8 @@ leaf (1 %) shared by every inter-node line through it, one common to every inter
 line (1 %); Student-t tails (4 degrees of freedom) on every line and factor; a slow drift
 (a random walk of 0.05 of a line's noise a night); missing nights (2 % of line-nights);
 the partner Slurm picks for a pairwise line changing on 10 % of nights (the line's nodes
-that night are its own and the partner's; the judge knows only tonight's).
+that night are its own and the partner's; the judge knows tonight's and the night
+before's, as the verdict reads them from the run before).
 ``--independent`` turns the shared factors, missing nights and partner changes off: the
 model before issue 49.
 
@@ -511,7 +512,7 @@ def bar_of(site: Site, values: np.ndarray, night: int) -> dict[str, str]:
 def night_evidence(site: Site, values: np.ndarray, night: int) -> list[fd.Evidence]:
     """Every line that ran on ``night`` judged (its recent nights its last ``confirm``
     values, its history the values before them), as the findings read it. Each line's
-    nodes are tonight's (the judge knows no others)."""
+    nodes are tonight's, and the night before's where it ran there (``nodes_before``)."""
     rules = site.rules()
     ran = np.flatnonzero(~np.isnan(values[:, night])).tolist()
     series, nights_of = [], []
@@ -541,9 +542,17 @@ def night_evidence(site: Site, values: np.ndarray, night: int) -> list[fd.Eviden
                             site.nodes_on(i, night), site.devices_on(i, night), side,
                             j.state in (judge.REGRESSION, judge.IMPROVEMENT), z,
                             len(distances), j.change, moves, at, recent if moves else 0,
-                            float(share))
+                            float(share), nodes_before(site, values, i, night))
                 for (i, j, side, distances, moves, at, recent, _), z, share
                 in zip(judged, zs, shares)]
+
+
+def nodes_before(site: Site, values: np.ndarray, line: int, night: int
+                 ) -> tuple[str, ...] | None:
+    """The line's nodes on the night before (None: it did not run), as the verdict reads
+    them from the run judged before (``run_findings.nodes_the_run_before``)."""
+    ran = night > 0 and not np.isnan(values[line, night - 1])
+    return site.nodes_on(line, night - 1) if ran else None
 
 
 #: An update that changed nothing (every node's fingerprint) every this many nights.

@@ -97,8 +97,10 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     given = [evidence_of(line, rules) for line in lines]
     far, pooled = fd.read_lines([distances for _, distances, _ in given],
                                 [history for *_, history in given], rules)
-    evidence = [fd.Evidence(**({**fields, "z": z, "far": float(share)} if distances else fields))
-                for (fields, distances, _), z, share in zip(given, pooled, far)]
+    before_tonight = nodes_the_run_before(conn, run_id)
+    evidence = [fd.Evidence(**({**fields, "z": z, "far": float(share)} if distances else fields),
+                            nodes_before=before_tonight.get(vd.variant_of(line)))
+                for line, (fields, distances, _), z, share in zip(lines, given, pooled, far)]
     fingerprints = fp.fingerprint_rows(conn, run_id)
     confirm = max((line.judgement.rule.confirm for line in lines if line.judgement),
                   default=judge.DEFAULT_RULE.confirm)
@@ -113,6 +115,21 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     for line, given in zip(lines, evidence):
         line.paged = id(given) in paged if line.status == REGRESSION else None
     return found, rules.critical_z(len(lines))
+
+
+def testcase_nodes(conn: Connection, run_id: int) -> dict[tuple, tuple[str, ...]]:
+    """(check, params, partition, environ) → the nodes its judged test case of the run
+    ran on."""
+    return {(check, vd.frozen(params), partition, environ): tuple(nodes or ())
+            for check, params, partition, environ, nodes
+            in queries.tuples(conn, "testcase_nodes", (run_id,))}
+
+
+def nodes_the_run_before(conn: Connection, run_id: int) -> dict[tuple, tuple[str, ...]]:
+    """``testcase_nodes`` of the system's run judged before this one: a pair line Slurm
+    gave another partner tonight is new to its nodes' finding (``findings._decide``)."""
+    row = queries.one(conn, "previous_judged_run", (run_id,))
+    return {} if row is None else testcase_nodes(conn, row[0])
 
 
 def bar_before(conn: Connection, run_id: int) -> dict[str, str]:

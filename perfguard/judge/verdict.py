@@ -146,8 +146,8 @@ def _verdict(conn: Connection, run_id: int, rules: judge.Rules,
         if level is not None:
             line.detail = f"{level[2]}; {line.detail}"
     if with_curves:
-        nodes = {_variant(line): line.nodes for line in lines}
-        lines += [dataclasses.replace(line, nodes=nodes.get(_variant(line), ()))
+        nodes = {variant_of(line): line.nodes for line in lines}
+        lines += [dataclasses.replace(line, nodes=nodes.get(variant_of(line), ()))
                   for line in _curve_lines(conn, run_id, rules, levels)]
     for row in queries.shared_rows(conn, "testcases_without_samples", {"run_id": run_id}):
         lines.append(Line(row["check_name"], row["params"], row["partition"], row["environ"],
@@ -317,8 +317,9 @@ def _level_parts(series: history.Series | None, level: tuple | None
     return before, accepted
 
 
-def _variant(line: Line) -> tuple:
-    return line.check, _frozen(line.params), line.partition, line.environ
+def variant_of(line: Line) -> tuple:
+    """What names a line's test case: check, parameters, partition and environ."""
+    return line.check, frozen(line.params), line.partition, line.environ
 
 
 def judge_curves_since(conn: Connection, run_id: int, rules: judge.Rules,
@@ -359,11 +360,11 @@ def _curve_lines(conn: Connection, run_id: int, rules: judge.Rules,
 def with_key_points(conn: Connection, run_id: int, lines: list[Line]) -> list[Line]:
     """Name the curve point each key figure is (the 4 MiB point of a bandwidth curve), so
     the report and --explain say which size the verdict judged."""
-    found = {(r["check_name"], _frozen(r["params"]), r["partition"], r["environ"], r["metric"]):
+    found = {(r["check_name"], frozen(r["params"]), r["partition"], r["environ"], r["metric"]):
              r["coords"] for r in queries.rows(conn, "key_points", {"run_id": run_id})}
     for line in lines:
         if not line.point:
-            line.key_point = found.get((line.check, _frozen(line.params), line.partition,
+            line.key_point = found.get((line.check, frozen(line.params), line.partition,
                                         line.environ, line.metric))
     return lines
 
@@ -374,7 +375,8 @@ def _series_key(row: dict) -> tuple:
             row["metric"], row["point_id"])
 
 
-def _frozen(mapping: dict) -> tuple:
+def frozen(mapping: dict) -> tuple:
+    """A test case's parameters as a key (every value as its text, as ReFrame names it)."""
     return tuple(sorted((k, str(v)) for k, v in mapping.items()))
 
 

@@ -73,7 +73,7 @@ class Report:
     #: Whether the run failed, as stored (the same answer as the CLI and Grafana).
     outcome: vd.RunOutcome = vd.RunOutcome(False, "")
     #: (check, params, partition, environ) → the nodes its test case ran on.
-    nodes: dict[tuple, list[str]] = field(default_factory=dict)
+    nodes: dict[tuple, tuple[str, ...]] = field(default_factory=dict)
     #: The run's stored findings (perfguard.judge.run_findings), paging ones first.
     findings: list[dict] = field(default_factory=list)
     #: An upgrade check's node matrix: one row per upgraded node (upgrade_node).
@@ -127,8 +127,7 @@ class Report:
 
     def where(self, line: vd.Line) -> str:
         """Nodes (hostlist), HCA and GPU buffers of a line, else its partition."""
-        nodes = self.nodes.get((line.check, vd._frozen(line.params), line.partition,
-                                line.environ))
+        nodes = self.nodes.get(vd.variant_of(line))
         parts = [fp.compact_nodes(nodes) if nodes else f"{line.partition}/{line.environ}"]
         if line.params.get("hca") not in (None, "auto"):
             parts.append(f"HCA {line.params['hca']}")
@@ -160,7 +159,8 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
         if baseline_id is not None else []
     report = Report(run, lines, baseline_id, changes,
                     slow_links=fp.links_below_maximum(current),
-                    outcome=vd.outcome(conn, run_id), nodes=_nodes(conn, run_id),
+                    outcome=vd.outcome(conn, run_id),
+                    nodes=run_findings.testcase_nodes(conn, run_id),
                     findings=run_findings.stored(conn, run_id),
                     cost=cov.run_cost(conn, run_id))
     with db.planned(conn, db.HASH_JOINS):
@@ -174,22 +174,15 @@ def build(conn: psycopg.Connection, run_id: int, baseline_id: int | None = None)
     return report
 
 
-def _nodes(conn: psycopg.Connection, run_id: int) -> dict[tuple, list[str]]:
-    """(check, params, partition, environ) → the nodes its judged test case ran on."""
-    return {(check, vd._frozen(params), partition, environ): list(nodes or [])
-            for check, params, partition, environ, nodes
-            in queries.tuples(conn, "testcase_nodes", (run_id,))}
-
-
 def _add_curves(conn: psycopg.Connection, report: Report) -> None:
     """The curves the verdict flagged (its curve lines), and a quiet one of each check up
     to MAX_QUIET_CURVES: this run, the previous run, the history band per size. Only the
     drawn curves are judged and read (a run of 2,000 test cases judged and read all its
     curves' 250,000 sizes for a dozen drawings: 12-17 s at 2·10^7 samples)."""
-    keys = {(row["check_name"], vd._frozen(row["params"]), row["partition"],
+    keys = {(row["check_name"], vd.frozen(row["params"]), row["partition"],
              row["environ"], row["metric"]): row["variant"]
             for row in queries.rows(conn, "report_curve_keys", {"run": report.run["id"]})}
-    flagged_keys = {(line.check, vd._frozen(line.params), line.partition, line.environ,
+    flagged_keys = {(line.check, vd.frozen(line.params), line.partition, line.environ,
                      line.metric.removesuffix(" curve")) for line in report.lines
                     if line.metric.endswith(" curve")
                     and line.status in (judge.REGRESSION, judge.IMPROVEMENT)}
@@ -207,11 +200,11 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
     units = {}
     for row in queries.rows(conn, "report_curves",
                             {"run": report.run["id"], "variants": variants}):
-        key = (row["check_name"], vd._frozen(row["params"]), row["partition"],
+        key = (row["check_name"], vd.frozen(row["params"]), row["partition"],
                row["environ"], row["metric"])
         (mine if row["mine"] else previous)[key][row["size"]] = row["value"]
         units[key] = row["unit"]
-    judged = {(c.check, vd._frozen(c.params), c.partition, c.environ, c.metric): c
+    judged = {(c.check, vd.frozen(c.params), c.partition, c.environ, c.metric): c
               for c in vd.judge_curves_since(  # its sizes as its verdict line reads them
                   conn, report.run["id"], judge.load_rules(vd.rules_file()),
                   vd.levels_as_judged(conn, report.run["id"]), variants=variants)}
@@ -244,7 +237,7 @@ def _key_limits(lines: list[vd.Line]) -> dict[tuple, tuple[int, float, bool]]:
         size = (line.key_point or {}).get("size")
         bound = line.high if line.better == "lower" else line.low
         if size is not None and bound is not None:
-            key = (line.check, vd._frozen(line.params), line.partition, line.environ,
+            key = (line.check, vd.frozen(line.params), line.partition, line.environ,
                    line.metric)
             limits[key] = (int(size), bound, line.better == "lower")
     return limits
@@ -282,7 +275,7 @@ def _add_heatmap(report: Report) -> None:
         change = (line.value - j.centre) / abs(j.centre) * 100
         if line.better == "lower":
             change = -change  # red is worse either way
-        key = (line.check, vd._frozen(line.params), line.partition, line.environ)
+        key = vd.variant_of(line)
         for node in report.nodes.get(key, []):
             cells[(node, f"{line.check} {line.metric}")].append(change)
     if not cells:

@@ -11,7 +11,10 @@ import re
 import statistics
 from pathlib import Path
 
+import psycopg
+
 from perfguard.judge import findings as fd
+from perfguard.judge import run_findings
 from perfguard.store.ingest import RunMeta, ingest_paths
 from tests.conftest import perfguard
 from tests.system.test_history_verdicts import ingest, night_reports
@@ -106,3 +109,25 @@ def test_a_watch_finding_says_why_it_did_not_page_and_an_unknown_subject_is_refu
     assert unknown.returncode == 2, unknown.stdout + unknown.stderr
     assert "no finding of run" in unknown.stderr and "node99" in unknown.stderr
     assert "Traceback" not in unknown.stderr
+
+
+def test_the_run_before_tells_where_each_test_case_ran_there(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """What a finding's confirmation reads of a pair line Slurm gave another node: each
+    test case's nodes in the system's run judged before (``nodes_the_run_before``), by
+    its variant, as that run stored them, not tonight's; the first run has none."""
+    reports = night_reports(demo_report, tmp_path, [1.0] * 2)
+    tonight = json.loads(reports[-1].read_text())
+    [case, *_] = [case for case in tonight["runs"][0]["testcases"]
+                  if len(set(case.get("perfguard_nodelist") or [])) == 2]
+    ran_before = tuple(sorted(case["perfguard_nodelist"]))
+    case["perfguard_nodelist"] = [ran_before[0], "node9"]  # the job's own record
+    reports[-1].write_text(json.dumps(tonight))
+    runs = ingest(migrated_dsn, reports, "--trigger", "nightly")
+    with psycopg.connect(migrated_dsn) as conn:
+        assert run_findings.nodes_the_run_before(conn, runs[0]) == {}
+        before = run_findings.nodes_the_run_before(conn, runs[1])
+        assert before == run_findings.testcase_nodes(conn, runs[0])
+        now = run_findings.testcase_nodes(conn, runs[1])
+    [moved] = [key for key in now if now[key] != before[key]]
+    assert (before[moved], now[moved]) == (ran_before, (ran_before[0], "node9")), moved

@@ -113,7 +113,7 @@ def test_a_curve_draws_its_key_figure_limit_at_the_key_size() -> None:
     limits = htmlreport._key_limits([line("bandwidth", "higher", 9000.0, None),
                                      line("latency", "lower", None, 2.5),
                                      line("message_rate", "higher", None, None)])
-    key = ("OsuPt2PtCheck", vd._frozen({"benchmark": "osu_bw"}), "ib", "gnu")
+    key = ("OsuPt2PtCheck", vd.frozen({"benchmark": "osu_bw"}), "ib", "gnu")
     assert limits == {(*key, "bandwidth"): (4 << 20, 9000.0, False),
                       (*key, "latency"): (4 << 20, 2.5, True)}
     svg = plots.curve("osu_bw bandwidth", "MB/s", [1 << 20, 4 << 20], [9500.0, 9800.0],

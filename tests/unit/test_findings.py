@@ -791,6 +791,51 @@ print(one_trial("2", 2, "node pair at half speed, 10 nights, first 3 at 3x worse
     assert run_in_benchmarks(script).splitlines() == ["1.0"]
 
 
+def test_a_line_slurm_moved_to_a_node_tonight_neither_confirms_nor_refutes_its_finding(
+) -> None:
+    """node2:mlx5_0's finding on a PCIe link's second night: its own pair line a level
+    since last night, and two pair lines Slurm gave node2 tonight (their partner the
+    night before was another node), one night each. Counted, 1 of 3 lines held a level
+    and the finding waited for a third night; of the line that ran through node2 both
+    nights, 1 of 1: confirmed, and the words say both counts. The same three lines on
+    the nodes they ran on the run before (or where that is not known) stay 1 of 3."""
+    def line(name: str, nodes: tuple[str, str], confirmed: bool,
+             before: tuple[str, str] | None) -> fd.Evidence:
+        return fd.Evidence(name, "compute", "osu_bw", nodes, tuple(f"{n}:mlx5_0" for n in nodes),
+                           -1, confirmed, 4.5, 2 if confirmed else 1, -0.5,
+                           nodes_before=before)
+
+    moved = [line("osu_bw node2-node3", ("node2", "node3"), True, ("node2", "node3")),
+             line("osu_bw node1-node2", ("node1", "node2"), False, ("node1", "node3")),
+             line("osu_bw node4-node5", ("node4", "node2"), False, ("node4", "node5"))]
+    stayed = [dataclasses.replace(one, nodes_before=one.nodes) for one in moved]
+    unknown = [dataclasses.replace(one, nodes_before=None) for one in moved]
+    for lines, pages in ((moved, True), (stayed, False), (unknown, False)):
+        [finding] = [f for f in fd.findings(lines) if f.subject == "node2:mlx5_0"]
+        assert finding.evidence > fd.DEFAULT_POLICY.critical_z(3), finding.decided
+        assert finding.paged is pages, finding.decided
+    assert finding.decided.endswith("1 of its 3 moved line(s) held a level by the line rule "
+                                    "(half needed); nor at the bar on the run before")
+    [paged] = [f for f in fd.findings(moved) if f.subject == "node2:mlx5_0"]
+    assert paged.decided.endswith(
+        "confirmed: 1 of its 3 moved line(s) held a level by the line rule (half needed), "
+        "1 of the 1 that ran on the same nodes the run before")
+    # a level alone on the same nodes is needed: none held, nothing confirms
+    none_held = [dataclasses.replace(moved[0], confirmed=False, nights=1), *moved[1:]]
+    assert not any(f.paged for f in fd.findings(none_held))
+
+
+def test_run_quality_pages_a_pcie_link_whose_node_slurm_gave_new_pair_lines() -> None:
+    """A PCIe link at x8 on 16 nodes, seed 1, trial 52: on its second night node2:mlx5_0's
+    finding read 6.63 against 4.60, its own pair line a level and two lines Slurm gave
+    node2 that night; paged on that night (before: not confirmed, 1 of its 3 lines a
+    level; paged on the third)."""
+    script = TRIAL + """
+print(one_trial("16", 1, "PCIe link at x8", 52)[:3])
+"""
+    assert run_in_benchmarks(script).splitlines() == ["(0.0, 1.0, 1.0)"]
+
+
 def test_a_finding_at_the_bar_on_the_run_before_too_is_confirmed() -> None:
     """A node pair's three lines at the bar with one a level: not confirmed on the first
     night at the bar ("confirm on the next"), confirmed when the run before had the same
