@@ -174,8 +174,9 @@ class Evidence:
     #: Its history's share of far nights beyond the t's (``far_shares``): its own nights
     #: are read with them.
     far: float = 0.0
-    #: Its nodes on the night it ran before tonight (None: not known): a pair line Slurm
-    #: gave another partner tonight is new to its nodes' finding.
+    #: Its nodes in the run judged before tonight's (None: it did not run there, or not
+    #: known): a pair line Slurm gave another partner tonight is new to its nodes'
+    #: finding (``_stayed``).
     nodes_before: tuple[str, ...] | None = None
 
     @property
