@@ -813,9 +813,10 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
             policy: Policy, before: dict[str, set[str]] | None = None,
             bar_before: dict[str, str] | None = None) -> None:
     """Confirmation and paging of one finding (worse only pages). A local one (a node,
-    device, leaf or line) is confirmed when half its lines hold a level (or half of those
-    that ran on the same nodes the run before: ``_stayed``), or when the run before had
-    it at the bar too (``bar_before``): what "one night: confirm on the next" promises.
+    device, leaf or line) is confirmed when half its lines hold a level (a node's or
+    device's also when one does and half of those Slurm did not bring to its nodes that
+    night: ``_stayed``), or when the run before had it at the bar too (``bar_before``):
+    what "one night: confirm on the next" promises.
     A node pair's 3 lines at the bar on two nights (z 4.47 then 6.16 against 3.99) with one
     line a level, its latency's two nights +100 % and +118 %, was never
     paged (run_quality, 2 nodes, history 3 nights 3x worse first: 88 → 93 % within 2
@@ -827,8 +828,8 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
     (run_quality, 4,000 lines: paged within 2 nights in 90 % of trials)."""
     confirmed = sum(line.confirmed for line in finding.lines)
     finding.confirmed = confirmed >= (len(finding.lines) + 1) // 2
-    if finding.kind in LOCAL:
-        held, stayed = _stayed(finding.lines)
+    if finding.kind in (DEVICE, NODE):
+        held, stayed = _stayed(finding)
         finding.confirmed = finding.confirmed or (held > 0 and held >= (stayed + 1) // 2)
     if finding.kind in LOCAL and finding.worse:
         finding.again = (bar_before or {}).get(finding.subject, "")
@@ -846,15 +847,19 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
     finding.decided = decision_words(finding, confirmed, critical, policy)
 
 
-def _stayed(lines: list[Evidence]) -> tuple[int, int]:
-    """How many of ``lines`` held a level, of how many ran on the same nodes the run
-    before (or where that is not known): a pair line Slurm gave another partner tonight
-    has one night through its nodes' cause, neither a level of it nor a night against
-    it. A PCIe link at x8 on 16 nodes (seed 1, trials 40 and 52) read 5.40 and 6.63 on its
-    second night against the bar 4.59, with one line a level and two that came to its
-    node that night: not confirmed, 1 of 3."""
-    stayed = [line for line in lines
-              if line.nodes_before is None or set(line.nodes_before) == set(line.nodes)]
+def _stayed(finding: Finding) -> tuple[int, int]:
+    """How many of a node's or device's lines held a level, of how many Slurm did not
+    bring to its nodes that night (a line whose nodes in the run before were others
+    than its subject's: a pair line given another partner). Such a line has one night
+    through the cause, neither a level of it nor a night against it; a line that kept
+    the subject's node and changed its partner ran through the cause both nights, and
+    counts. A PCIe link at x8 on 16 nodes (seed 1, trials 40 and 52) read 5.40 and 6.63
+    on its second night against the bars 4.59 and 4.60, with one line a level and two
+    that Slurm had brought to its node that night: not confirmed, 1 of 3. A leaf's nodes
+    are not in its name: its lines all count."""
+    subject = subject_names(finding.subject)
+    stayed = [line for line in finding.lines if line.nodes_before is None
+              or not (set(line.nodes) - set(line.nodes_before)) & subject]
     return sum(line.confirmed for line in stayed), len(stayed)
 
 
@@ -874,10 +879,9 @@ def decision_words(finding: Finding, confirmed: int, critical: float, policy: Po
     """Why a finding pages or not, each condition with its numbers (``_decide``'s)."""
     held = (f"{confirmed} of its {len(finding.lines)} moved line(s) held a level by the line "
             f"rule (half needed)")
-    stayed = _stayed(finding.lines)
-    if finding.kind in LOCAL and stayed[1] < len(finding.lines):
-        held += (f", {stayed[0]} of the {stayed[1]} that ran on the same nodes the run "
-                 f"before")
+    if finding.kind in (DEVICE, NODE) and _stayed(finding)[1] < len(finding.lines):
+        held += ", {} of the {} Slurm did not bring to its nodes that night".format(
+            *_stayed(finding))
     if finding.again:
         held = f"at the bar on the run before too ({finding.again}); {held}"
     elif finding.kind in LOCAL and not finding.confirmed:

@@ -129,7 +129,8 @@ def nodes_the_run_before(conn: Connection, run_id: int) -> dict[tuple, tuple[str
     """``testcase_nodes`` of the system's run judged before this one: a pair line Slurm
     gave another partner tonight is new to its nodes' finding (``findings._decide``)."""
     row = queries.one(conn, "previous_judged_run", (run_id,))
-    return {} if row is None else testcase_nodes(conn, row[0])
+    before = {} if row is None else testcase_nodes(conn, row[0])
+    return {key: nodes for key, nodes in before.items() if nodes}  # none: not known
 
 
 def bar_before(conn: Connection, run_id: int) -> dict[str, str]:

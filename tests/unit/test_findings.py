@@ -794,35 +794,41 @@ print(one_trial("2", 2, "node pair at half speed, 10 nights, first 3 at 3x worse
 def test_a_line_slurm_moved_to_a_node_tonight_neither_confirms_nor_refutes_its_finding(
 ) -> None:
     """node2:mlx5_0's finding on a PCIe link's second night: its own pair line a level
-    since last night, and two pair lines Slurm gave node2 tonight (their partner the
-    night before was another node), one night each. Counted, 1 of 3 lines held a level
-    and the finding waited for a third night; of the line that ran through node2 both
-    nights, 1 of 1: confirmed, and the words say both counts. The same three lines on
-    the nodes they ran on the run before (or where that is not known) stay 1 of 3."""
+    since last night, and two pair lines Slurm brought to node2 tonight (in the run
+    before they ran on other nodes). Counted, 1 of 3 lines held a level and the finding
+    waited for a third night; of the line that was not brought there, 1 of 1: confirmed,
+    and the words say both counts. Lines that kept node2 and changed their partner, or
+    whose nodes the run before are not known, count as before (1 of 3); and with every
+    line brought there, none is a level of node2 (not confirmed)."""
     def line(name: str, nodes: tuple[str, str], confirmed: bool,
              before: tuple[str, str] | None) -> fd.Evidence:
         return fd.Evidence(name, "compute", "osu_bw", nodes, tuple(f"{n}:mlx5_0" for n in nodes),
                            -1, confirmed, 4.5, 2 if confirmed else 1, -0.5,
                            nodes_before=before)
 
-    moved = [line("osu_bw node2-node3", ("node2", "node3"), True, ("node2", "node3")),
-             line("osu_bw node1-node2", ("node1", "node2"), False, ("node1", "node3")),
-             line("osu_bw node4-node5", ("node4", "node2"), False, ("node4", "node5"))]
-    stayed = [dataclasses.replace(one, nodes_before=one.nodes) for one in moved]
-    unknown = [dataclasses.replace(one, nodes_before=None) for one in moved]
-    for lines, pages in ((moved, True), (stayed, False), (unknown, False)):
+    def node2(lines: list[fd.Evidence]) -> fd.Finding:
         [finding] = [f for f in fd.findings(lines) if f.subject == "node2:mlx5_0"]
         assert finding.evidence > fd.DEFAULT_POLICY.critical_z(3), finding.decided
-        assert finding.paged is pages, finding.decided
-    assert finding.decided.endswith("1 of its 3 moved line(s) held a level by the line rule "
-                                    "(half needed); nor at the bar on the run before")
-    [paged] = [f for f in fd.findings(moved) if f.subject == "node2:mlx5_0"]
-    assert paged.decided.endswith(
+        return finding
+
+    level = line("osu_bw node2-node3", ("node2", "node3"), True, ("node2", "node3"))
+    brought = [level, line("osu_bw node1-node2", ("node1", "node2"), False, ("node1", "node3")),
+               line("osu_bw node4-node5", ("node4", "node2"), False, ("node4", "node5"))]
+    kept = [level, line("osu_bw node2-node6", ("node2", "node1"), False, ("node2", "node6")),
+            line("osu_bw node2-node7", ("node2", "node4"), False, ("node2", "node7"))]
+    unknown = [dataclasses.replace(one, nodes_before=None) for one in brought]
+    every_one = [dataclasses.replace(level, nodes_before=("node3", "node4")), *brought[1:]]
+    assert node2(brought).paged
+    assert node2(brought).decided.endswith(
         "confirmed: 1 of its 3 moved line(s) held a level by the line rule (half needed), "
-        "1 of the 1 that ran on the same nodes the run before")
-    # a level alone on the same nodes is needed: none held, nothing confirms
-    none_held = [dataclasses.replace(moved[0], confirmed=False, nights=1), *moved[1:]]
-    assert not any(f.paged for f in fd.findings(none_held))
+        "1 of the 1 Slurm did not bring to its nodes that night")
+    for lines in (kept, unknown):
+        assert node2(lines).decided.endswith(
+            "not confirmed: 1 of its 3 moved line(s) held a level by the line rule (half "
+            "needed); nor at the bar on the run before")
+    assert not node2(every_one).paged
+    assert "1 of its 3 moved line(s) held a level by the line rule (half needed), 0 of the 0 " \
+        in node2(every_one).decided
 
 
 def test_run_quality_pages_a_pcie_link_whose_node_slurm_gave_new_pair_lines() -> None:
