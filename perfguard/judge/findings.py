@@ -849,14 +849,15 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
 
 def _stayed(finding: Finding) -> tuple[int, int]:
     """How many of a node's or device's lines held a level, of how many Slurm did not
-    bring to its nodes that night (a line whose nodes in the run before were others
-    than its subject's: a pair line given another partner). Such a line has one night
-    through the cause, neither a level of it nor a night against it; a line that kept
-    the subject's node and changed its partner ran through the cause both nights, and
-    counts. A PCIe link at x8 on 16 nodes (seed 1, trials 40 and 52) read 5.40 and 6.63
-    on its second night against the bars 4.59 and 4.60, with one line a level and two
-    that Slurm had brought to its node that night: not confirmed, 1 of 3. A leaf's nodes
-    are not in its name: its lines all count."""
+    bring to its nodes that night (brought: a subject's node is among its nodes tonight
+    and was not in the run judged before, a pair line given another partner). Such a
+    line has one night through the cause, neither a level of it nor a night against it;
+    a line that kept the subject's node and changed its partner ran through the cause
+    both nights, and counts. A PCIe link at x8 on 16 nodes (seed 1, trials 40 and 52)
+    read 5.40 and 6.63 on its second night against the bars 4.59 and 4.60, with one line
+    a level and two that Slurm had brought to its node that night: not confirmed, 1 of
+    3. Only a node's or device's: a leaf's nodes are not in its name, and a line alone
+    is its one line."""
     subject = subject_names(finding.subject)
     stayed = [line for line in finding.lines if line.nodes_before is None
               or not (set(line.nodes) - set(line.nodes_before)) & subject]
