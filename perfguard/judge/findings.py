@@ -174,8 +174,8 @@ class Evidence:
     #: Its history's share of far nights beyond the t's (``far_shares``): its own nights
     #: are read with them.
     far: float = 0.0
-    #: Its nodes in the run judged before tonight's (None: it did not run there, or not
-    #: known): a pair line Slurm gave another partner tonight is new to its nodes'
+    #: Its nodes in the run judged before tonight's (None or none: it did not run there,
+    #: or not known): a pair line Slurm gave another partner tonight is new to its nodes'
     #: finding (``_stayed``).
     nodes_before: tuple[str, ...] | None = None
 
@@ -814,8 +814,8 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
             bar_before: dict[str, str] | None = None) -> None:
     """Confirmation and paging of one finding (worse only pages). A local one (a node,
     device, leaf or line) is confirmed when half its lines hold a level (a node's or
-    device's also when one does and half of those Slurm did not bring to its nodes that
-    night: ``_stayed``), or when the run before had it at the bar too (``bar_before``):
+    device's also when, of the lines Slurm did not bring to its nodes that night, one
+    does and half do: ``_stayed``), or when the run before had it at the bar too (``bar_before``):
     what "one night: confirm on the next" promises.
     A node pair's 3 lines at the bar on two nights (z 4.47 then 6.16 against 3.99) with one
     line a level, its latency's two nights +100 % and +118 %, was never
@@ -853,13 +853,14 @@ def _stayed(finding: Finding) -> tuple[int, int]:
     and was not in the run judged before, a pair line given another partner). Such a
     line has one night through the cause, neither a level of it nor a night against it;
     a line that kept the subject's node and changed its partner ran through the cause
-    both nights, and counts. A PCIe link at x8 on 16 nodes (seed 1, trials 40 and 52)
-    read 5.40 and 6.63 on its second night against the bars 4.59 and 4.60, with one line
-    a level and two that Slurm had brought to its node that night: not confirmed, 1 of
-    3. Only a node's or device's: a leaf's nodes are not in its name, and a line alone
-    is its one line."""
+    both nights, and counts (one that gained another node of a pair's or twins' subject
+    is brought: it did not run through all of them both nights). A PCIe link at x8 on
+    16 nodes (seed 1, trials 40 and 52) read 5.40 and 6.63 on its second night against
+    the bars 4.59 and 4.60, with one line a level and two that Slurm had brought to its
+    node that night: not confirmed, 1 of 3. Only a node's or device's: a leaf's nodes
+    are not in its name, and a line alone is its one line."""
     subject = subject_names(finding.subject)
-    stayed = [line for line in finding.lines if line.nodes_before is None
+    stayed = [line for line in finding.lines if not line.nodes_before
               or not (set(line.nodes) - set(line.nodes_before)) & subject]
     return sum(line.confirmed for line in stayed), len(stayed)
 
@@ -880,9 +881,9 @@ def decision_words(finding: Finding, confirmed: int, critical: float, policy: Po
     """Why a finding pages or not, each condition with its numbers (``_decide``'s)."""
     held = (f"{confirmed} of its {len(finding.lines)} moved line(s) held a level by the line "
             f"rule (half needed)")
-    if finding.kind in (DEVICE, NODE) and _stayed(finding)[1] < len(finding.lines):
-        held += ", {} of the {} Slurm did not bring to its nodes that night".format(
-            *_stayed(finding))
+    stayed = _stayed(finding) if finding.kind in (DEVICE, NODE) else (0, len(finding.lines))
+    if stayed[1] < len(finding.lines):
+        held += f", {stayed[0]} of the {stayed[1]} Slurm did not bring to its nodes that night"
     if finding.again:
         held = f"at the bar on the run before too ({finding.again}); {held}"
     elif finding.kind in LOCAL and not finding.confirmed:

@@ -94,13 +94,7 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     """The run's findings and the evidence a finding needed to page; each line in a
     paged finding is marked ``paged`` (a regression elsewhere does not fail the run)."""
     rules = policy() if rules is None else rules
-    given = [evidence_of(line, rules) for line in lines]
-    far, pooled = fd.read_lines([distances for _, distances, _ in given],
-                                [history for *_, history in given], rules)
-    before_tonight = nodes_the_run_before(conn, run_id)
-    evidence = [fd.Evidence(**({**fields, "z": z, "far": float(share)} if distances else fields),
-                            nodes_before=before_tonight.get(vd.variant_of(line)))
-                for line, (fields, distances, _), z, share in zip(lines, given, pooled, far)]
+    evidence = run_evidence(conn, run_id, lines, rules)
     fingerprints = fp.fingerprint_rows(conn, run_id)
     confirm = max((line.judgement.rule.confirm for line in lines if line.judgement),
                   default=judge.DEFAULT_RULE.confirm)
@@ -117,6 +111,19 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     return found, rules.critical_z(len(lines))
 
 
+def run_evidence(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy
+                 ) -> list[fd.Evidence]:
+    """Each of the run's judged lines as the findings read it (``evidence_of``, its z
+    pooled with all the run's), with its test case's nodes in the run judged before."""
+    given = [evidence_of(line, rules) for line in lines]
+    far, pooled = fd.read_lines([distances for _, distances, _ in given],
+                                [history for *_, history in given], rules)
+    before_tonight = nodes_the_run_before(conn, run_id)
+    return [fd.Evidence(**({**fields, "z": z, "far": float(share)} if distances else fields),
+                        nodes_before=before_tonight.get(vd.variant_of(line)))
+            for line, (fields, distances, _), z, share in zip(lines, given, pooled, far)]
+
+
 def testcase_nodes(conn: Connection, run_id: int) -> dict[tuple, tuple[str, ...]]:
     """(check, params, partition, environ) → the nodes its judged test case of the run
     ran on."""
@@ -127,7 +134,8 @@ def testcase_nodes(conn: Connection, run_id: int) -> dict[tuple, tuple[str, ...]
 
 def nodes_the_run_before(conn: Connection, run_id: int) -> dict[tuple, tuple[str, ...]]:
     """``testcase_nodes`` of the system's run judged before this one: a pair line Slurm
-    gave another partner tonight is new to its nodes' finding (``findings._decide``)."""
+    gave another partner tonight is new to its nodes' finding (``findings._stayed``); a
+    test case with no nodes there is not known."""
     row = queries.one(conn, "previous_judged_run", (run_id,))
     before = {} if row is None else testcase_nodes(conn, row[0])
     return {key: nodes for key, nodes in before.items() if nodes}  # none: not known

@@ -115,23 +115,34 @@ def test_a_watch_finding_says_why_it_did_not_page_and_an_unknown_subject_is_refu
 def test_the_run_before_tells_where_each_test_case_ran_there(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     """What a finding's confirmation reads of a pair line Slurm gave another node: each
-    test case's nodes in the system's run judged before (``nodes_the_run_before``), by
-    its variant, as that run stored them, not tonight's; the first run has none."""
+    line's test case's nodes in the system's run judged before (``run_evidence``'s
+    ``nodes_before``), by its variant, as that run stored them, not tonight's; a test
+    case stored with no nodes there, and every line of the first run, have none."""
     reports = night_reports(demo_report, tmp_path, [1.0] * 2)
-    tonight = json.loads(reports[-1].read_text())
+    first, tonight = (json.loads(report.read_text()) for report in reports)
     [case, *_] = [case for case in tonight["runs"][0]["testcases"]
                   if len(set(case.get("perfguard_nodelist") or [])) == 2]
     ran_before = tuple(sorted(case["perfguard_nodelist"]))
     case["perfguard_nodelist"] = [ran_before[0], "node9"]  # the job's own record
-    reports[-1].write_text(json.dumps(tonight))
+    [nowhere, *_] = [other for other in first["runs"][0]["testcases"]
+                     if other.get("perfvalues") and other["name"] != case["name"]]
+    nowhere["perfguard_nodelist"] = nowhere["job_nodelist"] = []
+    for report, data in zip(reports, (first, tonight)):
+        report.write_text(json.dumps(data))
     runs = ingest(migrated_dsn, reports, "--trigger", "nightly")
     with psycopg.connect(migrated_dsn) as conn:
-        assert run_findings.nodes_the_run_before(conn, runs[0]) == {}
-        before = run_findings.nodes_the_run_before(conn, runs[1])
-        now = run_findings.testcase_nodes(conn, runs[1])
-        lines = vd.verdict(conn, runs[1])
-    [moved] = [key for key in now if now[key] != before.get(key)]
-    assert (before[moved], now[moved]) == (ran_before, (ran_before[0], "node9")), moved
-    # each measured line finds its test case's nodes of the run before by its variant
-    measured = {vd.variant_of(line) for line in lines if line.nodes}
-    assert moved in measured and measured <= before.keys(), measured - before.keys()
+        policy = run_findings.policy()
+        lines = [vd.verdict(conn, run) for run in runs]
+        evidence = [run_findings.run_evidence(conn, run, found, policy)
+                    for run, found in zip(runs, lines)]
+        stored_before = run_findings.testcase_nodes(conn, runs[0])
+    assert all(one.nodes_before is None for one in evidence[0])
+    before = {vd.variant_of(line): one.nodes_before for line, one in zip(lines[1], evidence[1])}
+    now = {vd.variant_of(line): line.nodes for line in lines[1] if line.nodes}
+    moved = {key for key in now if now[key] == (ran_before[0], "node9")}
+    unknown = {key for key, nodes in stored_before.items() if not nodes}
+    assert moved and unknown and not moved & unknown, (moved, unknown)
+    assert {before[key] for key in moved} == {ran_before}, before
+    assert {before[key] for key in unknown if key in before} == {None}, before
+    # every other measured line finds its test case's nodes of the run before
+    assert all(before[key] == stored_before[key] for key in now.keys() - unknown), before
