@@ -815,12 +815,12 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
     """Confirmation and paging of one finding (worse only pages). A local one (a node,
     device, leaf or line) is confirmed when half its lines hold a level (a node's or
     device's also when, of the lines Slurm did not bring to its nodes that night, one
-    does and half do: ``_stayed``), or when the run before had it at the bar too (``bar_before``):
-    what "one night: confirm on the next" promises.
-    A node pair's 3 lines at the bar on two nights (z 4.47 then 6.16 against 3.99) with one
-    line a level, its latency's two nights +100 % and +118 %, was never
-    paged (run_quality, 2 nodes, history 3 nights 3x worse first: 88 → 93 % within 2
-    nights at seed 2; no false page more at any size, seed or flag). A shared cause is
+    does and half do: ``_stayed``), or when the run before had it at the bar too
+    (``bar_before``): what "one night: confirm on the next" promises. A node pair's 3
+    lines at the bar on two nights (z 4.47 then 6.16 against 3.99) with one line a level,
+    its latency's two nights +100 % and +118 %, was never paged (run_quality, 2 nodes,
+    history 3 nights 3x worse first: 88 → 93 % within 2 nights at seed 2; no false page
+    more at any size, seed or flag). A shared cause is
     confirmed over ``shared_nights`` nights (other jobs' traffic is a night or two), or
     over the nights since a change on its nodes in the runs before (``before``): a
     driver's +0.3 µs on every small latency of 4,000 lines read z 96.6 as one
@@ -828,9 +828,8 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
     (run_quality, 4,000 lines: paged within 2 nights in 90 % of trials)."""
     confirmed = sum(line.confirmed for line in finding.lines)
     finding.confirmed = confirmed >= (len(finding.lines) + 1) // 2
-    if finding.kind in (DEVICE, NODE):
-        held, stayed = _stayed(finding)
-        finding.confirmed = finding.confirmed or (held > 0 and held >= (stayed + 1) // 2)
+    held, stayed = _stayed(finding)
+    finding.confirmed = finding.confirmed or (held > 0 and held >= (stayed + 1) // 2)
     if finding.kind in LOCAL and finding.worse:
         finding.again = (bar_before or {}).get(finding.subject, "")
         finding.confirmed = finding.confirmed or bool(finding.again)
@@ -844,7 +843,7 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
             _shared_nights(finding) >= policy.shared_nights or bool(finding.since_change))
     finding.paged = finding.worse and finding.evidence >= critical and (
         finding.confirmed or bool(finding.environment))
-    finding.decided = decision_words(finding, confirmed, critical, policy)
+    finding.decided = decision_words(finding, confirmed, critical, policy, (held, stayed))
 
 
 def _stayed(finding: Finding) -> tuple[int, int]:
@@ -857,8 +856,11 @@ def _stayed(finding: Finding) -> tuple[int, int]:
     is brought: it did not run through all of them both nights). A PCIe link at x8 on
     16 nodes (seed 1, trials 40 and 52) read 5.40 and 6.63 on its second night against
     the bars 4.59 and 4.60, with one line a level and two that Slurm had brought to its
-    node that night: not confirmed, 1 of 3. Only a node's or device's: a leaf's nodes
-    are not in its name, and a line alone is its one line."""
+    node that night: not confirmed, 1 of 3. Only a node's or device's (another's: 0 of
+    0, confirming nothing): a leaf's nodes are not in its name, and a line alone is its
+    one line."""
+    if finding.kind not in (DEVICE, NODE):
+        return 0, 0
     subject = subject_names(finding.subject)
     stayed = [line for line in finding.lines if not line.nodes_before
               or not (set(line.nodes) - set(line.nodes_before)) & subject]
@@ -877,12 +879,13 @@ def _shared_nights(finding: Finding) -> float:
     return statistics.median(line.nights for line in finding.lines)
 
 
-def decision_words(finding: Finding, confirmed: int, critical: float, policy: Policy) -> str:
-    """Why a finding pages or not, each condition with its numbers (``_decide``'s)."""
+def decision_words(finding: Finding, confirmed: int, critical: float, policy: Policy,
+                   stayed: tuple[int, int]) -> str:
+    """Why a finding pages or not, each condition with its numbers (``_decide``'s;
+    ``stayed``: ``_stayed``'s count)."""
     held = (f"{confirmed} of its {len(finding.lines)} moved line(s) held a level by the line "
             f"rule (half needed)")
-    stayed = _stayed(finding) if finding.kind in (DEVICE, NODE) else (0, len(finding.lines))
-    if stayed[1] < len(finding.lines):
+    if finding.kind in (DEVICE, NODE) and stayed[1] < len(finding.lines):
         held += f", {stayed[0]} of the {stayed[1]} Slurm did not bring to its nodes that night"
     if finding.again:
         held = f"at the bar on the run before too ({finding.again}); {held}"

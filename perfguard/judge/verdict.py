@@ -364,8 +364,7 @@ def with_key_points(conn: Connection, run_id: int, lines: list[Line]) -> list[Li
              r["coords"] for r in queries.rows(conn, "key_points", {"run_id": run_id})}
     for line in lines:
         if not line.point:
-            line.key_point = found.get((line.check, frozen(line.params), line.partition,
-                                        line.environ, line.metric))
+            line.key_point = found.get((*variant_of(line), line.metric))
     return lines
 
 

@@ -182,8 +182,8 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
     keys = {(row["check_name"], vd.frozen(row["params"]), row["partition"],
              row["environ"], row["metric"]): row["variant"]
             for row in queries.rows(conn, "report_curve_keys", {"run": report.run["id"]})}
-    flagged_keys = {(line.check, vd.frozen(line.params), line.partition, line.environ,
-                     line.metric.removesuffix(" curve")) for line in report.lines
+    flagged_keys = {(*vd.variant_of(line), line.metric.removesuffix(" curve"))
+                    for line in report.lines
                     if line.metric.endswith(" curve")
                     and line.status in (judge.REGRESSION, judge.IMPROVEMENT)}
     quiet: dict[str, tuple] = {}
@@ -237,9 +237,7 @@ def _key_limits(lines: list[vd.Line]) -> dict[tuple, tuple[int, float, bool]]:
         size = (line.key_point or {}).get("size")
         bound = line.high if line.better == "lower" else line.low
         if size is not None and bound is not None:
-            key = (line.check, vd.frozen(line.params), line.partition, line.environ,
-                   line.metric)
-            limits[key] = (int(size), bound, line.better == "lower")
+            limits[(*vd.variant_of(line), line.metric)] = (int(size), bound, line.better == "lower")
     return limits
 
 
