@@ -1193,6 +1193,47 @@ print(one_trial("16", 3, "Himeno node 30 % slower", 46)[:2])
     assert run_in_benchmarks(script).splitlines() == ["(0.0, 1.0)", "(0.0, 1.0)"]
 
 
+def node_with_a_himeno_line(node_night: bool) -> list[fd.Evidence]:
+    """Node n1: a Himeno line (30 % worse on its 2 recent nights) and four pair lines to
+    n2-n5, beside eight pair lines of the fabric not through n1, each of noise 1 % over 40
+    history nights. On history night 20 either n1's pair lines read 25 % better (its
+    node's night misread from them: ``node_night`` False) or every line of n1 read 25 %
+    worse (a node's night)."""
+    rng = np.random.default_rng(3)
+    at, out = tuple(range(42)), []
+    pairs = [("n1", f"n{j}") for j in range(2, 6)] + [(f"n{j}", f"n{j + 1}") for j in range(6, 14)]
+    for nodes in [("n1",), *pairs]:
+        moves = rng.normal(0, 0.01, len(at))
+        if "n1" in nodes:
+            moves[20] += 0.25 if node_night else 0.0 if nodes == ("n1",) else -0.25
+        if nodes == ("n1",):
+            moves[-2:] += 0.3
+        name = "himeno n1" if nodes == ("n1",) else f"osu_bw {'-'.join(nodes)}"
+        mine = nodes == ("n1",)
+        out.append(fd.Evidence(name, "compute", name.split()[0], nodes, (), -mine, mine,
+                               5.0 * mine, 2, 0.3 * mine, tuple(moves.tolist()), at, 2))
+    return out
+
+
+def test_a_node_local_line_alone_is_read_in_the_nights_without_a_far_night_of_its_own(
+        ) -> None:
+    """A Himeno line alone is read in its own nights or less its node's, whichever holds
+    fewer far nights (``NightEffects._steadier_alone``). Its node's night misread from its
+    pair lines (25 % better) is a far night of its residual only: it is read in its own
+    nights, which hold none (before: in its residual, as its own spread no less than
+    1.5 times narrower). A node's night on all its lines is a far night of its own nights
+    only: it is read less its node's. Either way the far night is in the reading not
+    taken."""
+    for node_night in (False, True):
+        lines = node_with_a_himeno_line(node_night)
+        effects = fd.NightEffects(lines, {}, fd.DEFAULT_POLICY)
+        left = effects._node_free(0, effects._node_effects_without({0}, False))
+        own, residual = (effects._read(rows[None, :], np.array([0]), effects._far_rate)[2][0]
+                         for rows in (effects._moves[0], left))
+        assert effects.far_share(0) == 0.0 < (own if node_night else residual), (
+            node_night, own, residual)
+
+
 def test_a_findings_only_level_is_judged_alone() -> None:
     """run_quality, 16 nodes, seed 2, trial 54: node5's Himeno 30 % slower from night
     167. On the second night a 4 MiB osu_bw through node5 read -25 % (one night, not a
