@@ -831,9 +831,9 @@ def _decide(finding: Finding, critical: float, environment: dict[str, set[str]],
     measurement's finding on the night after the update, and waited for a third night
     (run_quality, 4,000 lines: paged within 2 nights in 90 % of trials)."""
     confirmed = sum(line.confirmed for line in finding.lines)
-    finding.confirmed = confirmed >= (len(finding.lines) + 1) // 2
     held, stayed = _stayed(finding)
-    finding.confirmed = finding.confirmed or (held > 0 and held >= (stayed + 1) // 2)
+    finding.confirmed = (confirmed >= (len(finding.lines) + 1) // 2
+                         or held > 0 and held >= (stayed + 1) // 2)
     if finding.kind in LOCAL and finding.worse:
         finding.again = (bar_before or {}).get(finding.subject, "")
         finding.confirmed = finding.confirmed or bool(finding.again)

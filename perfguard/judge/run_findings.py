@@ -94,7 +94,8 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     """The run's findings and the evidence a finding needed to page; each line in a
     paged finding is marked ``paged`` (a regression elsewhere does not fail the run)."""
     rules = policy() if rules is None else rules
-    evidence = run_evidence(conn, run_id, lines, rules)
+    previous = previous_judged_run(conn, run_id)
+    evidence = run_evidence(conn, previous, lines, rules)
     fingerprints = fp.fingerprint_rows(conn, run_id)
     confirm = max((line.judgement.rule.confirm for line in lines if line.judgement),
                   default=judge.DEFAULT_RULE.confirm)
@@ -102,7 +103,7 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     found = fd.findings(evidence, rules, groups=leaves(conn, run_id),
                         environment=night_changes(conn, run_id, fingerprints),
                         acknowledged=acknowledged(conn, run_id), before=merged(before),
-                        bar_before=bar_before(conn, run_id))
+                        bar_before=bar_before(conn, previous))
     name_shared_hosts(found, fp.hosts_sharing(fingerprints))
     name_changes_before(found, before)
     paged = {id(e) for f in found if f.paged for e in f.lines}
@@ -111,14 +112,22 @@ def find(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy | No
     return found, rules.critical_z(len(lines))
 
 
-def run_evidence(conn: Connection, run_id: int, lines: list[Line], rules: fd.Policy
-                 ) -> list[fd.Evidence]:
-    """Each of the run's judged lines as the findings read it (``evidence_of``, its z
-    pooled with all the run's), with its test case's nodes in the run judged before."""
+def previous_judged_run(conn: Connection, run_id: int) -> int | None:
+    """The system's run judged before this one (None: there is none; a sweep's run is
+    never judged), whose nodes and findings tonight's findings read."""
+    row = queries.one(conn, "previous_judged_run", (run_id,))
+    return None if row is None else row[0]
+
+
+def run_evidence(conn: Connection, previous: int | None, lines: list[Line],
+                 rules: fd.Policy) -> list[fd.Evidence]:
+    """Each of a run's judged lines as the findings read it (``evidence_of``, its z
+    pooled with all the run's), with its test case's nodes in the run judged before it
+    (``previous``: ``previous_judged_run``)."""
     given = [evidence_of(line, rules) for line in lines]
     far, pooled = fd.read_lines([distances for _, distances, _ in given],
                                 [history for *_, history in given], rules)
-    before_tonight = nodes_the_run_before(conn, run_id)
+    before_tonight = nodes_the_run_before(conn, previous)
     return [fd.Evidence(**({**fields, "z": z, "far": float(share)} if distances else fields),
                         nodes_before=before_tonight.get(vd.variant_of(line)))
             for line, (fields, distances, _), z, share in zip(lines, given, pooled, far)]
@@ -132,24 +141,23 @@ def testcase_nodes(conn: Connection, run_id: int) -> dict[tuple, tuple[str, ...]
             in queries.tuples(conn, "testcase_nodes", (run_id,))}
 
 
-def nodes_the_run_before(conn: Connection, run_id: int) -> dict[tuple, tuple[str, ...]]:
-    """``testcase_nodes`` of the system's run judged before this one: a pair line Slurm
-    gave another partner tonight is new to its nodes' finding (``findings._stayed``); a
-    test case with no nodes there is not known."""
-    row = queries.one(conn, "previous_judged_run", (run_id,))
-    before = {} if row is None else testcase_nodes(conn, row[0])
+def nodes_the_run_before(conn: Connection, previous: int | None
+                         ) -> dict[tuple, tuple[str, ...]]:
+    """``testcase_nodes`` of the run judged before tonight's (``previous``; None: none): a
+    pair line Slurm gave another partner tonight is new to its nodes' finding
+    (``findings._stayed``); a test case with no nodes there is not known."""
+    before = {} if previous is None else testcase_nodes(conn, previous)
     return {key: nodes for key, nodes in before.items() if nodes}  # none: not known
 
 
-def bar_before(conn: Connection, run_id: int) -> dict[str, str]:
-    """The findings that reached their bar in the system's run judged before this one
-    (``findings.at_the_bar``; a run never judged, a sweep's, has none to read): a worse
-    local finding of the same subject is confirmed by it."""
-    row = queries.one(conn, "previous_judged_run", (run_id,))
-    if row is None:
+def bar_before(conn: Connection, previous: int | None) -> dict[str, str]:
+    """The findings that reached their bar in the run judged before tonight's
+    (``previous``: ``previous_judged_run``; None: none to read; ``findings.at_the_bar``):
+    a worse local finding of the same subject is confirmed by it."""
+    if previous is None:
         return {}
     return fd.at_the_bar(((f["subject"], f["evidence"], f["critical"], f["acknowledged"])
-                          for f in stored(conn, row[0])), f"run {row[0]}")
+                          for f in stored(conn, previous)), f"run {previous}")
 
 
 def leaves(conn: Connection, run_id: int) -> dict[str, set[str]]:

@@ -322,6 +322,12 @@ def variant_of(line: Line) -> tuple:
     return line.check, frozen(line.params), line.partition, line.environ
 
 
+def variant_of_row(row: dict) -> tuple:
+    """``variant_of`` a query's row (``check_name``, ``params``, ``partition``,
+    ``environ``)."""
+    return row["check_name"], frozen(row["params"]), row["partition"], row["environ"]
+
+
 def judge_curves_since(conn: Connection, run_id: int, rules: judge.Rules,
                        levels: list[tuple], **options: Any) -> list[curves.Curve]:
     """``curves.judge_curves`` (``options``: ``moved_only``, ``variants``) with each size's
@@ -360,8 +366,8 @@ def _curve_lines(conn: Connection, run_id: int, rules: judge.Rules,
 def with_key_points(conn: Connection, run_id: int, lines: list[Line]) -> list[Line]:
     """Name the curve point each key figure is (the 4 MiB point of a bandwidth curve), so
     the report and --explain say which size the verdict judged."""
-    found = {(r["check_name"], frozen(r["params"]), r["partition"], r["environ"], r["metric"]):
-             r["coords"] for r in queries.rows(conn, "key_points", {"run_id": run_id})}
+    found = {(*variant_of_row(r), r["metric"]): r["coords"]
+             for r in queries.rows(conn, "key_points", {"run_id": run_id})}
     for line in lines:
         if not line.point:
             line.key_point = found.get((*variant_of(line), line.metric))

@@ -179,8 +179,7 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
     to MAX_QUIET_CURVES: this run, the previous run, the history band per size. Only the
     drawn curves are judged and read (a run of 2,000 test cases judged and read all its
     curves' 250,000 sizes for a dozen drawings: 12-17 s at 2·10^7 samples)."""
-    keys = {(row["check_name"], vd.frozen(row["params"]), row["partition"],
-             row["environ"], row["metric"]): row["variant"]
+    keys = {(*vd.variant_of_row(row), row["metric"]): row["variant"]
             for row in queries.rows(conn, "report_curve_keys", {"run": report.run["id"]})}
     flagged_keys = {(*vd.variant_of(line), line.metric.removesuffix(" curve"))
                     for line in report.lines
@@ -200,8 +199,7 @@ def _add_curves(conn: psycopg.Connection, report: Report) -> None:
     units = {}
     for row in queries.rows(conn, "report_curves",
                             {"run": report.run["id"], "variants": variants}):
-        key = (row["check_name"], vd.frozen(row["params"]), row["partition"],
-               row["environ"], row["metric"])
+        key = (*vd.variant_of_row(row), row["metric"])
         (mine if row["mine"] else previous)[key][row["size"]] = row["value"]
         units[key] = row["unit"]
     judged = {(c.check, vd.frozen(c.params), c.partition, c.environ, c.metric): c

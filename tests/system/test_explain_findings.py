@@ -133,7 +133,8 @@ def test_the_run_before_tells_where_each_test_case_ran_there(
     with psycopg.connect(migrated_dsn) as conn:
         policy = run_findings.policy()
         lines = [vd.verdict(conn, run) for run in runs]
-        evidence = [run_findings.run_evidence(conn, run, found, policy)
+        evidence = [run_findings.run_evidence(
+                        conn, run_findings.previous_judged_run(conn, run), found, policy)
                     for run, found in zip(runs, lines)]
         stored_before = run_findings.testcase_nodes(conn, runs[0])
     assert all(one.nodes_before is None for one in evidence[0])
