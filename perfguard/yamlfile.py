@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,15 @@ class _NoAliasLoader(yaml.SafeLoader):
                 None, None, "YAML aliases (*name) are not allowed in perfguard files",
                 event.start_mark)
         return super().compose_node(parent, index)
+
+
+# PyYAML reads YAML 1.1, where a float needs a dot and a signed exponent: ``alpha: 1e-3``
+# was the string "1e-3", and the rules file was refused for a number any admin writes.
+# YAML 1.2 (and every other reader) takes it as 0.001; so does ours.
+_NoAliasLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
 
 
 def load_yaml(path: Path, what: str, schema: str | None = None) -> Any:

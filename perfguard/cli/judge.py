@@ -111,8 +111,9 @@ def _add_ack(sub: argparse._SubParsersAction) -> None:
                     "and stop paging until the acknowledgement is cleared; verdicts stored "
                     "already are not rewritten.")
     ack.add_argument("subject", nargs="?", help="the finding's cause")
-    ack.add_argument("--system", default="local",
-                     help="the system the cause belongs to (default: local)")
+    ack.add_argument("--system", default=None,
+                     help="the system the cause belongs to (default: the newest run's, the "
+                          "one `perfguard verdict` shows)")
     ack.add_argument("--reason", default="", help="why (shown with the finding)")
     group = ack.add_mutually_exclusive_group()
     group.add_argument("--list", action="store_true", help="the active acknowledgements")
@@ -143,7 +144,7 @@ def cmd_ack(args: argparse.Namespace) -> int:
         if not args.subject:
             raise UsageError("name the finding's cause (or --list, --clear ID)")
         done = run_findings.acknowledge(conn, args.system, args.subject, args.reason)
-    print(f"acknowledged #{done.id}: {args.subject} on {args.system}; from the next verdict "
+    print(f"acknowledged #{done.id}: {args.subject} on {done.system}; from the next verdict "
           f"on it mutes: {', '.join(done.mutes) or 'no open finding whole'}")
     if done.named:
         print(f"still pages: {'; '.join(done.named)} (only some of its lines are "

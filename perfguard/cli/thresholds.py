@@ -38,7 +38,8 @@ def _add_thresholds(sub: argparse._SubParsersAction) -> None:
                       help="the unit the values are given in, e.g. ns (default: the metric's "
                            "own); converted into the unit the metric is stored in")
     tset.add_argument("--direction", choices=("higher", "lower"),
-                      help="which way is better (default: from the unit)")
+                      help="which way is better (default: the direction the check declared "
+                           "for the metric in its stored runs)")
     tset.add_argument("--author", default=None, help="who sets it (default: the login)")
     tset.add_argument("--reason", default="", help="why, kept in the threshold's history")
     _force_option(tset)

@@ -115,11 +115,12 @@ class Policy:
     #: nights; the t reads a night 3 noise worse as 0.7 %, and a spike beside one paged
     #: (the sixth real set).
     own_tail: float = 0.01
-    #: A history of fewer nights than this (the line rule's window: a baseline not yet
-    #: full; set it with the rules' ``window``) is young: it has seldom seen its line's
-    #: and host's slow states. Its far nights are learnt with the nights it lacks taken
-    #: at the far rate of all the run's lines (their residuals' where the night effects
-    #: read them: ``far_shares``), and a finding judged on it says so. Measured on the
+    #: A history of fewer nights than this (the line rule's default window: a baseline
+    #: not yet full; fixed, whatever a site sets its rules' ``window`` to) is young: it
+    #: has seldom seen its line's and host's slow states. Its far nights are learnt with
+    #: the nights it lacks taken at the far rate of all the run's lines (their residuals'
+    #: where the night effects read them: ``far_shares``), and a finding judged on it says
+    #: so. Measured on the
     #: eight real sets, in the order recorded and in random orders: 25 of 39 false pages
     #: came on the first 15 judged nights (a history of 8-22), 3.7 % of those nights
     #: against 0.9 % of the later ones. 0: no history is young.

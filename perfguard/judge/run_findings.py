@@ -236,8 +236,9 @@ def acknowledged(conn: Connection, run_id: int) -> dict[str, str]:
 @dataclasses.dataclass(frozen=True)
 class Acknowledged:
     """An acknowledgement made: its id, and the open findings it mutes from the next verdict
-    on and those it names a part of without muting (they page on)."""
+    on and those it names a part of without muting (they page on), on ``system``."""
     id: int
+    system: str
     mutes: list[str]
     named: list[str]
 
@@ -248,12 +249,20 @@ def open_findings(conn: Connection, system: str) -> list[dict]:
     return queries.rows(conn, "open_findings", {"system": system})
 
 
-def acknowledge(conn: Connection, system: str, subject: str, reason: str) -> Acknowledged:
+def acknowledge(conn: Connection, system: str | None, subject: str, reason: str
+                ) -> Acknowledged:
     """Acknowledge a cause ("known, being fixed"): the findings it names stop paging. It
     must name an open finding or a node, device, leaf or line one contains: anything else
-    is refused with the open findings listed (an ack that mutes nothing is a page missed)."""
+    is refused with the open findings listed (an ack that mutes nothing is a page missed).
+    ``system`` None: the newest run's, the one `perfguard verdict` shows (a default of the
+    demo's ``local`` refused every ack at a site whose system has its own name)."""
     if not reason.strip():
         raise UsageError("--reason: say why (it is shown with every finding it silences)")
+    if system is None:
+        newest = queries.one(conn, "newest_system")
+        if newest is None:
+            raise UsageError("no run is stored yet: there is no finding to acknowledge")
+        system = newest[0]
     found = open_findings(conn, system)
     named = [f for f in found if fd.contains(subject, f["subject"], f["members"])]
     if not named:
@@ -270,8 +279,8 @@ def acknowledge(conn: Connection, system: str, subject: str, reason: str) -> Ack
                              (system, subject, reason, getpass.getuser()))[0]
     mutes = [f["subject"] for f in named
              if fd.acknowledges(subject, f["subject"], f["members"])]
-    return Acknowledged(ack_id, mutes, [f["subject"] for f in named
-                                        if f["subject"] not in mutes])
+    return Acknowledged(ack_id, system, mutes, [f["subject"] for f in named
+                                                if f["subject"] not in mutes])
 
 
 def overlay(conn: Connection, run_id: int, since, found: list[dict]) -> dict[str, list[str]]:

@@ -264,7 +264,8 @@ def explain(line: Line, stored: Line | None = None, run_id: int | None = None) -
         of = (f" of the newest {len(used) - left} (its first {left}: a level it left before "
               f"it was first judged)" if left else "")
         out.append(f"  baseline: median {plain(j.centre)}{of}, noise σ {plain(j.noise)} "
-                   f"(MAD × {judge.MAD_TO_SIGMA}; CV {j.cv:.2%})")
+                   f"(standard deviation of the values within {judge.OUTLIER:g} MAD-σ of "
+                   f"the median; CV {j.cv:.2%})")
         out.append(f"  rule: a run is beyond when {rule.k:g}σ ({plain(rule.k * j.noise)}) and "
                    f"{rule.min_change:.0%} from the median; {rule.needed} of the last "
                    f"{rule.confirm} runs beyond, this one included, and on average "

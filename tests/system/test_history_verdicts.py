@@ -97,8 +97,8 @@ def test_a_five_percent_step_is_a_regression_within_two_nights(
     assert result.returncode == 1 and "regression: -" in result.stdout
     explained = perfguard("verdict", str(runs[21]), "--explain", BW_LINE, "--dsn",
                           migrated_dsn).stdout
-    assert re.search(r"baseline: median \S+, noise σ \S+ \(MAD × 1.4826; CV [01]\.\d\d%\)",
-                     explained), explained
+    assert re.search(r"baseline: median \S+, noise σ \S+ \(standard deviation of the values "
+                     r"within 3\.5 MAD-σ of the median; CV [01]\.\d\d%\)", explained), explained
     assert "better: higher" in explained
 
 

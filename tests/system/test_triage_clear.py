@@ -99,3 +99,24 @@ def test_a_cleared_acknowledgement_is_listed_and_shown_over_the_verdicts_it_mute
     listed = perfguard("ack", "--list", "--dsn", migrated_dsn).stdout
     assert re.search(rf"^cleared #{ack_id} local {re.escape(subject)}: by {ME} on \S+: cable "
                      rf"swap; cleared by {ME} on \d{{4}}-\d\d-\d\d$", listed, re.M), listed
+
+
+def test_an_ack_without_a_system_acknowledges_on_the_newest_runs_system(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """At a site whose system is not the demo's ``local``, `perfguard ack SUBJECT` acts on
+    the system of the newest run, the one `perfguard verdict` shows; before, it looked on
+    ``local`` and refused every ack there ("names no open finding on local")."""
+    reports = night_reports(demo_report, tmp_path, [1.0] * 20 + [0.95] * 2, slower=True)
+    for report in reports:
+        raw = json.loads(report.read_text())
+        for case in raw["runs"][0]["testcases"]:
+            case["system"] = "ndr4x4:" + case["system"].partition(":")[2]
+        report.write_text(json.dumps(raw))
+    ingest(migrated_dsn, reports, "--trigger", "nightly")
+    [subject] = PAGED.findall(perfguard("verdict", "--dsn", migrated_dsn).stdout)
+    acked = perfguard("ack", subject, "--reason", "cable swap", "--dsn", migrated_dsn)
+    assert acked.returncode == 0, acked.stdout + acked.stderr
+    assert re.match(rf"acknowledged #\d+: {re.escape(subject)} on ndr4x4; ", acked.stdout)
+    elsewhere = perfguard("ack", subject, "--system", "local", "--reason", "cable swap",
+                          "--dsn", migrated_dsn)
+    assert elsewhere.returncode == 2 and "names no open finding on local" in elsewhere.stderr

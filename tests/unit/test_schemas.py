@@ -54,3 +54,17 @@ def test_a_misspelt_flavour_knob_is_named_with_the_one_meant(tmp_path: Path) -> 
     assert set(str(error.value).splitlines()) == {
         f"{path}: mine.gdr_of: unknown key (did you mean 'gdr_off'?)",
         f"{path}: mine: missing 'gdr_off'"}
+
+
+def test_a_number_written_with_an_exponent_is_a_number(tmp_path: Path) -> None:
+    """``alpha: 1e-3`` is 0.001 in YAML 1.2 and to an admin; PyYAML's YAML 1.1 made it
+    the string "1e-3" and the rules file was refused."""
+    path = tmp_path / "verdict_rules.yaml"
+    path.write_text("findings:\n  alpha: 1e-3\nrules:\n  - metric: '*'\n    min_change: 5E-3\n"
+                    "    k: 1.5e+0\n")
+    data = load_yaml(path, "verdict rules", schema="verdict_rules")
+    assert data == {"findings": {"alpha": 0.001},
+                    "rules": [{"metric": "*", "min_change": 0.005, "k": 1.5}]}
+    path.write_text("findings:\n  alpha: 1e-3x\n")
+    with pytest.raises(UsageError, match="findings.alpha: '1e-3x' is not of type 'number'"):
+        load_yaml(path, "verdict rules", schema="verdict_rules")
