@@ -34,13 +34,24 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+class _Dumper(yaml.SafeDumper):
+    """What we write, read back by ``load_yaml`` as written: a string that reads as a
+    number there (``1e3``, a parameter value) is quoted."""
+
+
 # PyYAML reads YAML 1.1, where a float needs a dot and a signed exponent: ``alpha: 1e-3``
 # was the string "1e-3", and the rules file was refused for a number any admin writes.
-# YAML 1.2 (and every other reader) takes it as 0.001; so does ours.
-_NoAliasLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."))
+# YAML 1.2 (and every other reader) takes it as 0.001; so do we, both ways.
+for _side in (_NoAliasLoader, _Dumper):
+    _side.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."))
+
+
+def dump_yaml(document: Any) -> str:
+    """``document`` as YAML that ``load_yaml`` reads back the same, keys in their order."""
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
 
 
 def load_yaml(path: Path, what: str, schema: str | None = None) -> Any:
@@ -72,9 +83,14 @@ def load_yaml(path: Path, what: str, schema: str | None = None) -> Any:
 
 @functools.cache
 def _validator(schema: str):  # noqa: ANN202 - a jsonschema validator, imported lazily
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, validators
 
-    return Draft202012Validator(load_yaml(SCHEMAS_DIR / f"{schema}.schema.yaml", "schema"))
+    # a count is a whole number written as one: JSON Schema's integer takes 30.0 (and, read
+    # as YAML 1.2, 3e1), which reached a Rule's window as a float and broke judging
+    whole = Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool))
+    strict = validators.extend(Draft202012Validator, type_checker=whole)
+    return strict(load_yaml(SCHEMAS_DIR / f"{schema}.schema.yaml", "schema"))
 
 
 def schema_problems(data: Any, schema: str) -> list[str]:

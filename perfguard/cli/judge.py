@@ -112,8 +112,8 @@ def _add_ack(sub: argparse._SubParsersAction) -> None:
                     "already are not rewritten.")
     ack.add_argument("subject", nargs="?", help="the finding's cause")
     ack.add_argument("--system", default=None,
-                     help="the system the cause belongs to (default: the newest run's, the "
-                          "one `perfguard verdict` shows)")
+                     help="the system the cause belongs to (default: the one system whose "
+                          "open findings it names)")
     ack.add_argument("--reason", default="", help="why (shown with the finding)")
     group = ack.add_mutually_exclusive_group()
     group.add_argument("--list", action="store_true", help="the active acknowledgements")

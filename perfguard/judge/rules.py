@@ -5,7 +5,8 @@ The rule (defaults measured by ``benchmarks/verdict_quality.py``, see docs/verdi
 - **Baseline**: the series' earlier values (same system, check, variant, partition,
   environ, metric and point), newest ``window`` of them. Its centre is the median and its
   noise the standard deviation of the values within ``OUTLIER`` MAD-sigmas of it
-  (``baseline``): one bad night in the history moves neither.
+  (``baseline``), at least ``min_noise`` of the centre: one bad night in the history
+  moves neither.
 - **Recent**: the latest ``confirm`` values of the series, the judged run's included. A
   night is *beyond* when it is worse (or better) than the centre by more than ``k`` noise
   and by more than ``min_change`` of the centre.

@@ -254,22 +254,10 @@ def acknowledge(conn: Connection, system: str | None, subject: str, reason: str
     """Acknowledge a cause ("known, being fixed"): the findings it names stop paging. It
     must name an open finding or a node, device, leaf or line one contains: anything else
     is refused with the open findings listed (an ack that mutes nothing is a page missed).
-    ``system`` None: the newest run's, the one `perfguard verdict` shows (a default of the
-    demo's ``local`` refused every ack at a site whose system has its own name)."""
+    ``system`` None: the system whose open findings it names (``_system_named``)."""
     if not reason.strip():
         raise UsageError("--reason: say why (it is shown with every finding it silences)")
-    if system is None:
-        newest = queries.one(conn, "newest_system")
-        if newest is None:
-            raise UsageError("no run is stored yet: there is no finding to acknowledge")
-        system = newest[0]
-    found = open_findings(conn, system)
-    named = [f for f in found if fd.contains(subject, f["subject"], f["members"])]
-    if not named:
-        listed = "; ".join(f"{f['subject']} (run {f['run_id']})" for f in found)
-        raise UsageError(f"{subject!r} names no open finding on {system}, nor a node, device, "
-                         f"leaf or line of one; open findings: {listed or 'none'} "
-                         f"(`perfguard verdict` prints them; give one, or what it names)")
+    system, named = _system_named(conn, system, subject)
     with conn.transaction():
         row = queries.one(conn, "active_acknowledgement", (system, subject))
         if row:
@@ -281,6 +269,35 @@ def acknowledge(conn: Connection, system: str | None, subject: str, reason: str
              if fd.acknowledges(subject, f["subject"], f["members"])]
     return Acknowledged(ack_id, system, mutes, [f["subject"] for f in named
                                                 if f["subject"] not in mutes])
+
+
+def _system_named(conn: Connection, system: str | None, subject: str
+                  ) -> tuple[str, list[dict]]:
+    """The system ``subject`` is acknowledged on and the open findings it names there:
+    ``system``, or where none is given the one system whose open findings it names (a
+    default of the demo's ``local`` refused every ack at a site whose system has its own
+    name; the newest run's system muted the wrong one where two systems share node
+    names). Refused, listing what is open, where it names none; where it names findings
+    on several systems, refused naming them."""
+    systems = [system] if system else [name for (name,) in queries.tuples(conn, "systems")]
+    if not systems:
+        raise UsageError("no run is stored yet: there is no finding to acknowledge")
+    found = {name: open_findings(conn, name) for name in systems}
+    named = {name: [f for f in open_ if fd.contains(subject, f["subject"], f["members"])]
+             for name, open_ in found.items()}
+    on = [name for name in systems if named[name]]
+    if len(on) > 1:
+        raise UsageError(f"{subject!r} names open findings on {len(on)} systems "
+                         f"({', '.join(on)}): give --system")
+    if on:
+        return on[0], named[on[0]]
+    where = systems[0] if len(systems) == 1 else f"any of {', '.join(systems)}"
+    listed = "; ".join(f"{f['subject']} (run {f['run_id']}"
+                       + (f", {name})" if len(systems) > 1 else ")")
+                       for name, open_ in found.items() for f in open_)
+    raise UsageError(f"{subject!r} names no open finding on {where}, nor a node, device, "
+                     f"leaf or line of one; open findings: {listed or 'none'} "
+                     f"(`perfguard verdict` prints them; give one, or what it names)")
 
 
 def overlay(conn: Connection, run_id: int, since, found: list[dict]) -> dict[str, list[str]]:

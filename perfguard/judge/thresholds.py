@@ -14,13 +14,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from perfguard.contract.references import Reference, References
 from perfguard.errors import PerfguardError, UsageError
 from perfguard.store import queries
 from perfguard.store.queries import Connection
-from perfguard.yamlfile import load_yaml
+from perfguard.yamlfile import dump_yaml, load_yaml
 
 DIRECTIONS = ("higher", "lower")
 BOUNDS = ("fraction", "absolute")
@@ -233,8 +231,7 @@ def to_yaml(system: str, thresholds: list[Threshold]) -> str:
     for t in thresholds:
         data = asdict(t)
         entries.append({k: data[k] for k in _YAML_KEYS if data[k] not in (None, {}, "")})
-    return yaml.safe_dump({"system": system, "thresholds": entries}, sort_keys=False,
-                          allow_unicode=True)
+    return dump_yaml({"system": system, "thresholds": entries})
 
 
 def from_yaml(path: Path) -> list[Threshold]:

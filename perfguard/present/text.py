@@ -263,9 +263,11 @@ def explain(line: Line, stored: Line | None = None, run_id: int | None = None) -
         left = len(used) - len(judge.settled(list(used), rule))
         of = (f" of the newest {len(used) - left} (its first {left}: a level it left before "
               f"it was first judged)" if left else "")
+        floor = (" or the line's relative noise before the accepted level"
+                 if "accepted level" in j.reason else "")
         out.append(f"  baseline: median {plain(j.centre)}{of}, noise σ {plain(j.noise)} "
                    f"(standard deviation of the values within {judge.OUTLIER:g} MAD-σ of "
-                   f"the median; CV {j.cv:.2%})")
+                   f"the median, at least {rule.min_noise:.1%} of it{floor}; CV {j.cv:.2%})")
         out.append(f"  rule: a run is beyond when {rule.k:g}σ ({plain(rule.k * j.noise)}) and "
                    f"{rule.min_change:.0%} from the median; {rule.needed} of the last "
                    f"{rule.confirm} runs beyond, this one included, and on average "

@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from perfguard.contract import offers
 from perfguard.contract.topology import AFFINITY_ORDER, parse_cpu_list
 from perfguard.errors import PerfguardError
+from perfguard.yamlfile import dump_yaml
 
 
 @dataclass
@@ -378,7 +377,7 @@ def as_topology_yaml(found: Detected, system: str, partition: str, mpi: str | No
         "node": node}]}
     header = "".join(f"# {fact}\n" for fact in found.facts) + \
         "".join(f"# note: {n}\n" for n in found.notes)
-    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    return header + dump_yaml(document)
 
 
 def compact_cpus(cpus: list[int]) -> str:

@@ -18,6 +18,7 @@ from perfguard import paths
 from perfguard.errors import PerfguardError
 from perfguard.site import slurm
 from perfguard.site.context import Context
+from perfguard.yamlfile import dump_yaml
 
 README = """\
 # perfguard site directory
@@ -158,6 +159,6 @@ def init(ctx: Context, site: Path, system: str, detect: bool, only: list[str] | 
             comments.append(SHARED_HOST_NOTE.format(parts=", ".join(shared)))
         target = site / "systems" / f"{system}.yaml"
         target.write_text("".join(f"{line}\n" for line in comments)
-                          + yaml.safe_dump(merged, sort_keys=False, allow_unicode=True))
+                          + dump_yaml(merged))
         notes.append(f"partitions {', '.join(found)}: wrote {target}")
     return notes

@@ -98,7 +98,8 @@ def test_a_five_percent_step_is_a_regression_within_two_nights(
     explained = perfguard("verdict", str(runs[21]), "--explain", BW_LINE, "--dsn",
                           migrated_dsn).stdout
     assert re.search(r"baseline: median \S+, noise σ \S+ \(standard deviation of the values "
-                     r"within 3\.5 MAD-σ of the median; CV [01]\.\d\d%\)", explained), explained
+                     r"within 3\.5 MAD-σ of the median, at least 0\.1% of it; "
+                     r"CV [01]\.\d\d%\)", explained), explained
     assert "better: higher" in explained
 
 

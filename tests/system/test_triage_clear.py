@@ -101,22 +101,43 @@ def test_a_cleared_acknowledgement_is_listed_and_shown_over_the_verdicts_it_mute
                      rf"swap; cleared by {ME} on \d{{4}}-\d\d-\d\d$", listed, re.M), listed
 
 
-def test_an_ack_without_a_system_acknowledges_on_the_newest_runs_system(
-        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
-    """At a site whose system is not the demo's ``local``, `perfguard ack SUBJECT` acts on
-    the system of the newest run, the one `perfguard verdict` shows; before, it looked on
-    ``local`` and refused every ack there ("names no open finding on local")."""
-    reports = night_reports(demo_report, tmp_path, [1.0] * 20 + [0.95] * 2, slower=True)
+def _on_system(reports: list[Path], system: str, days_later: int = 0) -> list[Path]:
+    """The night reports as another system's (``system``), ``days_later`` days later."""
     for report in reports:
         raw = json.loads(report.read_text())
+        raw["session_info"]["time_start_unix"] += 86400 * days_later
         for case in raw["runs"][0]["testcases"]:
-            case["system"] = "ndr4x4:" + case["system"].partition(":")[2]
+            case["system"] = f"{system}:" + case["system"].partition(":")[2]
         report.write_text(json.dumps(raw))
-    ingest(migrated_dsn, reports, "--trigger", "nightly")
-    [subject] = PAGED.findall(perfguard("verdict", "--dsn", migrated_dsn).stdout)
+    return reports
+
+
+def test_an_ack_without_a_system_acknowledges_on_the_system_whose_finding_it_names(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """At a site whose system is not the demo's ``local``, `perfguard ack SUBJECT` acts on
+    the one system whose open findings the subject names, here ``ndr4x4``'s though a
+    quiet ``local`` ran since (before, it looked on ``local`` and refused every ack there:
+    "names no open finding on local"); where two systems' findings are named, it is
+    refused naming both."""
+    for folder in ("ndr", "quiet", "local"):
+        (tmp_path / folder).mkdir()
+    faulty = night_reports(demo_report, tmp_path / "ndr", [1.0] * 20 + [0.95] * 2,
+                           slower=True)
+    runs = ingest(migrated_dsn, _on_system(faulty, "ndr4x4"), "--trigger", "nightly")
+    [subject] = PAGED.findall(perfguard("verdict", str(runs[-1]), "--dsn",
+                                        migrated_dsn).stdout)
+    quiet = night_reports(demo_report, tmp_path / "quiet", [1.0] * 12, seed=8)
+    ingest(migrated_dsn, _on_system(quiet, "local", days_later=1), "--trigger", "nightly")
+    refused = perfguard("ack", subject, "--system", "local", "--reason", "cable swap",
+                        "--dsn", migrated_dsn)
+    assert refused.returncode == 2 and "names no open finding on local" in refused.stderr
     acked = perfguard("ack", subject, "--reason", "cable swap", "--dsn", migrated_dsn)
     assert acked.returncode == 0, acked.stdout + acked.stderr
     assert re.match(rf"acknowledged #\d+: {re.escape(subject)} on ndr4x4; ", acked.stdout)
-    elsewhere = perfguard("ack", subject, "--system", "local", "--reason", "cable swap",
-                          "--dsn", migrated_dsn)
-    assert elsewhere.returncode == 2 and "names no open finding on local" in elsewhere.stderr
+    again = night_reports(demo_report, tmp_path / "local", [1.0] * 20 + [0.95] * 2,
+                          seed=9, slower=True)
+    ingest(migrated_dsn, _on_system(again, "local", days_later=30), "--trigger", "nightly")
+    both = perfguard("ack", subject, "--reason", "cable swap", "--dsn", migrated_dsn)
+    assert both.returncode == 2, both.stdout + both.stderr
+    assert f"{subject!r} names open findings on 2 systems (local, ndr4x4): give --system" \
+        in both.stderr, both.stderr

@@ -13,7 +13,7 @@ import yaml
 from perfguard import paths
 from perfguard.errors import UsageError
 from perfguard.judge import findings, rules, sweep, thresholds
-from perfguard.yamlfile import SCHEMAS_DIR, load_yaml, schema_problems
+from perfguard.yamlfile import SCHEMAS_DIR, dump_yaml, load_yaml, schema_problems
 
 
 def schema(name: str) -> dict:
@@ -68,3 +68,23 @@ def test_a_number_written_with_an_exponent_is_a_number(tmp_path: Path) -> None:
     path.write_text("findings:\n  alpha: 1e-3x\n")
     with pytest.raises(UsageError, match="findings.alpha: '1e-3x' is not of type 'number'"):
         load_yaml(path, "verdict rules", schema="verdict_rules")
+
+
+@pytest.mark.parametrize("written", ["3e1", "30.0"])
+def test_a_count_is_a_whole_number_written_as_one(tmp_path: Path, written: str) -> None:
+    """JSON Schema's integer takes 30.0 (and 3e1, read as YAML 1.2): a rule's window
+    reached the judge as a float and broke it (slice indices must be integers)."""
+    path = tmp_path / "verdict_rules.yaml"
+    path.write_text(f"rules:\n  - metric: '*'\n    window: {written}\n")
+    with pytest.raises(UsageError, match=r"rules\[0\]\.window: 30\.0 is not of type 'integer'"):
+        load_yaml(path, "verdict rules", schema="verdict_rules")
+
+
+def test_what_perfguard_writes_reads_back_as_written(tmp_path: Path) -> None:
+    """A string that YAML 1.2 reads as a number (a parameter value ``1e3``, a host
+    ``1e100``) is quoted where perfguard writes YAML (a thresholds export, a detected
+    topology): unquoted, the export came back as the parameter 1000.0."""
+    document = {"params": {"size": "1e3", "host": "1e100"}, "reference": 1000.0, "n": 3}
+    path = tmp_path / "written.yaml"
+    path.write_text(dump_yaml(document))
+    assert load_yaml(path, "written") == document
