@@ -19,7 +19,14 @@ import psycopg
 import pytest
 
 from reframe_tests.common.binding import srun_masks
-from tests.conftest import DATA, TEST_STATE, create_database, drop_databases, perfguard
+from tests.conftest import (
+    DATA,
+    TEST_STATE,
+    create_database,
+    drop_databases,
+    perfguard,
+    surviving_a_slurmd_crash,
+)
 
 REPLAY = DATA / "replay"
 #: ReFrame matches -n against the display name without spaces ("Check%hca=lo%verb=…").
@@ -43,15 +50,21 @@ def recorded_table(name: str) -> dict[int, list[float]]:
 @pytest.fixture(scope="module")
 def replayed(layout):
     """One `perfguard run` of every check class, into a database of its own."""
-    name, dsn = create_database(layout)
-    perfguard("db", "upgrade", "--dsn", dsn, check=True)
-    args = ["run", "--dsn", dsn, "-S", "UcxPerftestCheck.iterations=2000"]
-    for check in CHECKS:
-        args += ["-n", check]
-    result = perfguard(*args, state=TEST_STATE, env={"PERFGUARD_REPLAY": str(REPLAY)})
+    databases = []
+
+    def replay() -> tuple[subprocess.CompletedProcess, str]:
+        name, dsn = create_database(layout)
+        databases.append(name)
+        perfguard("db", "upgrade", "--dsn", dsn, check=True)
+        args = ["run", "--dsn", dsn, "-S", "UcxPerftestCheck.iterations=2000"]
+        for check in CHECKS:
+            args += ["-n", check]
+        return perfguard(*args, state=TEST_STATE, env={"PERFGUARD_REPLAY": str(REPLAY)}), dsn
+
+    result, dsn = surviving_a_slurmd_crash(layout, "the replayed checks' run", replay)
     report = Path(re.search(r"\(report (\S+)\)", result.stdout).group(1))
     yield result, dsn, json.loads(report.read_text())["runs"][0]["testcases"]
-    drop_databases(layout, [name])
+    drop_databases(layout, databases)
 
 
 def cases(testcases: list[dict], check: str, **params) -> list[dict]:

@@ -25,7 +25,14 @@ from perfguard import cluster
 from perfguard.cluster.layout import GRAFANA_USER, ClusterLayout
 from perfguard.cluster.procs import pid_alive, read_pid
 from perfguard.store.spool import meta_path, rejected, spooled
-from tests.conftest import TEST_STATE, counts, perfguard, perfguard_command, verdict_rows
+from tests.conftest import (
+    TEST_STATE,
+    counts,
+    perfguard,
+    perfguard_command,
+    surviving_a_slurmd_crash,
+    verdict_rows,
+)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 DB_DOWN = "postgresql://perfguard@127.0.0.1:1/none"
@@ -326,6 +333,32 @@ def test_cluster_up_restarts_exactly_the_dead_nodes(layout: ClusterLayout) -> No
     states = cluster.services.node_states(layout)
     assert states["node2"] in ("idle", "mixed") and states["node3"] in ("idle", "mixed")
     assert perfguard("cluster", "status", state=TEST_STATE).returncode == 0
+
+
+def test_a_fixtures_run_during_which_a_slurmd_crashed_is_run_once_more(
+        layout: ClusterLayout) -> None:
+    """A run many tests read (the replayed checks', the demo's) during which node4's slurmd
+    died writing glibc's abort, as Debian's 22.05.8 did in CI, is run again on the healed
+    cluster, said; a run with no crash is run once."""
+    runs = []
+
+    def crashing_once() -> int:
+        runs.append(len(runs) + 1)
+        if len(runs) == 1:
+            pid = read_pid(layout.pid_file("slurmd-node4"))
+            with layout.log_file("slurmd-node4.out").open("a") as out:
+                out.write("malloc(): unaligned tcache chunk detected\n")
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: not pid_alive(pid), 30, "the killed slurmd still ran")
+        return runs[-1]
+
+    with pytest.warns(UserWarning, match=r"slurmd of node4 crashed by itself .* during the "
+                                         r"nightly; healed and run again"):
+        assert surviving_a_slurmd_crash(layout, "the nightly", crashing_once) == 2
+    assert cluster.services.dead_nodes(layout) == []
+    wait_for(lambda: cluster.services.node_states(layout).get("node4") in ("idle", "mixed"),
+             120, "node4 not back")
+    assert surviving_a_slurmd_crash(layout, "the nightly", crashing_once) == 3
 
 
 def wait_for(event: Callable[[], bool], timeout: float, failure: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import psycopg
@@ -23,6 +24,7 @@ from tests.conftest import (
     create_database,
     drop_databases,
     perfguard,
+    surviving_a_slurmd_crash,
     verdict_rows,
 )
 
@@ -47,14 +49,19 @@ def catalogue(directory: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def crashed(layout):
-    name, dsn = create_database(layout)
-    perfguard("db", "upgrade", "--dsn", dsn, check=True)
+    databases = []
     replay = catalogue(TEST_ROOT / "replay-job-end")
-    result = perfguard("run", "--dsn", dsn, "-n", LATENCY, "-n", BANDWIDTH,
-                       "-S", "OsuPt2PtCheck.time_limit=1m", state=TEST_STATE,
-                       env={"PERFGUARD_REPLAY": str(replay)})
-    yield result, dsn
-    drop_databases(layout, [name])
+
+    def run() -> tuple[subprocess.CompletedProcess, str]:
+        name, dsn = create_database(layout)
+        databases.append(name)
+        perfguard("db", "upgrade", "--dsn", dsn, check=True)
+        return perfguard("run", "--dsn", dsn, "-n", LATENCY, "-n", BANDWIDTH,
+                         "-S", "OsuPt2PtCheck.time_limit=1m", state=TEST_STATE,
+                         env={"PERFGUARD_REPLAY": str(replay)}), dsn
+
+    yield surviving_a_slurmd_crash(layout, "the crashing and hanging jobs' run", run)
+    drop_databases(layout, databases)
 
 
 def stored(dsn: str) -> dict[str, tuple[str, str]]:
