@@ -365,7 +365,7 @@ def surviving_a_slurmd_crash(layout: ClusterLayout, what: str, run: Callable[[],
     (``crashed_by_itself``), and that warned of: the tests' own teardown sees only what
     happens during each test, and a crash during a fixture's run (node1's, launching
     perftest's third step, in CI of 2026-12-01) failed every test reading that run and
-    erred the first for a dead node. ``run`` starts afresh (a database of its own)."""
+    erred the first for a dead node. ``run`` starts afresh each time."""
     sizes = log_sizes(layout)
     outcome = run()
     crashed = crashed_by_itself(layout, sizes)
@@ -375,6 +375,27 @@ def surviving_a_slurmd_crash(layout: ClusterLayout, what: str, run: Callable[[],
         heal(layout)
         outcome = run()
     return outcome
+
+
+@contextmanager
+def run_into_a_new_database(layout: ClusterLayout, what: str,
+                            run: Callable[[str], T]) -> Iterator[tuple[T, str]]:
+    """``run(dsn)`` into a database of its own at the newest schema (`perfguard db
+    upgrade`), surviving a slurmd crash (``surviving_a_slurmd_crash``: the second try into
+    a fresh database, so it sees no first try's run): (its outcome, the DSN); every
+    database it made dropped afterwards."""
+    databases = []
+
+    def into_a_new_database() -> tuple[T, str]:
+        name, dsn = create_database(layout)
+        databases.append(name)
+        perfguard("db", "upgrade", "--dsn", dsn, check=True)
+        return run(dsn), dsn
+
+    try:
+        yield surviving_a_slurmd_crash(layout, what, into_a_new_database)
+    finally:
+        drop_databases(layout, databases)
 
 
 @pytest.fixture(scope="session")

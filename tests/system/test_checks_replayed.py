@@ -22,10 +22,8 @@ from reframe_tests.common.binding import srun_masks
 from tests.conftest import (
     DATA,
     TEST_STATE,
-    create_database,
-    drop_databases,
     perfguard,
-    surviving_a_slurmd_crash,
+    run_into_a_new_database,
 )
 
 REPLAY = DATA / "replay"
@@ -50,21 +48,15 @@ def recorded_table(name: str) -> dict[int, list[float]]:
 @pytest.fixture(scope="module")
 def replayed(layout):
     """One `perfguard run` of every check class, into a database of its own."""
-    databases = []
-
-    def replay() -> tuple[subprocess.CompletedProcess, str]:
-        name, dsn = create_database(layout)
-        databases.append(name)
-        perfguard("db", "upgrade", "--dsn", dsn, check=True)
-        args = ["run", "--dsn", dsn, "-S", "UcxPerftestCheck.iterations=2000"]
-        for check in CHECKS:
-            args += ["-n", check]
-        return perfguard(*args, state=TEST_STATE, env={"PERFGUARD_REPLAY": str(REPLAY)}), dsn
-
-    result, dsn = surviving_a_slurmd_crash(layout, "the replayed checks' run", replay)
-    report = Path(re.search(r"\(report (\S+)\)", result.stdout).group(1))
-    yield result, dsn, json.loads(report.read_text())["runs"][0]["testcases"]
-    drop_databases(layout, databases)
+    args = ["-S", "UcxPerftestCheck.iterations=2000"]
+    for check in CHECKS:
+        args += ["-n", check]
+    with run_into_a_new_database(
+            layout, "the replayed checks' run",
+            lambda dsn: perfguard("run", "--dsn", dsn, *args, state=TEST_STATE,
+                                  env={"PERFGUARD_REPLAY": str(REPLAY)})) as (result, dsn):
+        report = Path(re.search(r"\(report (\S+)\)", result.stdout).group(1))
+        yield result, dsn, json.loads(report.read_text())["runs"][0]["testcases"]
 
 
 def cases(testcases: list[dict], check: str, **params) -> list[dict]:

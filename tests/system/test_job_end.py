@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import psycopg
@@ -21,10 +20,8 @@ from tests.conftest import (
     DATA,
     TEST_ROOT,
     TEST_STATE,
-    create_database,
-    drop_databases,
     perfguard,
-    surviving_a_slurmd_crash,
+    run_into_a_new_database,
     verdict_rows,
 )
 
@@ -49,19 +46,13 @@ def catalogue(directory: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def crashed(layout):
-    databases = []
     replay = catalogue(TEST_ROOT / "replay-job-end")
-
-    def run() -> tuple[subprocess.CompletedProcess, str]:
-        name, dsn = create_database(layout)
-        databases.append(name)
-        perfguard("db", "upgrade", "--dsn", dsn, check=True)
-        return perfguard("run", "--dsn", dsn, "-n", LATENCY, "-n", BANDWIDTH,
-                         "-S", "OsuPt2PtCheck.time_limit=1m", state=TEST_STATE,
-                         env={"PERFGUARD_REPLAY": str(replay)}), dsn
-
-    yield surviving_a_slurmd_crash(layout, "the crashing and hanging jobs' run", run)
-    drop_databases(layout, databases)
+    with run_into_a_new_database(
+            layout, "the crashing and hanging jobs' run",
+            lambda dsn: perfguard("run", "--dsn", dsn, "-n", LATENCY, "-n", BANDWIDTH,
+                                  "-S", "OsuPt2PtCheck.time_limit=1m", state=TEST_STATE,
+                                  env={"PERFGUARD_REPLAY": str(replay)})) as outcome:
+        yield outcome
 
 
 def stored(dsn: str) -> dict[str, tuple[str, str]]:
