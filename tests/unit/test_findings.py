@@ -1193,6 +1193,24 @@ print(one_trial("16", 3, "Himeno node 30 % slower", 46)[:2])
     assert run_in_benchmarks(script).splitlines() == ["(0.0, 1.0)", "(0.0, 1.0)"]
 
 
+def test_a_leafs_nights_agree_whichever_of_them_is_the_deeper() -> None:
+    """run_quality, 16 nodes of two leaves, a leaf congested (every line through it 30 %
+    worse): the partition's effect, the median of its two leaves', takes half of it, and
+    how much on each night is the fabric's noise. Seed 1, trial 2: leaf1's effect +17.0 %
+    then +9.5 % (noise 1.12 %); trial 35: leaf2's +14.6 % then +7.9 % (1.24 %); seed 2,
+    trials 14 and 24 alike. Nights agreed within ``agree`` noise times tonight's depth
+    over 8: the first night, the deeper, was no night of tonight's level, and one night
+    read 3.39, 3.15, 3.87 and 3.57 against the bar 4.60. A leaf's nights agree within
+    the deeper of the two, and each pages on its second night (a line's, a node's keep
+    tonight's depth: with them too, the live quota nights paged the night after the
+    quota went, ``test_live_quota_nights.py``)."""
+    script = TRIAL + """
+for seed, trial in ((1, 2), (1, 35), (2, 14), (2, 24)):
+    print(one_trial("16", seed, "leaf switch congested", trial)[:2])
+"""
+    assert run_in_benchmarks(script).splitlines() == ["(0.0, 1.0)"] * 4
+
+
 def node_with_a_himeno_line(node_night: bool) -> list[fd.Evidence]:
     """Node n1: a Himeno line (30 % worse on its 2 recent nights) and four pair lines to
     n2-n5, beside eight pair lines of the fabric not through n1, each of noise 1 % over 40
