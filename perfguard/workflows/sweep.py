@@ -20,7 +20,25 @@ from perfguard.run.reframe import RunRequest
 from perfguard.site.context import Context
 from perfguard.store import db
 from perfguard.workflows.pipeline import run_and_store
-from perfguard.workflows.upgrade import excluded_nodes
+
+
+def excluded_nodes(ctx: Context, keep: str) -> tuple[set[str], str]:
+    """The nodes ``keep`` names, and the partition's other nodes as a list for
+    sbatch --exclude."""
+    env = ctx.slurm_env()
+    wanted = subprocess.run(["scontrol", "show", "hostnames", keep], capture_output=True,
+                            text=True, env=env)
+    every = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
+                           env=env)
+    if wanted.returncode != 0 or every.returncode != 0:
+        raise PerfguardError(f"cannot resolve nodes {keep!r}: "
+                             f"{(wanted.stderr or every.stderr).strip()}")
+    keep_set = set(wanted.stdout.split())
+    unknown = keep_set - set(every.stdout.split())
+    if unknown:
+        raise PerfguardError(f"--nodes names nodes Slurm does not know: {sorted(unknown)}")
+    return keep_set, ",".join(sorted(set(every.stdout.split()) - keep_set, key=fp.natural_key))
+
 
 
 @dataclass

@@ -26,6 +26,7 @@ from perfguard.judge import verdict as vd
 from perfguard.run.reframe import NothingSelected, RunRequest
 from perfguard.site.context import Context
 from perfguard.store import db, queries
+from perfguard.workflows import sweep
 from perfguard.workflows.nightly import with_report
 from perfguard.workflows.pipeline import RunVerdict, run_pipeline
 
@@ -33,24 +34,6 @@ from perfguard.workflows.pipeline import RunVerdict, run_pipeline
 PER_NODE_CHECKS = ("HimenoCheck%size={size}%nodes=1%ranks_step=1", "NcclTestsCheck%collnet=off")
 #: ReFrame variables the per-node run sets: NCCL over one node's GPUs.
 PER_NODE_SETVARS = ("NcclTestsCheck.num_nodes=1",)
-
-
-def excluded_nodes(ctx: Context, keep: str) -> tuple[set[str], str]:
-    """The nodes ``keep`` names, and the partition's other nodes as a list for
-    sbatch --exclude."""
-    env = ctx.slurm_env()
-    wanted = subprocess.run(["scontrol", "show", "hostnames", keep], capture_output=True,
-                            text=True, env=env)
-    every = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
-                           env=env)
-    if wanted.returncode != 0 or every.returncode != 0:
-        raise PerfguardError(f"cannot resolve nodes {keep!r}: "
-                             f"{(wanted.stderr or every.stderr).strip()}")
-    keep_set = set(wanted.stdout.split())
-    unknown = keep_set - set(every.stdout.split())
-    if unknown:
-        raise PerfguardError(f"--nodes names nodes Slurm does not know: {sorted(unknown)}")
-    return keep_set, ",".join(sorted(set(every.stdout.split()) - keep_set, key=fp.natural_key))
 
 
 @dataclass(frozen=True)
@@ -117,7 +100,7 @@ def _acceptance(ctx: Context, request: UpgradeRequest, kept: set[str] | None) ->
     extra: tuple[str, ...] = ()
     setvars: tuple[str, ...] = request.setvars
     if request.nodes:
-        kept, others = excluded_nodes(ctx, request.nodes)
+        kept, others = sweep.excluded_nodes(ctx, request.nodes)
         extra = ("-J", f"exclude={others}") if others else ()
         # shapes that need more nodes than given are skipped before anything is submitted
         setvars += (f"nodes_available={len(kept)}",)
@@ -155,7 +138,7 @@ def _per_node(ctx: Context, request: UpgradeRequest, baseline_id: int | None) ->
     listed = hostnames(ctx, request.nodes)
     peers = [n for n in hostnames(ctx, request.peers) if n not in listed] \
         if request.peers else []
-    excluded_nodes(ctx, ",".join(listed + peers))  # every node known to Slurm
+    sweep.excluded_nodes(ctx, ",".join(listed + peers))  # every node known to Slurm
     held = _held_for_the_check(ctx, request, listed, peers)
     try:
         measured = Measured()
@@ -247,8 +230,6 @@ def _sweep_phase(ctx: Context, request: UpgradeRequest, nodes: list[str],
                  measured: Measured) -> None:
     """Each node's HCAs in loopback and every pair (perfguard sweep, retests and blame):
     a node the sweep blames fails against its peers."""
-    from perfguard.workflows import sweep
-
     try:
         outcome = sweep.fabric_sweep(ctx, request.system, ",".join(nodes),
                                      setvars=request.setvars,
@@ -279,7 +260,7 @@ def _node_phase(ctx: Context, request: UpgradeRequest, nodes: list[str],
     others excluded; GPU checks where Slurm gives the node GPUs, else a note why not."""
     from perfguard.workflows.pipeline import run_and_store
 
-    others = excluded_nodes(ctx, ",".join(nodes))[1]
+    others = sweep.excluded_nodes(ctx, ",".join(nodes))[1]
     names = tuple(name.format(size=request.himeno_size) for name in PER_NODE_CHECKS)
     try:
         completed = run_and_store(ctx, RunRequest(
@@ -345,8 +326,6 @@ def _confirm_loopbacks(ctx: Context, request: UpgradeRequest, listed: list[str],
     sweep retests, site_config/sweep.yaml), one at a time beside the loopbacks of up to
     two reference nodes (peers first) that tell the conditions: it fails only when every
     measurement missed, its limit scaled to how the references fared then."""
-    from perfguard.workflows import sweep
-
     criteria = sw.load_criteria(paths.site_file("sweep.yaml"), request.system)
     mine = [f for f in measured.loopbacks if f.node in listed]
     for _ in range(criteria.retests):

@@ -68,3 +68,56 @@ def test_a_folder_allows_only_folders_below_it() -> None:
 def test_the_base_imports_only_the_base() -> None:
     for name in BASE - {"__version__"}:
         assert perfguard_imports(ROOT / "perfguard" / f"{name}.py") <= BASE, name
+
+
+def module_imports(path: Path, package: str) -> set[str]:
+    """The modules of ``package`` that the module at ``path`` imports (``perfguard.judge.
+    rules``, ``from perfguard.judge import rules``, ``from . import rules``), at its top
+    or inside a function."""
+    modules = {p.stem for p in path.parent.glob("*.py")}
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                module = f"perfguard.{package}" + (f".{module}" if module else "")
+            if module == f"perfguard.{package}":
+                found |= {alias.name for alias in node.names if alias.name in modules}
+            elif module.startswith(f"perfguard.{package}."):
+                found.add(module.split(".")[2])
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[2] for alias in node.names
+                      if alias.name.startswith(f"perfguard.{package}.")}
+    return found - {path.stem}
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle of ``graph`` (module → the modules it imports), each from its least
+    module: verdict.py importing run_findings.py and back was one (issue 67)."""
+    circles = []
+
+    def walk(start: str, path: list[str]) -> None:
+        for target in sorted(graph.get(path[-1], set())):
+            if target == start:
+                circles.append(path)
+            elif target > start and target not in path:
+                walk(start, [*path, target])
+
+    for start in sorted(graph):
+        walk(start, [start])
+    return circles
+
+
+def test_import_circles_are_found() -> None:
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_two_modules_of_a_package_import_each_other_in_a_circle() -> None:
+    circles = {}
+    for package in (p for p in (ROOT / "perfguard").iterdir() if p.is_dir()):
+        graph = {path.stem: module_imports(path, package.name)
+                 for path in package.glob("*.py")}
+        if found := import_circles(graph):
+            circles[package.name] = found
+    assert circles == {}
