@@ -119,10 +119,11 @@ BLIND_DESCRIPTION = (
 TREND_DESCRIPTION = (
     "Lines: each variant's nightly median of its passed runs (key_figure_night, the rollup "
     "that stays when `perfguard db prune` drops old months of samples). Green band: the "
-    "threshold (acceptance floor). Blue band: the history baseline's noise band at each run "
-    "(median ± k·σ or the minimum change; a run outside it is 'beyond'). Red points: fail, "
-    "regression or test-failed; green points: improvement. States are the ones perfguard "
-    "stored when it judged the run (verdict_line).")
+    "line's threshold (acceptance floor), or where it has none the check's own reference "
+    "(its limits as the check declares them). Blue band: the history baseline's noise "
+    "band at each run (median ± k·σ or the minimum change; a run outside it is 'beyond'). "
+    "Red points: fail, regression or test-failed; green points: improvement. States are "
+    "the ones perfguard stored when it judged the run (verdict_line).")
 
 
 def trends() -> dict:

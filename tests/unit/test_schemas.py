@@ -5,6 +5,7 @@ schema refuses, or one the schema lets through that the code never reads, fails 
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from perfguard import paths
 from perfguard.errors import UsageError
 from perfguard.judge import findings, rules, sweep, thresholds
 from perfguard.yamlfile import SCHEMAS_DIR, dump_yaml, load_yaml, schema_problems
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def schema(name: str) -> dict:
@@ -88,3 +91,22 @@ def test_what_perfguard_writes_reads_back_as_written(tmp_path: Path) -> None:
     path = tmp_path / "written.yaml"
     path.write_text(dump_yaml(document))
     assert load_yaml(path, "written") == document
+
+
+def test_the_verdicts_page_tables_every_setting_of_the_rule_and_fits_its_size() -> None:
+    """docs/verdicts.md's settings table is every setting a site has of the verdict rule,
+    no more: the line rule's and the findings' (the rules file's schema), the run's floor,
+    the CPU-wait bars the checks take as variables; twelve at most, the page 30 kB at most
+    (issue 67: 32 settings and a page of 129.5 kB were more than an admin could read)."""
+    page = (ROOT / "docs" / "verdicts.md").read_text()
+    table = page.split("## Settings", 1)[1].split("\n## ", 1)[0]
+    tabled = {name for row in table.splitlines() if row.startswith("| `")
+              for name in re.findall(r"`(\w+)`", row.split(" | ")[0])}
+    checks = (ROOT / "reframe_tests" / "common" / "base.py").read_text()
+    bars = set(re.findall(r"^\s+(max_\w*cpu_wait) = variable\(", checks, re.M))
+    sets = (set(rules.SETTINGS) | set(findings.SETTINGS)
+            | set(schema("verdict_rules")["properties"]["run"]["properties"]) | bars)
+    assert bars == {"max_cpu_wait", "max_job_cpu_wait"}
+    assert tabled == sets
+    assert len(sets) <= 12
+    assert len(page.encode()) <= 30_000
