@@ -105,6 +105,9 @@ def test_a_watch_finding_says_why_it_did_not_page_and_an_unknown_subject_is_refu
     assert written.returncode in (0, 1), written.stdout + written.stderr
     assert re.search(r"^- \*\*watch\*\* .*node2:\S+.*worse by a median", summary.read_text(),
                      re.M), summary.read_text()  # the CI summary shows what is watched
+    html = (tmp_path / "r.html").read_text()
+    assert re.search(r'<li data-paged="false"><span class="state [\w-]+">watch</span>\s+'
+                     r'[^<]*node2:\S+[^<]*worse by a median', html), html  # and the report
     unknown = perfguard("verdict", str(runs[-1]), "--explain", "node99", "--dsn",
                         migrated_dsn)
     assert unknown.returncode == 2, unknown.stdout + unknown.stderr

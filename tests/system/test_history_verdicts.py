@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import psycopg
+import pytest
 import yaml
 
 from perfguard.judge import thresholds
@@ -218,6 +219,12 @@ def test_thresholds_derived_from_history_sit_a_few_noise_below_the_median(
     assert bw["direction"] == "higher" and "upper" not in bw
     assert -0.08 < bw["lower"] < -0.02  # 4 noise at CV 1 %
     assert bw["reason"] == f"median of the last 12 runs up to run {runs[-1]}, 4 sigma"
+    narrower = perfguard("thresholds", "derive", "--from-history", "12", "--sigmas", "2",
+                         "--dsn", migrated_dsn)  # docs/verdicts.md's `[--sigmas 4]`
+    [bw2] = [e for e in yaml.safe_load(narrower.stdout)["thresholds"]
+             if e["check"] == "UcxPerftestCheck" and e["params"] == bw["params"]]
+    assert bw2["lower"] == pytest.approx(-max(-bw["lower"] / 2, 0.01), rel=1e-3)
+    assert bw2["reason"].endswith(", 2 sigma")
     short = perfguard("thresholds", "derive", "--from-history", "30", "--dsn", migrated_dsn)
     assert "12 runs of history, 8 needed" not in short.stdout  # 12 ≥ 8: proposed
     assert "# 0 thresholds" not in short.stdout
@@ -229,8 +236,11 @@ def test_change_points_name_the_run_and_what_changed_there(
     night 8 is no change point."""
     factors = [1.0] * 8 + [0.6] + [1.0] * 11 + [0.93] * 10
     runs = store_nights(migrated_dsn, demo_report, tmp_path, factors, kernel_from=20)
-    result = perfguard("changepoints", "--dsn", migrated_dsn)
+    elsewhere = perfguard("changepoints", "--system", "elsewhere", "--dsn", migrated_dsn)
+    assert elsewhere.stdout.splitlines() == ["0 change points stored"], elsewhere.stdout
+    result = perfguard("changepoints", "--system", "local", "--dsn", migrated_dsn)
     assert result.returncode == 0, result.stderr
+    assert result.stdout == perfguard("changepoints", "--dsn", migrated_dsn).stdout
     lines = [x for x in result.stdout.splitlines() if x.startswith(BW_LINE.rsplit(" ", 1)[0])
              and " bandwidth " in x]
     assert len(lines) == 1, result.stdout
