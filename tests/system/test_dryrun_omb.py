@@ -6,9 +6,13 @@ and the 4-GPU/4-NDR system (ndr4x4: Open MPI 5 + UCX, two sockets).
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 
-from tests.conftest import TEST_STATE, dry_run_scripts
+from tests.conftest import TEST_STATE, dry_run_scripts, perfguard
 
 PT2PT = "OsuPt2PtCheck%hca={hca}%benchmark={bench}%transfer={transfer}%placement={placement}"
 OMB = "/opt/perfguard/gcc-openmpi-ucx-cuda/libexec/osu-micro-benchmarks/mpi"
@@ -222,3 +226,23 @@ def test_ndr_nccl_tests_one_rank_per_gpu_on_the_topologys_hcas() -> None:
         "--cpu-bind=verbose,map_cpu:0,1,48,49 "
         "/opt/perfguard/gcc-openmpi-ucx-cuda/bin/all_reduce_perf -b 8 -e 1073741824 -f 2 -g 1",
         END]
+
+
+def test_the_readmes_dry_run_writes_a_job_script_for_every_check_it_does_not_skip() -> None:
+    """README's `perfguard run --system seedfdr --dry-run`, as typed: every test case that
+    is not skipped has its job script (sbatch, the partition's), every skipped one says
+    why (too few nodes in the example's two), and none fails."""
+    dry = perfguard("run", "--system", "seedfdr", "--dry-run", state=TEST_STATE)
+    assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
+    assert re.search(r"Ran \d+/\d+ test case\(s\) .*\(0 failure\(s\)", dry.stdout), dry.stdout
+    [report] = re.findall(r"^report: (\S+)$", dry.stdout, re.M)
+    cases = json.loads(Path(report).read_text())["runs"][0]["testcases"]
+    skipped = [case for case in cases if case["result"] == "skip"]
+    ran = [case for case in cases if case["result"] != "skip"]
+    assert len(ran) > 200 and {case["result"] for case in ran} == {"pass"}
+    assert all(case["perfguard_skip_reason"] for case in skipped)
+    assert all(f"[{case['perfguard_skip_reason']}]" in dry.stdout for case in skipped)
+    scripts = [Path(case["stagedir"]) / "rfm_job.sh" for case in ran
+               if not case["name"].startswith("SpackStack")]  # a build, not a job
+    assert scripts and all("#SBATCH --partition=gpu" in script.read_text()
+                           for script in scripts)
