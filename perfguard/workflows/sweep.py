@@ -40,7 +40,6 @@ def excluded_nodes(ctx: Context, keep: str) -> tuple[set[str], str]:
     return keep_set, ",".join(sorted(set(every.stdout.split()) - keep_set, key=fp.natural_key))
 
 
-
 @dataclass
 class SweepOutcome:
     run_id: int
