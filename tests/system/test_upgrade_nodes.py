@@ -109,7 +109,8 @@ def test_the_rolling_upgrade_of_operations_md(layout: ClusterLayout, migrated_ds
         node4, node3 = row(out, "node4"), row(out, "node3")
         assert re.match(r"node4\s+hca mlx5_0 fw 28\.39\.1002 → 28\.41\.1000\s+FAIL\s+"
                         r"loopback bandwidth lo \S+ MiB/s, its own level before the upgrade "
-                        r"\S+ MiB/s \(median of 1 earlier value\(s\)", node4), node4
+                        r"\S+ MiB/s \(median of 1 earlier value\(s\)", node4), \
+            node4 + "\n" + out[-6000:]  # the sweep's and loopbacks' lines, when it misses
         figure, level = (float(v) for v in re.search(
             r"lo (\S+) MiB/s, its own level before the upgrade (\S+) MiB/s", node4).groups())
         assert figure < 0.6 * level, node4
