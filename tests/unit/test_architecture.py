@@ -26,18 +26,27 @@ def floors() -> list[tuple[str, set[str]]]:
     return rows
 
 
+def imported(path: Path) -> set[str]:
+    """Every module name the module at ``path`` imports, at its top or inside a function,
+    dotted in full (``from perfguard.judge import rules``: ``perfguard.judge`` and
+    ``perfguard.judge.rules``; a relative import read from the module's package)."""
+    package = ".".join(path.relative_to(ROOT).parent.parts)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                module = package + (f".{module}" if module else "")
+            found |= {module, *(f"{module}.{alias.name}" for alias in node.names)}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return found
+
+
 def perfguard_imports(path: Path) -> set[str]:
     """``store``, ``paths``, … for every ``perfguard.X`` the module imports, at its top
     or inside a function (``from perfguard import paths`` too)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "perfguard":
-            found |= {alias.name for alias in node.names}
-            continue
-        names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
-            [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-        found |= {n.split(".")[1] for n in names if n.startswith("perfguard.")}
-    return found
+    return {name.split(".")[1] for name in imported(path) if name.startswith("perfguard.")}
 
 
 def test_every_module_imports_what_its_row_allows() -> None:
@@ -71,24 +80,10 @@ def test_the_base_imports_only_the_base() -> None:
 
 
 def module_imports(path: Path, package: str) -> set[str]:
-    """The modules of ``package`` that the module at ``path`` imports (``perfguard.judge.
-    rules``, ``from perfguard.judge import rules``, ``from . import rules``), at its top
-    or inside a function."""
-    modules = {p.stem for p in path.parent.glob("*.py")}
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:
-                module = f"perfguard.{package}" + (f".{module}" if module else "")
-            if module == f"perfguard.{package}":
-                found |= {alias.name for alias in node.names if alias.name in modules}
-            elif module.startswith(f"perfguard.{package}."):
-                found.add(module.split(".")[2])
-        elif isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[2] for alias in node.names
-                      if alias.name.startswith(f"perfguard.{package}.")}
-    return found - {path.stem}
+    """The modules of ``package`` that the module at ``path`` imports (``imported``)."""
+    modules = {p.stem for p in path.parent.glob("*.py")} - {path.stem}
+    return {name.split(".")[2] for name in imported(path)
+            if name.startswith(f"perfguard.{package}.")} & modules
 
 
 def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
