@@ -237,10 +237,22 @@ class Finding:
     again: str = ""
     #: Why it pages or not, in words (``_decide``).
     decided: str = ""
+    #: The night effects its evidence was read with, and its judged lines' rows there:
+    #: what ``taken_off`` shows (``verdict --explain``), read only when asked.
+    night_effects: NightEffects | None = field(default=None, repr=False, compare=False)
+    judged_rows: list[int] = field(default_factory=list, repr=False)
 
     @property
     def worse(self) -> bool:
         return statistics.fmean(line.side for line in self.lines) < 0
+
+    def taken_off(self) -> tuple[dict[str, tuple[tuple[float, ...], float | None]],
+                                 list[TakenOff | None]]:
+        """The night effects taken off its judged lines, and each line's last night
+        taken apart (``NightEffects.taken_off``); nothing where none were read."""
+        if self.night_effects is None:
+            return {}, [None] * len(self.judged_on)
+        return self.night_effects.taken_off(self.kind, self.judged_rows)
 
     @property
     def change(self) -> float | None:
@@ -643,6 +655,7 @@ def _weigh(finding: Finding, effects: NightEffects, subject: str, judged: list[i
     finding.evidence = (max if finding.worse else min)(finding.tests.values())
     finding.judged_on = list(zip((effects.lines[i] for i in judged),
                                  effects.residuals(finding.kind, judged) or [None] * len(judged)))
+    finding.night_effects, finding.judged_rows = effects, list(judged)
     return finding
 
 
@@ -918,6 +931,35 @@ def decision_words(finding: Finding, confirmed: int, critical: float, policy: Po
     return f"{verdict}: " + "; ".join(words for _, words in conditions)
 
 
+@dataclass(frozen=True)
+class TakenOff:
+    """One judged line's last recent night taken apart (``NightEffects.taken_off``):
+    its move against its baseline (relative, worse > 0), each night effect taken off it
+    (its partition's, leaves', nodes'), what is left, and the noise that is read in (its
+    history nights' spread of what is left), widened ``load`` times on a night of fabric
+    load where it is read alone; or, ``own_nights``, read in its own nights, nothing
+    taken off (a node-local line whose node's nights spread wider: ``_steadier_alone``)."""
+    move: float
+    parts: tuple[tuple[str, float], ...]
+    left: float
+    noise: float
+    load: float = 1.0
+    own_nights: bool = False
+
+    def render(self) -> str:
+        """``tonight +52.0 % = partition gpu +0.4 + node1 +25.3 + node2 +24.9 + left
+        +1.4 (0.48 of its noise 2.9 %)``: every number checkable by hand."""
+        if self.own_nights:
+            return (f"tonight {self.move * 100:+.1f} %, read in its own nights (nothing taken "
+                    f"off; {self.move / self.noise:.2f} of their noise {self.noise * 100:.1f} %)")
+        terms = [f"{name} {value * 100:+.1f}" for name, value in self.parts]
+        load = f" times the fabric's load {self.load:.2f}" if self.load > 1 else ""
+        return (f"tonight {self.move * 100:+.1f} % = "
+                + " + ".join([*terms, f"left {self.left * 100:+.1f}"])
+                + f" ({self.left / (self.noise * self.load):.2f} of its noise "
+                  f"{self.noise * 100:.1f} %{load})")
+
+
 #: Rows read (``NightEffects._read``): their residuals as a cause's test reads them, as a
 #: line alone reads them, and their far shares.
 Reading = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -971,8 +1013,10 @@ class NightEffects:
         self.history = np.array([key not in recent for key in keys], dtype=bool)
         self.usable = int(self.history.sum()) >= policy.effect_nights and bool(recent)
         self.shared: dict[tuple[str, str], np.ndarray] = {}
-        #: The rows each partition's and leaf's effect was taken from.
+        #: The rows each partition's and leaf's effect was taken from, and the effect
+        #: itself each night (relative, worse > 0): what ``taken_off`` shows.
         self.rows: dict[tuple[str, str], set[int]] = {}
+        self.effect: dict[tuple[str, str], np.ndarray] = {}
         if not self.usable:
             return
         self.recent_at = np.flatnonzero(~self.history)
@@ -1018,6 +1062,10 @@ class NightEffects:
         self._remove_nodes(left)
         self.residual, self.alone, self.shares = self._read(left, np.arange(len(lines)))
         self._left_out: dict[tuple[tuple[int, ...], bool], Reading] = {}
+        #: The nodes' effects each ``_without`` reading took off, and the node-local
+        #: lines read in their own nights (``_steadier_alone``): what ``taken_off`` shows.
+        self._effects_read: dict[tuple[tuple[int, ...], bool], np.ndarray] = {}
+        self._in_own_nights: set[int] = set()
 
     def _read(self, left: np.ndarray, rows: np.ndarray, pooled: float | None = None
               ) -> Reading:
@@ -1080,7 +1128,7 @@ class NightEffects:
             read = self._read(left, np.array(rows), self._far_rate)
             if not precise and len(rows) == 1:
                 read = self._steadier_alone(rows[0], left, read)
-            self._left_out[key] = read
+            self._left_out[key], self._effects_read[key] = read, effects
         return self._left_out[key]
 
     def _steadier_alone(self, row: int, left: np.ndarray, read: Reading) -> Reading:
@@ -1107,7 +1155,10 @@ class NightEffects:
         own = self._read(moves, np.array([row]), self._far_rate)
         fewer_far, as_many = own[2][0] < read[2][0], own[2][0] == read[2][0]
         steadier = OWN_NIGHTS_MARGIN * own_spread < left_spread
-        return own if fewer_far or (as_many and steadier) else read
+        if fewer_far or (as_many and steadier):
+            self._in_own_nights.add(row)
+            return own
+        return read
 
     def _node_effects_without(self, out: set[int], precise: bool = True) -> np.ndarray:
         """The nodes' effects with those of the nodes of rows ``out`` read again from
@@ -1174,6 +1225,7 @@ class NightEffects:
                                                _levels(effect[None, self.recent_at]),
                                                deeper=cause[0] == LEAF)[0]
         self.rows[cause] = set(np.flatnonzero(rows).tolist())
+        self.effect[cause] = effect
         return effect
 
     def _remove_nodes(self, left: np.ndarray) -> None:
@@ -1295,6 +1347,59 @@ class NightEffects:
                   f"more they moved together than alone on history nights"] = (
                 independent / math.sqrt(deff))
         return tests
+
+    def taken_off(self, kind: str, covered: list[int]
+                  ) -> tuple[dict[str, tuple[tuple[float, ...], float | None]],
+                             list[TakenOff | None]]:
+        """What ``verdict --explain`` shows of the night effects a cause's residuals were
+        read less: each effect on its lines (their partitions', leaves' and nodes', as the
+        residuals of a cause of ``kind`` took them: ``residuals``) on each of the run's
+        recent nights, with its z against its own nights over those that agree with the
+        last (as a shared effect's test reads it; None: a node's nights read again from its
+        other lines); and each line's last night taken apart (``TakenOff``; None: not
+        measured). Without night effects, nothing: the lines were combined as they are."""
+        if not self.usable:
+            return {}, [None] * len(covered)
+        again = kind in (DEVICE, LINE) and self._mature(covered)
+        if again:
+            self._without(covered, precise=kind != LINE)  # read and kept once
+        nodes = (self._effects_read[tuple(covered), kind != LINE] if again
+                 else self._node_effects)
+        shown: dict[str, tuple[tuple[float, ...], float | None]] = {}
+        parts_of = []
+        for row in covered:
+            line = self.lines[row]
+            causes = [cause for cause, rows in self.rows.items() if row in rows]
+            causes += [(NODE, node) for node in sorted(set(line.nodes), key=line.nodes.index)]
+            parts = [(name, self.effect[kind_, name] if kind_ != NODE
+                      else nodes[self._node_number[name]]) for kind_, name in causes]
+            parts_of.append(parts)
+            for (kind_, name), (_, effect) in zip(causes, parts):
+                z = self.shared.get((kind_, name))
+                shown.setdefault(name, (tuple(effect[self.recent_at].tolist()), None
+                                        if z is None or (again and kind_ == NODE) else float(z)))
+        return shown, [self._line_taken_apart(row, parts, kind)
+                       for row, parts in zip(covered, parts_of)]
+
+    def _line_taken_apart(self, row: int, parts: list[tuple[str, np.ndarray]], kind: str
+                          ) -> TakenOff | None:
+        """Row ``row``'s last recent night: its move, ``parts`` taken off it, what is left
+        in the noise of what is left on its history nights (``_read``'s), and the
+        fabric's load that night where it is read alone."""
+        seen = np.flatnonzero(self._own[row] & ~np.isnan(self._moves[row]))
+        if not len(seen):
+            return None
+        night = int(seen[-1])
+        move = float(self._moves[row, night])
+        if row in self._in_own_nights and kind == LINE:
+            noise = _noise_of(np.where(self._own[[row]], np.nan, self._moves[[row]]))[0]
+            return TakenOff(move, (), move, float(noise), 1.0, True)
+        left = self._moves[row] - sum((effect for _, effect in parts),
+                                      np.zeros(self._moves.shape[1]))
+        noise = _noise_of(np.where(self._own[[row]], np.nan, left[None, :]))[0]
+        load = float(max(self._load[row, night], 1.0)) if kind == LINE else 1.0
+        return TakenOff(move, tuple((name, float(effect[night])) for name, effect in parts),
+                        float(left[night]), float(noise), load, False)
 
     def _enclosing(self, covered: list[int]) -> dict[str, float]:
         """The shared effects (a partition's, a leaf's) taken mostly from ``covered``'s own

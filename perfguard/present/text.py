@@ -300,7 +300,8 @@ def explain_finding(finding: Any, judged: int, alpha: float) -> str:
            f"from its baseline in its noise read through a Student-t and turned into the "
            f"normal z of the same chance, combined over the nights):"]
     moved = {id(line) for line in finding.lines}
-    for line, residual in finding.judged_on:
+    effects, taken_apart = finding.taken_off()
+    for (line, residual), apart in zip(finding.judged_on, taken_apart):
         parts = [f"z {line.z:.2f} over {line.nights} night(s)",
                  "moved " + ("worse" if line.side < 0 else "better" if line.side > 0
                              else "not") + (f" {line.change:+.1%}" if line.change is not None
@@ -312,7 +313,21 @@ def explain_finding(finding: Any, judged: int, alpha: float) -> str:
             parts.append(f"read with {line.far:.0%} far worse nights")
         mark = "*" if id(line) in moved else " "
         out.append(f"   {mark} {line.name} [{', '.join(line.nodes)}]: {'; '.join(parts)}")
+        if apart is not None:
+            out.append(f"       {apart.render()}")
+        elif effects:  # the night effects were read, but this line has no nightly moves
+            out.append("       no nightly moves (a whole curve): its own z, nothing taken off")
     out.append("  (*: the lines that moved, which the finding names)")
+    if effects:
+        out.append("  night effects taken off its lines before their residuals (relative, "
+                   "worse > 0, on each of the run's recent nights, the last one last; z: "
+                   "against the effect's own nights, those recent ones that agree with the "
+                   "last combined; each line's last night above is its move = the effects "
+                   "on it + what is left, read in its noise):")
+        out += [f"    {name}: " + ", ".join(f"{value * 100:+.1f} %" for value in values) + (
+                    f"; z {z:.2f}" if z is not None
+                    else "; read again from its other lines, no z of its own")
+                for name, (values, z) in effects.items()]
     out.append("  evidence: the " + ("largest" if finding.worse else "smallest")
                + " of its tests (each combines z's by Stouffer: their sum over √count):")
     out += [f"    {value:6.2f}  {what}" for what, value in finding.tests.items()]

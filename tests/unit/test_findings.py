@@ -470,6 +470,41 @@ def test_explain_leaf1_shows_the_leaf_its_lines_and_a_bar_that_adds_up() -> None
     assert f"the bar {bar:.2f}" in shown and evidence >= bar, shown
 
 
+def test_explain_shows_every_night_effect_taken_off_and_each_lines_night_adds_up() -> None:
+    """Issue 67, item 4, "every discount with its number": the live quota's finding read
+    z 2.1 of lines 4.5-6.6σ off because the nodes' nights took the fault, and `--explain`
+    did not show how much. Now each night effect taken off the judged lines is shown on
+    the run's recent nights with its z, and each line's last night as its move = those
+    effects + what is left: node1 30 % slow carries the 30 % as its node's night (its
+    lines keep ~0), an HCA 40 % slow keeps its 40 % in its lines (its nodes carry ~0)."""
+    def explained(tonight: dict[str, float], subject: str) -> str:
+        lines = correlated_site(tonight)
+        [found] = [f for f in fd.findings(lines) if f.subject == subject]
+        return tx.explain_finding(found, len(lines), fd.DEFAULT_POLICY.alpha)
+
+    term = r"([+-]\d+\.\d)"
+    for subject, cause, held in (("node1", 0.3, "node"), ("node3:mlx5_1", 0.4, "line")):
+        shown = explained({subject: cause}, subject)
+        apart = re.findall(rf"^ +tonight {term} % = (.+) \((-?\d+\.\d\d) of its noise "
+                           rf"(\d+\.\d) %\)$", shown, re.M)
+        judged = re.findall(r"^   [* ] (.+?) \[", shown, re.M)
+        assert apart and len(apart) == len(judged), shown
+        for move, terms, ratio, noise in apart:
+            values = [float(v) for v in re.findall(rf" {term}(?= \+ |$)", " " + terms)]
+            left = float(re.search(rf"left {term}$", terms).group(1))
+            assert abs(float(move) - sum(values)) <= 0.06 * len(values), (move, terms)
+            assert abs(left / float(noise) - float(ratio)) <= 0.2 * abs(float(ratio)) + 0.1
+            assert (abs(left) < 6 if held == "node" else abs(left - 40) < 6), terms
+        effect = re.search(r"^    node[13]: ([+-]\d+\.\d) %, ([+-]\d+\.\d) %; (.+)$",
+                           shown, re.M)
+        assert effect, shown
+        if held == "node":
+            assert abs(float(effect.group(2)) - 30) < 3 and effect.group(3).startswith("z "), shown
+        else:
+            assert abs(float(effect.group(2))) < 5, shown
+            assert "read again from its other lines" in effect.group(3), shown
+
+
 def test_two_nights_of_a_3x_level_on_a_noisy_line_both_count() -> None:
     """A line of CV 40 % alone at a 3x level: its two nights 4.6 and 9.5 of its noise
     off are 4.9 apart, beyond the 4.75 a night 9.5σ off agreed within, so its residual
