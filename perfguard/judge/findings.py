@@ -246,8 +246,7 @@ class Finding:
     def worse(self) -> bool:
         return statistics.fmean(line.side for line in self.lines) < 0
 
-    def taken_off(self) -> tuple[dict[str, tuple[tuple[float, ...], float | None]],
-                                 list[TakenOff | None]]:
+    def taken_off(self) -> tuple[dict[str, NightEffect], list[TakenOff | None]]:
         """The night effects taken off its judged lines, and each line's last night
         taken apart (``NightEffects.taken_off``); nothing where none were read."""
         if self.night_effects is None:
@@ -931,33 +930,68 @@ def decision_words(finding: Finding, confirmed: int, critical: float, policy: Po
     return f"{verdict}: " + "; ".join(words for _, words in conditions)
 
 
+#: How a node's effect was not read as its own (``NightEffect.how``).
+READ_AGAIN = "read again from the node's lines outside this finding, no z of its own"
+NOT_SWEPT = "not estimated (the node has one line here): nothing taken off"
+
+
+@dataclass(frozen=True)
+class NightEffect:
+    """One night effect taken off a finding's lines (``NightEffects.taken_off``): on each
+    of the run's recent nights (relative, worse > 0), the spread of its history nights, and
+    its z: its recent nights that agree with its last, each in that spread, combined (as
+    its shared effect's test reads it); ``how``: where it was not read so."""
+    values: tuple[float, ...]
+    noise: float
+    z: float | None
+    how: str = ""
+
+
 @dataclass(frozen=True)
 class TakenOff:
-    """One judged line's last recent night taken apart (``NightEffects.taken_off``):
+    """One judged line's latest recent night taken apart (``NightEffects.taken_off``):
     its move against its baseline (relative, worse > 0), each night effect taken off it
     (its partition's, leaves', nodes'), what is left, and the noise that is read in (its
     history nights' spread of what is left), widened ``load`` times on a night of fabric
     load where it is read alone; or, ``own_nights``, read in its own nights, nothing
-    taken off (a node-local line whose node's nights spread wider: ``_steadier_alone``)."""
+    taken off (a node-local line whose node's nights spread wider: ``_steadier_alone``).
+    ``night``: which of the run's recent nights that is (the last: tonight); ``nights``:
+    what is left on each of its recent nights in that noise, what its residual z reads
+    (the nights that agree with its latest, through the t, combined)."""
     move: float
     parts: tuple[tuple[str, float], ...]
     left: float
     noise: float
     load: float = 1.0
     own_nights: bool = False
+    night: tuple[int, int] = (1, 1)
+    nights: tuple[float, ...] = ()
 
     def render(self) -> str:
-        """``tonight +52.0 % = partition gpu +0.4 + node1 +25.3 + node2 +24.9 + left
-        +1.4 (0.48 of its noise 2.9 %)``: every number checkable by hand."""
+        """``tonight worse by +52.0 % = partition gpu +0.4 + node1 +25.3 + node2 +24.9 +
+        left +1.4 (0.48 of its noise 2.9 %); left on its recent nights, in its noise:
+        0.31, 0.48``: every number checkable by hand."""
+        when = ("tonight" if self.night[0] == self.night[1]
+                else f"its latest night (the run's recent night {self.night[0]} of "
+                     f"{self.night[1]})")
+        read = ", ".join(f"{value:.2f}" for value in self.nights)
         if self.own_nights:
-            return (f"tonight {self.move * 100:+.1f} %, read in its own nights (nothing taken "
-                    f"off; {self.move / self.noise:.2f} of their noise {self.noise * 100:.1f} %)")
-        terms = [f"{name} {value * 100:+.1f}" for name, value in self.parts]
+            return (f"{when} worse by {signed_percent(self.move)} %, read in its own nights "
+                    f"(nothing taken off); its recent nights in their noise "
+                    f"{signed_percent(self.noise, '.1f')} %: {read}")
+        terms = [f"{name} {signed_percent(value)}" for name, value in self.parts]
         load = f" times the fabric's load {self.load:.2f}" if self.load > 1 else ""
-        return (f"tonight {self.move * 100:+.1f} % = "
-                + " + ".join([*terms, f"left {self.left * 100:+.1f}"])
+        return (f"{when} worse by {signed_percent(self.move)} % = "
+                + " + ".join([*terms, f"left {signed_percent(self.left)}"])
                 + f" ({self.left / (self.noise * self.load):.2f} of its noise "
-                  f"{self.noise * 100:.1f} %{load})")
+                  f"{signed_percent(self.noise, '.1f')} %{load}); left on its recent nights, "
+                  f"in its noise: {read}")
+
+
+def signed_percent(share: float, spec: str = "+.1f") -> str:
+    """A relative change in percent, never ``-0.0``."""
+    value = share * 100
+    return format(0.0 if round(value, 1) == 0 else value, spec)
 
 
 #: Rows read (``NightEffects._read``): their residuals as a cause's test reads them, as a
@@ -1064,7 +1098,7 @@ class NightEffects:
         self._left_out: dict[tuple[tuple[int, ...], bool], Reading] = {}
         #: The nodes' effects each ``_without`` reading took off, and the node-local
         #: lines read in their own nights (``_steadier_alone``): what ``taken_off`` shows.
-        self._effects_read: dict[tuple[tuple[int, ...], bool], np.ndarray] = {}
+        self._effects_read: dict[tuple[tuple[int, ...], bool], tuple[np.ndarray, set[int]]] = {}
         self._in_own_nights: set[int] = set()
 
     def _read(self, left: np.ndarray, rows: np.ndarray, pooled: float | None = None
@@ -1123,12 +1157,12 @@ class NightEffects:
         fewer far nights, or spread much less (``_steadier_alone``)."""
         key = (tuple(rows), precise)
         if key not in self._left_out:
-            effects = self._node_effects_without(set(rows), precise)
+            effects, read_again = self._node_effects_without(set(rows), precise)
             left = np.vstack([self._node_free(row, effects) for row in rows])
             read = self._read(left, np.array(rows), self._far_rate)
             if not precise and len(rows) == 1:
                 read = self._steadier_alone(rows[0], left, read)
-            self._left_out[key], self._effects_read[key] = read, effects
+            self._left_out[key], self._effects_read[key] = read, (effects, read_again)
         return self._left_out[key]
 
     def _steadier_alone(self, row: int, left: np.ndarray, read: Reading) -> Reading:
@@ -1160,7 +1194,8 @@ class NightEffects:
             return own
         return read
 
-    def _node_effects_without(self, out: set[int], precise: bool = True) -> np.ndarray:
+    def _node_effects_without(self, out: set[int], precise: bool = True
+                              ) -> tuple[np.ndarray, set[int]]:
         """The nodes' effects with those of the nodes of rows ``out`` read again from
         their other rows (``NODE_SWEEPS`` times: a pair line holds its partner's night),
         each row weighted by its precision but no more than a typical row of its node's
@@ -1180,7 +1215,7 @@ class NightEffects:
         x8 on a night Slurm gave two more pair lines its node (4 of its 6 rows) left the
         node's -50 % in the node's effect and its residuals read -1.24 on the second
         night (run_quality, 16 nodes, seed 1, trial 14); read from the node's latency and
-        Himeno rows they read 7.16."""
+        Himeno rows they read 7.16. Returned with the nodes read again."""
         touched = sorted({self._node_number[node] for row in out
                           for node in self.lines[row].nodes})
         read_again = {}  # node → its other rows and their spreads, at least its typical row's
@@ -1201,7 +1236,7 @@ class NightEffects:
                     noise)
                 # a night none of the others ran: the node's night as it was read
                 effects[index] = np.where(np.isnan(found), self._node_effects[index], found)
-        return effects
+        return effects, set(read_again)
 
     def _node_free(self, row: int, effects: np.ndarray, but: int = -1) -> np.ndarray:
         """Row ``row``'s moves less the fabric's, its leaves' and its nodes' ``effects``
@@ -1332,8 +1367,9 @@ class NightEffects:
         if not self.usable:
             return {f"its {len(covered)} line(s)' own nights, combined as independent (no "
                     f"common history of {self.policy.effect_nights} nights)": independent}
-        tests = {f"its {len(covered)} line(s)' residuals (less the fabric's, leaf's and "
-                 f"nodes' nights), combined": stouffer(self.residuals(kind, covered) or [])}
+        tests = {f"its {len(covered)} line(s)' residuals (less the partition's, leaves' and "
+                 f"nodes' nights; a whole curve: its own z), combined":
+                 stouffer(self.residuals(kind, covered) or [])}
         shared = [float(self.shared[kind, one]) for one in subject.split(", ")
                   if (kind, one) in self.shared]
         if shared:  # twins, or a pair of nodes: their effects combined
@@ -1349,57 +1385,73 @@ class NightEffects:
         return tests
 
     def taken_off(self, kind: str, covered: list[int]
-                  ) -> tuple[dict[str, tuple[tuple[float, ...], float | None]],
-                             list[TakenOff | None]]:
+                  ) -> tuple[dict[str, NightEffect], list[TakenOff | None]]:
         """What ``verdict --explain`` shows of the night effects a cause's residuals were
         read less: each effect on its lines (their partitions', leaves' and nodes', as the
-        residuals of a cause of ``kind`` took them: ``residuals``) on each of the run's
-        recent nights, with its z against its own nights over those that agree with the
-        last (as a shared effect's test reads it; None: a node's nights read again from its
-        other lines); and each line's last night taken apart (``TakenOff``; None: not
-        measured). Without night effects, nothing: the lines were combined as they are."""
+        residuals of a cause of ``kind`` took them: ``residuals``) by name
+        (``NightEffect``), and each line's latest night taken apart (``TakenOff``; None:
+        no nightly moves, a whole curve). Without night effects, nothing: the lines were
+        combined as they are."""
         if not self.usable:
             return {}, [None] * len(covered)
         again = kind in (DEVICE, LINE) and self._mature(covered)
+        nodes, read_again = self._node_effects, set()
         if again:
             self._without(covered, precise=kind != LINE)  # read and kept once
-        nodes = (self._effects_read[tuple(covered), kind != LINE] if again
-                 else self._node_effects)
-        shown: dict[str, tuple[tuple[float, ...], float | None]] = {}
+            nodes, read_again = self._effects_read[tuple(covered), kind != LINE]
+        shown: dict[str, NightEffect] = {}
         parts_of = []
         for row in covered:
             line = self.lines[row]
             causes = [cause for cause, rows in self.rows.items() if row in rows]
             causes += [(NODE, node) for node in sorted(set(line.nodes), key=line.nodes.index)]
-            parts = [(name, self.effect[kind_, name] if kind_ != NODE
-                      else nodes[self._node_number[name]]) for kind_, name in causes]
+            parts = []
+            for cause in causes:
+                index = self._node_number[cause[1]] if cause[0] == NODE else -1
+                effect = nodes[index] if cause[0] == NODE else self.effect[cause]
+                parts.append((cause[1], effect))
+                if cause[1] not in shown:
+                    shown[cause[1]] = self._effect_shown(cause, effect, index in read_again)
             parts_of.append(parts)
-            for (kind_, name), (_, effect) in zip(causes, parts):
-                z = self.shared.get((kind_, name))
-                shown.setdefault(name, (tuple(effect[self.recent_at].tolist()), None
-                                        if z is None or (again and kind_ == NODE) else float(z)))
         return shown, [self._line_taken_apart(row, parts, kind)
                        for row, parts in zip(covered, parts_of)]
 
+    def _effect_shown(self, cause: tuple[str, str], effect: np.ndarray, read_again: bool
+                      ) -> NightEffect:
+        """One effect as ``taken_off`` shows it: its recent nights, its history's spread
+        and its z (a node swept from its lines; one read again from its lines outside the
+        finding has no z of its own, one of a single line none at all)."""
+        values = tuple(effect[self.recent_at].tolist())
+        noise = float(self._noise(effect[None, :])[0])
+        if cause[0] == NODE and cause not in self.shared:
+            return NightEffect(values, noise, None, NOT_SWEPT)
+        if read_again:
+            return NightEffect(values, noise, None, READ_AGAIN)
+        return NightEffect(values, noise, float(self.shared[cause]))
+
     def _line_taken_apart(self, row: int, parts: list[tuple[str, np.ndarray]], kind: str
                           ) -> TakenOff | None:
-        """Row ``row``'s last recent night: its move, ``parts`` taken off it, what is left
-        in the noise of what is left on its history nights (``_read``'s), and the
-        fabric's load that night where it is read alone."""
+        """Row ``row``'s latest recent night: its move, ``parts`` taken off it, what is
+        left in the noise of what is left on its history nights (``_read``'s), the
+        fabric's load that night where it is read alone, and what is left on each of its
+        recent nights in that noise: what its residual z combines."""
         seen = np.flatnonzero(self._own[row] & ~np.isnan(self._moves[row]))
         if not len(seen):
             return None
         night = int(seen[-1])
+        position = (int(np.searchsorted(self.recent_at, night)) + 1, len(self.recent_at))
         move = float(self._moves[row, night])
-        if row in self._in_own_nights and kind == LINE:
-            noise = _noise_of(np.where(self._own[[row]], np.nan, self._moves[[row]]))[0]
-            return TakenOff(move, (), move, float(noise), 1.0, True)
-        left = self._moves[row] - sum((effect for _, effect in parts),
-                                      np.zeros(self._moves.shape[1]))
-        noise = _noise_of(np.where(self._own[[row]], np.nan, left[None, :]))[0]
-        load = float(max(self._load[row, night], 1.0)) if kind == LINE else 1.0
+        own_nights = row in self._in_own_nights and kind == LINE
+        left = self._moves[row] - (0.0 if own_nights else sum(
+            (effect for _, effect in parts), np.zeros(self._moves.shape[1])))
+        noise = float(_noise_of(np.where(self._own[[row]], np.nan, left[None, :]))[0])
+        load = (np.maximum(self._load[row], 1.0) if kind == LINE and not own_nights
+                else np.ones(len(left)))
+        nights = tuple((left[seen] / (noise * load[seen])).tolist())
+        if own_nights:
+            return TakenOff(move, (), move, noise, 1.0, True, position, nights)
         return TakenOff(move, tuple((name, float(effect[night])) for name, effect in parts),
-                        float(left[night]), float(noise), load, False)
+                        float(left[night]), noise, float(load[night]), False, position, nights)
 
     def _enclosing(self, covered: list[int]) -> dict[str, float]:
         """The shared effects (a partition's, a leaf's) taken mostly from ``covered``'s own

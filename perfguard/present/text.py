@@ -5,11 +5,13 @@ present/htmlreport.py, from the same helpers)."""
 
 from __future__ import annotations
 
+import statistics
 import textwrap
 from pathlib import Path
 from typing import Any
 
 from perfguard.judge import rules as judge
+from perfguard.judge.findings import signed_percent
 from perfguard.judge.fingerprint import Change, SlowLink, compact_nodes, natural_key
 from perfguard.judge.sweep import BETTER, DRAIN_MARK, Finding, Measurement, Sweep
 from perfguard.judge.verdict import (
@@ -320,20 +322,24 @@ def explain_finding(finding: Any, judged: int, alpha: float) -> str:
     out.append("  (*: the lines that moved, which the finding names)")
     if effects:
         out.append("  night effects taken off its lines before their residuals (relative, "
-                   "worse > 0, on each of the run's recent nights, the last one last; z: "
-                   "against the effect's own nights, those recent ones that agree with the "
-                   "last combined; each line's last night above is its move = the effects "
-                   "on it + what is left, read in its noise):")
-        out += [f"    {name}: " + ", ".join(f"{value * 100:+.1f} %" for value in values) + (
-                    f"; z {z:.2f}" if z is not None
-                    else "; read again from its other lines, no z of its own")
-                for name, (values, z) in effects.items()]
+                   "worse > 0, on each of the run's recent nights, tonight last; z: its "
+                   "recent nights that agree with its last, each in its own nights' spread, "
+                   "combined; each line's night above is its move = the effects on it + "
+                   "what is left, read in the line's noise):")
+        tested = " ".join(finding.tests)
+        out += [f"    {name}: " + ", ".join(f"{signed_percent(value)} %"
+                                          for value in effect.values)
+                + f" (its nights' spread {signed_percent(effect.noise, '.1f')} %); "
+                + (effect.how or f"z {0.0 if round(effect.z, 2) == 0 else effect.z:.2f}"
+                   + (" (its test below)" if f"{name}'s" in tested else ""))
+                for name, effect in effects.items()]
     out.append("  evidence: the " + ("largest" if finding.worse else "smallest")
                + " of its tests (each combines z's by Stouffer: their sum over √count):")
     out += [f"    {value:6.2f}  {what}" for what, value in finding.tests.items()]
-    bar = f"{finding.evidence:.2f}"
-    out.append(f"  bar: z ≥ Φ⁻¹(1 − {alpha:g} / {judged} judged lines), a night of noise "
-               f"pages with chance {alpha:g} however many lines the run has; evidence {bar}")
+    bar = statistics.NormalDist().inv_cdf(1 - alpha / judged)
+    out.append(f"  bar: z ≥ Φ⁻¹(1 − {alpha:g} / {judged} judged lines) = {bar:.2f}, a night "
+               f"of noise pages with chance {alpha:g} however many lines the run has; "
+               f"evidence {finding.evidence:.2f}")
     out.append(f"  outcome: {finding.decided}")
     if finding.acknowledged:
         out.append(f"  acknowledged {finding.acknowledged}: shown, not paged")

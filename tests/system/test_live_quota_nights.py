@@ -65,9 +65,9 @@ def test_the_live_quota_pages_by_its_second_night_naming_the_pair_and_passes_aft
     # every discount with its number: the nodes' nights taken off, each line's last night
     # taken apart into them and what is left
     for node in ("node1", "node2"):
-        assert re.search(rf"^    {node}: [+-]\d+\.\d %(, [+-]\d+\.\d %)*; ", explained.stdout,
-                         re.M), explained.stdout
+        assert re.search(rf"^    {node}: [+-]\d+\.\d %(, [+-]\d+\.\d %)* \(its nights' spread "
+                         rf"\d+\.\d %\); ", explained.stdout, re.M), explained.stdout
     judged = re.findall(r"^   [* ] .+? \[.+\]: z ", explained.stdout, re.M)
-    apart = re.findall(r"^       (?:tonight [+-]\d+\.\d % = .* left [+-]\d+\.\d \(|no nightly "
-                       r"moves \(a whole curve\))", explained.stdout, re.M)
+    apart = re.findall(r"^       (?:tonight worse by [+-]\d+\.\d % = .* left [+-]\d+\.\d \(|"
+                       r"no nightly moves \(a whole curve\))", explained.stdout, re.M)
     assert judged and len(apart) == len(judged), explained.stdout

@@ -485,24 +485,26 @@ def test_explain_shows_every_night_effect_taken_off_and_each_lines_night_adds_up
     term = r"([+-]\d+\.\d)"
     for subject, cause, held in (("node1", 0.3, "node"), ("node3:mlx5_1", 0.4, "line")):
         shown = explained({subject: cause}, subject)
-        apart = re.findall(rf"^ +tonight {term} % = (.+) \((-?\d+\.\d\d) of its noise "
-                           rf"(\d+\.\d) %\)$", shown, re.M)
+        apart = re.findall(rf"^ +tonight worse by {term} % = (.+) \((-?\d+\.\d\d) of its "
+                           rf"noise (\d+\.\d) %\); left on its recent nights, in its noise: "
+                           rf"(?:-?\d+\.\d\d, )*(-?\d+\.\d\d)$", shown, re.M)
         judged = re.findall(r"^   [* ] (.+?) \[", shown, re.M)
         assert apart and len(apart) == len(judged), shown
-        for move, terms, ratio, noise in apart:
+        for move, terms, ratio, noise, latest in apart:
+            assert ratio == latest, (ratio, latest)
             values = [float(v) for v in re.findall(rf" {term}(?= \+ |$)", " " + terms)]
             left = float(re.search(rf"left {term}$", terms).group(1))
             assert abs(float(move) - sum(values)) <= 0.06 * len(values), (move, terms)
             assert abs(left / float(noise) - float(ratio)) <= 0.2 * abs(float(ratio)) + 0.1
             assert (abs(left) < 6 if held == "node" else abs(left - 40) < 6), terms
-        effect = re.search(r"^    node[13]: ([+-]\d+\.\d) %, ([+-]\d+\.\d) %; (.+)$",
-                           shown, re.M)
+        effect = re.search(r"^    node[13]: ([+-]\d+\.\d) %, ([+-]\d+\.\d) % \(its nights' "
+                           r"spread \d+\.\d %\); (.+)$", shown, re.M)
         assert effect, shown
         if held == "node":
             assert abs(float(effect.group(2)) - 30) < 3 and effect.group(3).startswith("z "), shown
         else:
             assert abs(float(effect.group(2))) < 5, shown
-            assert "read again from its other lines" in effect.group(3), shown
+            assert effect.group(3) == fd.READ_AGAIN, shown
 
 
 def test_two_nights_of_a_3x_level_on_a_noisy_line_both_count() -> None:
@@ -1280,7 +1282,7 @@ def test_a_node_local_line_alone_is_read_in_the_nights_without_a_far_night_of_it
     for node_night in (False, True):
         lines = node_with_a_himeno_line(node_night)
         effects = fd.NightEffects(lines, {}, fd.DEFAULT_POLICY)
-        left = effects._node_free(0, effects._node_effects_without({0}, False))
+        left = effects._node_free(0, effects._node_effects_without({0}, False)[0])
         own, residual = (effects._read(rows[None, :], np.array([0]), effects._far_rate)[2][0]
                          for rows in (effects._moves[0], left))
         assert effects.far_share(0) == 0.0 < (own if node_night else residual), (
