@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import random
 import re
@@ -505,6 +506,25 @@ def test_explain_shows_every_night_effect_taken_off_and_each_lines_night_adds_up
         else:
             assert abs(float(effect.group(2))) < 5, shown
             assert effect.group(3) == fd.READ_AGAIN, shown
+
+
+def test_a_line_that_missed_tonight_is_taken_apart_on_its_own_latest_night() -> None:
+    """A judged line that did not run tonight is taken apart on its latest night, said as
+    the run's recent night it is, and the effects on it are those of that night in the
+    effects block (a review: it said "tonight" and summed against tonight's effects)."""
+    lines = correlated_site({"node1": 0.3})
+    index = next(i for i, line in enumerate(lines) if line.name.startswith("osu_bw node1-"))
+    line = lines[index]
+    lines[index] = dataclasses.replace(line, moves=line.moves[:-1],
+                                       nights_at=line.nights_at[:-1], recent=1)
+    [found] = [f for f in fd.findings(lines) if f.subject == "node1"]
+    effects, apart = found.taken_off()
+    mine = apart[[judged for judged, _ in found.judged_on].index(lines[index])]
+    assert mine.night == (1, 2) and "its latest night (the run's recent night 1 of 2)" \
+        in mine.render(), mine.render()
+    for name, value in mine.parts:
+        assert value == effects[name].values[0], (name, value, effects[name])
+    assert math.isclose(mine.move, sum(v for _, v in mine.parts) + mine.left, abs_tol=1e-12)
 
 
 def test_two_nights_of_a_3x_level_on_a_noisy_line_both_count() -> None:
