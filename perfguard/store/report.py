@@ -4,8 +4,9 @@ A report that is malformed, truncated, of an unknown data version or not what Re
 own schema (``reframe/schemas/runreport.json`` of the installed ReFrame) describes raises
 ReportError naming the file and the place; nothing downstream ever sees half a report. A
 NaN or infinity among one test case's key figures fails that test case with the place as
-its reason (none of its figures stored); one in a curve drops that point only (named in
-the test case's ``dropped``); the rest of the report is stored. perfguard's own
+its reason, that figure not stored (its other figures and curves are); one in a curve
+drops that point only (named in the test case's ``dropped``); the rest of the report is
+stored. perfguard's own
 variables (``perfguard_samples``, fingerprints, directions), which the schema leaves open,
 are checked here.
 """
@@ -46,8 +47,9 @@ class ReportError(PerfguardError):
 
 
 class NonFiniteValue(ReportError):
-    """A NaN or infinity among a test case's values: that test case fails with this
-    reason, the rest of its report is stored (one bad row must not lose a night)."""
+    """A NaN or infinity among a test case's values: that value is not stored, and a key
+    figure's fails its test case with this reason; the rest of the report is stored (one
+    bad row must not lose a night)."""
 
 
 class Sample(NamedTuple):
@@ -333,15 +335,17 @@ def _checked_testcase(case: dict, where: str, shapes: dict[tuple, Shape]) -> Tes
     fail_phase = _optional_text(case.get("fail_phase"))
     fail_reason = _optional_text(case.get("fail_reason")) or _skip_reason(case)
     dropped: list[str] = []
-    try:
-        key_samples = _perf_samples(case, where)
-        series = _series(case.get(SAMPLES_VARIABLE) or [], f"{where}.{SAMPLES_VARIABLE}",
-                         shapes, dropped)
-    except NonFiniteValue as exc:
-        key_samples, series = [], []
+    not_finite: list[str] = []
+    key_samples = _perf_samples(case, where, not_finite)
+    series = _series(case.get(SAMPLES_VARIABLE) or [], f"{where}.{SAMPLES_VARIABLE}",
+                     shapes, dropped)
+    if not_finite:  # a key figure the benchmark could not measure: the test case failed
         result, fail_phase = "fail", "performance"
-        fail_reason = (f"{str(exc).removeprefix(f'{where}.')}: no figure of this test case "
-                       f"is stored" + (f" (ReFrame: {fail_reason})" if fail_reason else ""))
+        kept = len(key_samples) + sum(len(one.values) for one in series)
+        fail_reason = ("; ".join(not_finite) + f": not stored ({kept} other figure(s) of "
+                       f"this test case are)"
+                       + (f" (ReFrame: {fail_reason})" if fail_reason else ""))
+        dropped = [*not_finite, *dropped]
     disturbed = _optional_text(case.get(DISTURBED_VARIABLE))
     if disturbed and (key_samples or series) and _measured(result, fail_phase, fail_reason):
         # a test case without figures (MPI hello's binding proof) has nothing disturbed
@@ -419,8 +423,10 @@ def _optional_bound(value: Any, where: str) -> float | None:
     return None if value is None else _finite(value, where)
 
 
-def _perf_samples(case: dict, where: str) -> list[Sample]:
-    """ReFrame perf variables: ``{'part:metric': [value, ref, lower, upper, unit, …]}``."""
+def _perf_samples(case: dict, where: str, not_finite: list[str]) -> list[Sample]:
+    """ReFrame perf variables: ``{'part:metric': [value, ref, lower, upper, unit, …]}``;
+    one whose value is NaN or infinite is left out and named in ``not_finite`` (a NaN
+    took the test case's 17 finite curve points with it: issue 67)."""
     samples = []
     for key, entry in _typed(case.get("perfvalues") or {}, dict,
                              f"{where}.perfvalues").items():
@@ -431,11 +437,14 @@ def _perf_samples(case: dict, where: str) -> list[Sample]:
         value, ref, lower, upper, unit = entry[:5]
         if value is None:
             continue  # a perf variable that was never evaluated (test failed earlier)
-        samples.append(Sample(
-            metric=metric, value=_finite(value, here), unit=str(unit or ""), point={},
-            reference=_optional_bound(ref, here) if ref not in (0, None) else None,
-            lower=_optional_bound(lower, here), upper=_optional_bound(upper, here),
-        ))
+        try:
+            samples.append(Sample(
+                metric=metric, value=_finite(value, here), unit=str(unit or ""), point={},
+                reference=_optional_bound(ref, here) if ref not in (0, None) else None,
+                lower=_optional_bound(lower, here), upper=_optional_bound(upper, here),
+            ))
+        except NonFiniteValue as exc:  # its value or a bound of its reference
+            not_finite.append(str(exc).removeprefix(f"{where}."))
     return samples
 
 

@@ -109,6 +109,29 @@ def test_a_nan_drops_its_point_not_its_curve() -> None:
                           "perfguard_samples[1]: every value (2) not finite: lat dropped"]
 
 
+def test_a_nan_key_figure_fails_its_test_case_and_keeps_its_other_figures() -> None:
+    """A NaN key figure (or a NaN bound of its reference) fails its test case with the
+    place named, and only that figure is not stored: the other key figure and the
+    curve's 18 points are (before, none of the test case's figures was: issue 67's
+    "one NaN drops its test case's 17 finite curve points")."""
+    sizes = [2 ** n for n in range(18)]
+    tc = report.parse(reframe_report(
+        perfvalues={"p:bw": [float("nan"), 0, None, None, "MB/s"],
+                    "p:lat": [1.5, 1.0, None, 0.1, "us"],
+                    "p:msg": [7.0, 5.0, float("nan"), None, "Mmsg/s"]},
+        **{report.SAMPLES_VARIABLE: [{"metric": "bw", "coords": {"size": sizes},
+                                      "values": [float(n + 1) for n in range(18)]}]}),
+        Path("r.json")).testcases[0]
+    assert tc.result == "fail" and tc.fail_phase == "performance", tc.result
+    assert tc.fail_reason == (
+        "perfvalues['p:bw']: value nan is not finite (NaN or infinity); perfvalues['p:msg']: "
+        "value nan is not finite (NaN or infinity): not stored (19 other figure(s) of this "
+        "test case are)"), tc.fail_reason
+    assert [s.metric for s in tc.key_samples] == ["lat"] and len(tc.series[0].values) == 18
+    assert tc.dropped[:2] == ["perfvalues['p:bw']: value nan is not finite (NaN or infinity)",
+                              "perfvalues['p:msg']: value nan is not finite (NaN or infinity)"]
+
+
 def test_a_curve_with_an_object_as_a_point_is_named() -> None:
     """A point that is an object is a malformed report, naming the coordinate."""
     with pytest.raises(report.ReportError, match=r"coords\['size'\] must hold numbers"):
