@@ -345,7 +345,6 @@ def _checked_testcase(case: dict, where: str, shapes: dict[tuple, Shape]) -> Tes
         fail_reason = ("; ".join(not_finite) + f": not stored ({kept} other figure(s) of "
                        f"this test case are)"
                        + (f" (ReFrame: {fail_reason})" if fail_reason else ""))
-        dropped = [*not_finite, *dropped]
     disturbed = _optional_text(case.get(DISTURBED_VARIABLE))
     if disturbed and (key_samples or series) and _measured(result, fail_phase, fail_reason):
         # a test case without figures (MPI hello's binding proof) has nothing disturbed
