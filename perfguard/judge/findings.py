@@ -14,8 +14,9 @@ history for that, the lines' pooled z (Stouffer: each line's worse-signed distan
 its baseline in noise, over the recent nights that agree, combined over its lines).
 
 Each night's distance is read through a Student-t of ``tail_df`` degrees of freedom
-(performance noise has heavy tails, and each baseline's noise is an estimate), mixed for a
-line whose own history has far nights with as many far nights as it had
+scaled to unit variance (the distance times √(df / (df − 2)): √3 at 3; performance noise
+has heavy tails, and each baseline's noise is an estimate), mixed for a line whose own
+history has far nights with as many far nights as it had
 (``far_night_probability``), and turned into the normal z of the same tail probability
 before the nights and lines are combined.
 Family-wise control: a finding pages only when its evidence passes the Bonferroni bar
@@ -332,19 +333,39 @@ def pooled_zs(lines: list[tuple[float, ...]], policy: Policy | None = None,
     (``far_night_probability``), none by default; ``histories``: each line's history
     nights in its noise, worse > 0 (a row each, NaN-padded: ``history_matrix``), read
     by ``own_tail``."""
-    policy = policy or DEFAULT_POLICY
     counts = np.array([len(d) for d in lines], dtype=np.int64)
     if not counts.sum():
         return [0.0] * len(lines)
+    rows, equivalent = _night_equivalents(lines, counts, policy or DEFAULT_POLICY,
+                                          far_shares, histories)
+    sums = np.zeros(len(lines))
+    np.add.at(sums, rows, equivalent)
+    return [float(total / math.sqrt(n)) if n else 0.0 for total, n in zip(sums, counts)]
+
+
+def night_zs(lines: list[tuple[float, ...]], policy: Policy | None = None,
+             far_shares: np.ndarray | None = None,
+             histories: np.ndarray | None = None) -> list[list[float]]:
+    """Each night's z that ``pooled_zs`` combines, line by line (``verdict --explain``)."""
+    counts = np.array([len(d) for d in lines], dtype=np.int64)
+    if not counts.sum():
+        return [[] for _ in lines]
+    _, equivalent = _night_equivalents(lines, counts, policy or DEFAULT_POLICY, far_shares,
+                                       histories)
+    return [part.tolist() for part in np.split(equivalent, np.cumsum(counts)[:-1])]
+
+
+def _night_equivalents(lines: list[tuple[float, ...]], counts: np.ndarray, policy: Policy,
+                       far_shares: np.ndarray | None, histories: np.ndarray | None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Every night of ``lines`` flat, with its line's row: its chance on its side
+    (``night_chance``) as the normal z of that chance, at most ``night_cap``."""
     flat = np.fromiter((x for d in lines for x in d), dtype=np.float64, count=counts.sum())
     rows = np.repeat(np.arange(len(lines)), counts)
     shares = (np.zeros(len(flat)) if far_shares is None
               else np.asarray(far_shares, dtype=np.float64)[rows])
     tail = night_chance(flat, shares, None if histories is None else histories[rows], policy)
-    equivalent = np.minimum(-special.ndtri(tail), policy.night_cap) * np.sign(flat)
-    sums = np.zeros(len(lines))
-    np.add.at(sums, rows, equivalent)
-    return [float(total / math.sqrt(n)) if n else 0.0 for total, n in zip(sums, counts)]
+    return rows, np.minimum(-special.ndtri(tail), policy.night_cap) * np.sign(flat)
 
 
 def t_chance(distance: np.ndarray | float, policy: Policy) -> np.ndarray:
@@ -966,26 +987,30 @@ class TakenOff:
     own_nights: bool = False
     night: tuple[int, int] = (1, 1)
     nights: tuple[float, ...] = ()
+    zs: tuple[float | None, ...] = ()
 
     def render(self) -> str:
         """``tonight worse by +52.0 % = partition gpu +0.4 + node1 +25.3 + node2 +24.9 +
         left +1.4 (0.48 of its noise 2.9 %); left on its recent nights, in its noise:
-        0.31, 0.48``: every number checkable by hand."""
+        0.31, 0.48; z of those that agree with its latest 0.33, 0.51, combined 0.60``:
+        every number checkable by hand."""
         when = ("tonight" if self.night[0] == self.night[1]
                 else f"its latest night (the run's recent night {self.night[0]} of "
                      f"{self.night[1]})")
-        read = ", ".join(f"{value:.2f}" for value in self.nights)
-        if self.own_nights:
-            return (f"{when} worse by {signed_percent(self.move)} %, read in its own nights "
-                    f"(nothing taken off); its recent nights in their noise "
-                    f"{signed_percent(self.noise, '.1f')} %: {read}")
-        terms = [f"{name} {signed_percent(value)}" for name, value in self.parts]
         load = f" times the fabric's load {self.load:.2f}" if self.load > 1 else ""
-        return (f"{when} worse by {signed_percent(self.move)} % = "
-                + " + ".join([*terms, f"left {signed_percent(self.left)}"])
-                + f" ({self.left / (self.noise * self.load):.2f} of its noise "
-                  f"{signed_percent(self.noise, '.1f')} %{load}); left on its recent nights, "
-                  f"in its noise: {read}")
+        taken = " + ".join([*(f"{name} {signed_percent(value)}" for name, value in self.parts),
+                            f"left {signed_percent(self.left)}"])
+        head = (f"{when} worse by {signed_percent(self.move)} %, read in its own nights "
+                f"(nothing taken off; " if self.own_nights
+                else f"{when} worse by {signed_percent(self.move)} % = {taken} (")
+        agree = [z for z in self.zs if z is not None]
+        combined = sum(agree) / math.sqrt(len(agree)) if agree else 0.0
+        return (head + f"{self.left / (self.noise * self.load):.2f} of its noise "
+                f"{signed_percent(self.noise, '.1f')} %{load}); its recent nights in that "
+                f"noise: " + ", ".join(f"{value:.2f}" for value in self.nights)
+                + "; z of those that agree with its latest (t, far nights, capped): "
+                + ", ".join("-" if z is None else f"{z:.2f}" for z in self.zs)
+                + f", combined {combined:.2f}")
 
 
 def signed_percent(share: float, spec: str = "+.1f") -> str:
@@ -1109,6 +1134,20 @@ class NightEffects:
         cause's residuals read them, as a line alone reads them (less the fabric's load),
         and each row's far share (a young row's lacking nights at ``pooled``, the run's
         far rate, where ``rows`` are some of its lines)."""
+        residual_nights, alone_nights, levels, shares, past = self._read_parts(left, rows,
+                                                                               pooled)
+        residual = np.array(self._pooled_rows(residual_nights, levels, shares, past))
+        alone = np.array(self._pooled_rows(alone_nights, levels, shares, past))
+        unmeasured = np.array([not self.lines[row].moves for row in rows], dtype=bool)
+        alone[unmeasured] = np.nan
+        residual[unmeasured] = np.nan
+        return residual, alone, shares
+
+    def _read_parts(self, left: np.ndarray, rows: np.ndarray, pooled: float | None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What ``_read`` pools: the rows' recent nights in their noise (as a cause's
+        residuals read them, and as a line alone, less the fabric's load), each row's
+        level tonight, its far share and its history nights in its noise."""
         own = self._own[rows]
         standard = left / _noise_of(np.where(own, np.nan, left))[:, None]
 
@@ -1119,25 +1158,19 @@ class NightEffects:
         seen = ~np.isnan(tonight)
         last = np.where(seen.any(axis=1), tonight[np.arange(len(tonight)),
                         seen.shape[1] - 1 - np.argmax(seen[:, ::-1], axis=1)], 0.0)
-        levels = 1.0 + np.abs(last)
         lengths = np.array([self.lines[row].history_nights for row in rows])
         past = without_held_levels(np.where(own, np.nan, standard), self.policy)
         if pooled is None:  # all the run's lines: the rate a part of them is read at
             self._far_rate = pooled = far_rate(past, self.policy)
         shares = far_shares(past, self.policy, lengths, held_out=True, pooled=pooled)
-        residual = np.array(self._pooled_rows(recent(standard), levels, shares, past))
         # fabric load moves each line by its own share of the fabric's shift (-10 % here,
         # -15 % there): on a night the fabric moved beyond ``agree`` of its own spread, a
         # line alone is read in a spread grown in proportion (such nights paged steady
         # lines 6 of their quiet-night residual spread off: run_quality.py, 4,000 lines,
         # seed 1, nights 63 and 67); a device's or node's lines keep theirs (their cause
         # is judged on several lines: an HCA's night on such a night still pages)
-        alone = np.array(self._pooled_rows(recent(standard / np.maximum(self._load[rows], 1.0)),
-                                           levels, shares, past))
-        unmeasured = np.array([not self.lines[row].moves for row in rows], dtype=bool)
-        alone[unmeasured] = np.nan
-        residual[unmeasured] = np.nan
-        return residual, alone, shares
+        return (recent(standard), recent(standard / np.maximum(self._load[rows], 1.0)),
+                1.0 + np.abs(last), shares, past)
 
     def _without(self, rows: list[int], precise: bool = True) -> Reading:
         """``_read`` of ``rows`` (a device's lines, or one line alone) with their nodes'
@@ -1432,26 +1465,32 @@ class NightEffects:
     def _line_taken_apart(self, row: int, parts: list[tuple[str, np.ndarray]], kind: str
                           ) -> TakenOff | None:
         """Row ``row``'s latest recent night: its move, ``parts`` taken off it, what is
-        left in the noise of what is left on its history nights (``_read``'s), the
-        fabric's load that night where it is read alone, and what is left on each of its
-        recent nights in that noise: what its residual z combines."""
+        left in the noise of what is left on its history nights, the fabric's load that
+        night where it is read alone, and on each of its recent nights what is left in
+        that noise and the z that night counts (None: it does not agree with the latest),
+        as ``_read`` reads them."""
         seen = np.flatnonzero(self._own[row] & ~np.isnan(self._moves[row]))
         if not len(seen):
             return None
         night = int(seen[-1])
         position = (int(np.searchsorted(self.recent_at, night)) + 1, len(self.recent_at))
-        move = float(self._moves[row, night])
         own_nights = row in self._in_own_nights and kind == LINE
-        left = self._moves[row] - (0.0 if own_nights else sum(
-            (effect for _, effect in parts), np.zeros(self._moves.shape[1])))
-        noise = float(_noise_of(np.where(self._own[[row]], np.nan, left[None, :]))[0])
-        load = (np.maximum(self._load[row], 1.0) if kind == LINE and not own_nights
-                else np.ones(len(left)))
-        nights = tuple((left[seen] / (noise * load[seen])).tolist())
         if own_nights:
-            return TakenOff(move, (), move, noise, 1.0, True, position, nights)
-        return TakenOff(move, tuple((name, float(effect[night])) for name, effect in parts),
-                        float(left[night]), noise, float(load[night]), False, position, nights)
+            parts = []
+        left = self._moves[row] - sum((effect for _, effect in parts),
+                                      np.zeros(self._moves.shape[1]))
+        residual, alone, levels, shares, past = self._read_parts(
+            left[None, :], np.array([row]), self._far_rate)
+        read = alone if kind == LINE else residual
+        zs = self._pooled_rows(read, levels, shares, past, each=True)[0]
+        mine = [k for k, column in enumerate(self.recent_at) if self._own[row, column]
+                and not np.isnan(self._moves[row, column])]
+        noise = float(_noise_of(np.where(self._own[[row]], np.nan, left[None, :]))[0])
+        load = float(max(self._load[row, night], 1.0)) if kind == LINE else 1.0
+        return TakenOff(float(self._moves[row, night]),
+                        tuple((name, float(effect[night])) for name, effect in parts),
+                        float(left[night]), noise, load, own_nights, position,
+                        tuple(float(read[0, k]) for k in mine), tuple(zs[k] for k in mine))
 
     def _enclosing(self, covered: list[int]) -> dict[str, float]:
         """The shared effects (a partition's, a leaf's) taken mostly from ``covered``'s own
@@ -1479,7 +1518,7 @@ class NightEffects:
 
     def _pooled_rows(self, nights: np.ndarray, levels: np.ndarray | None = None,
                      shares: np.ndarray | None = None, histories: np.ndarray | None = None,
-                     deeper: bool = False) -> list[float]:
+                     deeper: bool = False, each: bool = False) -> list:
         """Each row's recent nights (in noise, worse > 0; NaN: not run), tonight last:
         those that agree with its last night, each through the Student-t (mixed with the
         row's far nights, ``shares``: ``far_shares``) and capped, combined
@@ -1488,7 +1527,9 @@ class NightEffects:
         ``agree`` noise times that (two nights of a 3x level on a line of CV 40 % are 4
         of its noise apart as often as not): linearly, wider than the line rule's ratio
         (``rules.agrees``), which decides whether the line's nights are a level at all;
-        ``histories``: each row's history nights, what its own tail is read from.
+        ``histories``: each row's history nights, what its own tail is read from;
+        ``each``: every row's nights' z instead (None where a night does not agree), what
+        ``verdict --explain`` shows.
 
         ``deeper`` (a leaf's effect): the window is the deeper night's, tonight's or the
         earlier one's. A leaf's effect is read less the partition's, the median of its
@@ -1512,8 +1553,13 @@ class NightEffects:
                 np.abs(nights) > self.policy.beyond)
             agreeing |= beyond & (np.abs(nights - last[:, None])
                                   <= window * np.maximum(levels, 1.0)[:, None])
-        return pooled_zs([tuple(row[keep].tolist()) for row, keep in zip(nights, agreeing)],
-                         self.policy, shares, histories)
+        kept = [tuple(row[keep].tolist()) for row, keep in zip(nights, agreeing)]
+        if not each:
+            return pooled_zs(kept, self.policy, shares, histories)
+        # ``each``: every row's nights' z, None where a night does not agree (--explain)
+        zs = night_zs(kept, self.policy, shares, histories)
+        return [[next(mine) if keep else None for keep in row] for row, mine
+                in zip(agreeing, (iter(z) for z in zs))]
 
 
 def _levels(effects: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.judge import rules as judge
-from perfguard.judge.findings import signed_percent
+from perfguard.judge.findings import DEFAULT_POLICY, signed_percent
 from perfguard.judge.fingerprint import Change, SlowLink, compact_nodes, natural_key
 from perfguard.judge.sweep import BETTER, DRAIN_MARK, Finding, Measurement, Sweep
 from perfguard.judge.verdict import (
@@ -289,6 +289,10 @@ def explain(line: Line, stored: Line | None = None, run_id: int | None = None) -
     out.append(f"  decision: {line.status}" + (f" — {line.detail}" if line.detail else ""))
     return "\n".join(out)
 
+#: The Student-t's degrees of freedom a finding's nights are read through (fixed).
+TAIL_DF = DEFAULT_POLICY.tail_df
+
+
 def explain_finding(finding: Any, judged: int, alpha: float) -> str:
     """``verdict --explain SUBJECT`` for a finding (a findings.Finding judged now): each
     line it was judged on with its evidence, how they combine (every test with its
@@ -299,8 +303,9 @@ def explain_finding(finding: Any, judged: int, alpha: float) -> str:
            f"  {finding.summary()}",
            f"  lines it is judged on ({len(finding.judged_on)}: every line of its cause, "
            f"moved or not; z: the line's recent nights that agree, each night's distance "
-           f"from its baseline in its noise read through a Student-t and turned into the "
-           f"normal z of the same chance, combined over the nights):"]
+           f"from its baseline in its noise read through a Student-t of {TAIL_DF:g} degrees "
+           f"of freedom scaled to unit variance (× √{TAIL_DF / (TAIL_DF - 2):g}) and turned "
+           f"into the normal z of the same chance, combined over the nights):"]
     moved = {id(line) for line in finding.lines}
     effects, taken_apart = finding.taken_off()
     for (line, residual), apart in zip(finding.judged_on, taken_apart):
@@ -337,7 +342,8 @@ def explain_finding(finding: Any, judged: int, alpha: float) -> str:
                + " of its tests (each combines z's by Stouffer: their sum over √count):")
     out += [f"    {value:6.2f}  {what}" for what, value in finding.tests.items()]
     bar = statistics.NormalDist().inv_cdf(1 - alpha / judged)
-    out.append(f"  bar: z ≥ Φ⁻¹(1 − {alpha:g} / {judged} judged lines) = {bar:.2f}, a night "
+    out.append(f"  bar: z ≥ Φ⁻¹(1 − {alpha:g} / {judged} lines in the run's verdict, measured "
+               f"or not) = {bar:.2f}, a night "
                f"of noise pages with chance {alpha:g} however many lines the run has; "
                f"evidence {finding.evidence:.2f}")
     out.append(f"  outcome: {finding.decided}")

@@ -51,7 +51,7 @@ def test_a_paging_finding_is_explained_by_its_node_with_numbers_that_add_up(
                                       abs_tol=0.01 * len(residuals)), out
     evidence = float(re.search(r"; evidence (-?\d+\.\d\d)$", out, re.M).group(1))
     assert math.isclose(evidence, max(tests.values()), abs_tol=0.005), out
-    lines = int(re.search(r"/ (\d+) judged lines", out).group(1))
+    lines = int(re.search(r"/ (\d+) lines in the run's verdict", out).group(1))
     bar = statistics.NormalDist().inv_cdf(1 - fd.DEFAULT_POLICY.alpha / lines)
     assert f"the bar {bar:.2f}" in out, out
     assert re.search(r"^  outcome: pages: worse; evidence z [\d.]+ ≥ the bar [\d.]+; "

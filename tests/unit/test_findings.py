@@ -487,12 +487,17 @@ def test_explain_shows_every_night_effect_taken_off_and_each_lines_night_adds_up
     for subject, cause, held in (("node1", 0.3, "node"), ("node3:mlx5_1", 0.4, "line")):
         shown = explained({subject: cause}, subject)
         apart = re.findall(rf"^ +tonight worse by {term} % = (.+) \((-?\d+\.\d\d) of its "
-                           rf"noise (\d+\.\d) %\); left on its recent nights, in its noise: "
-                           rf"(?:-?\d+\.\d\d, )*(-?\d+\.\d\d)$", shown, re.M)
+                           rf"noise (\d+\.\d) %\); its recent nights in that noise: "
+                           rf"(?:-?\d+\.\d\d, )*(-?\d+\.\d\d); z of those that agree with "
+                           rf"its latest \(t, far nights, capped\): ((?:(?:-?\d+\.\d\d|-), )+)"
+                           rf"combined (-?\d+\.\d\d)$", shown, re.M)
         judged = re.findall(r"^   [* ] (.+?) \[", shown, re.M)
-        assert apart and len(apart) == len(judged), shown
-        for move, terms, ratio, noise, latest in apart:
-            assert ratio == latest, (ratio, latest)
+        tested = re.findall(r"; in the residuals' test (-?\d+\.\d\d)", shown)
+        assert apart and len(apart) == len(judged) == len(tested), shown
+        for (move, terms, ratio, noise, latest, zs, combined), test in zip(apart, tested):
+            assert ratio == latest and combined == test, (ratio, latest, combined, test)
+            agree = [float(z) for z in zs.rstrip(", ").split(", ") if z != "-"]
+            assert abs(sum(agree) / math.sqrt(len(agree)) - float(test)) <= 0.01 * len(agree)
             values = [float(v) for v in re.findall(rf" {term}(?= \+ |$)", " " + terms)]
             left = float(re.search(rf"left {term}$", terms).group(1))
             assert abs(float(move) - sum(values)) <= 0.06 * len(values), (move, terms)
