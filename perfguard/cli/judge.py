@@ -81,8 +81,8 @@ def _explained(conn, run_id: int, stored: list, text: str | None, rejudged: bool
                ) -> list[str]:
     """--explain: each finding that names ``text`` (its subject, or a node, device, leaf or
     line of it: as `perfguard ack` takes it) and each line named like it, as judged now
-    (a line: its history, noise, rule; where that is not what was stored, the stored
-    decision beside it)."""
+    (a line: its history, noise, rule), each with what was stored where that differs (a
+    finding stored that is none now: said, as stored)."""
     from perfguard.judge import findings as fd
     from perfguard.judge import run_findings
     from perfguard.judge import verdict as vd
@@ -97,7 +97,13 @@ def _explained(conn, run_id: int, stored: list, text: str | None, rejudged: bool
     chosen = [line for line in now if text in tx.name_of(line)]
     vd.with_key_points(conn, run_id, chosen)  # which curve point each key figure is
     kept = {line.key: line for line in stored}
-    return ([tx.explain_finding(f, len(now), policy.alpha) for f in named]
+    recorded = {row["subject"]: row for row in run_findings.stored(conn, run_id)}
+    only_stored = [row for subject, row in recorded.items()
+                   if subject not in {f.subject for f in named}
+                   and fd.contains(text, subject, None)]
+    return ([tx.explain_finding(f, len(now), policy.alpha)
+             + tx.finding_as_stored(recorded.get(f.subject), f) for f in named]
+            + [tx.finding_only_stored(row, run_id) for row in only_stored]
             + [tx.explain(line, kept.get(line.key), run_id) for line in chosen])
 
 

@@ -352,6 +352,29 @@ def explain_finding(finding: Any, judged: int, alpha: float) -> str:
     return "\n".join(out)
 
 
+def finding_as_stored(row: dict | None, now: Any) -> str:
+    """What the run's stored verdict said of a finding explained as judged now, where
+    that differs (a later ack, accept, threshold or rule): the record stays what paged."""
+    word = "PAGE" if now.paged else "ack" if now.acknowledged else "watch"
+    if row is None:
+        return "\n  as stored: not a finding of the run's verdict then (judged now only)"
+    stored = finding_word(row).upper() if row["paged"] else finding_word(row)
+    if stored == word and abs(row["evidence"] - now.evidence) < 0.005:
+        return ""
+    return (f"\n  as stored: {stored}, evidence z {row['evidence']:.2f} against its bar "
+            f"{row['critical']:.2f}; judged now: {word}, evidence z {now.evidence:.2f}")
+
+
+def finding_only_stored(row: dict, run_id: int) -> str:
+    """A finding of the stored verdict that judging now does not find (an ack, accept or
+    threshold since; rules changed): as stored."""
+    stored = finding_word(row).upper() if row["paged"] else finding_word(row)
+    return (f"finding {row['subject']} ({row['kind']}), as stored: {stored}\n"
+            f"  {row['summary']}\n  not a finding as judged now (an ack, accept or threshold "
+            f"since, or other rules): `perfguard verdict {run_id}` shows the verdict as "
+            f"stored")
+
+
 def findings(found: list[dict], judged: int, overlay: dict[str, list[str]] | None = None
              ) -> str:
     """The findings block the CLI prints above the verdict table; ``overlay``: what

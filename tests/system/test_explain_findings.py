@@ -58,6 +58,30 @@ def test_a_paging_finding_is_explained_by_its_node_with_numbers_that_add_up(
                      r"confirmed: \d+ of its \d+ moved line\(s\) held a level", out, re.M), out
 
 
+def test_an_acknowledged_page_is_explained_as_judged_now_and_as_stored(
+        migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
+    """The pair's finding paged; acknowledged after, `--explain node1` explains it as
+    judged now (ack) and says what the stored verdict said (PAGE, its evidence and bar):
+    the record stays what paged. Before, it showed only today's "ack"."""
+    reports = night_reports(demo_report, tmp_path, [1.0] * 20 + [0.95] * 2, slower=True)
+    runs = ingest(migrated_dsn, reports, "--trigger", "nightly")
+    paged = _explained(migrated_dsn, runs[-1], "node1")
+    [subject] = re.findall(r"^finding (node1:\S+, node2:\S+) \(device\): PAGE$", paged, re.M)
+    assert "as stored:" not in paged, paged  # nothing differs yet
+    acked = perfguard("ack", "node1", "--reason", "cable swap", "--dsn", migrated_dsn)
+    assert acked.returncode == 0, acked.stdout + acked.stderr
+    out = _explained(migrated_dsn, runs[-1], "node1")
+    assert re.search(rf"^finding {re.escape(subject)} \(device\): ack$", out, re.M), out
+    assert re.search(r"^  as stored: PAGE, evidence z [\d.]+ against its bar [\d.]+; judged "
+                     r"now: ack, evidence z [\d.]+$", out, re.M), out
+    accepted = perfguard("accept", "*", "--from-run", str(runs[-2]), "--reason", "planned",
+                         "--dsn", migrated_dsn)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    out = _explained(migrated_dsn, runs[-1], "node1")  # no finding now: the stored one
+    assert re.search(rf"^finding {re.escape(subject)} \(device\), as stored: PAGE\n  .*\n  not a "
+                     rf"finding as judged now", out, re.M), out
+
+
 def test_a_finding_at_the_bar_two_runs_running_pages_naming_the_run_before(
         migrated_dsn: str, demo_report: Path, tmp_path: Path) -> None:
     """The pair 20 % slower one night and 50 % the next: its lines' two nights do not
