@@ -122,7 +122,8 @@ def _add_ack(sub: argparse._SubParsersAction) -> None:
                           "open findings it names)")
     ack.add_argument("--reason", default="", help="why (shown with the finding)")
     group = ack.add_mutually_exclusive_group()
-    group.add_argument("--list", action="store_true", help="the active acknowledgements")
+    group.add_argument("--list", action="store_true",
+                       help="the acknowledgements in force, then those cleared (kept)")
     group.add_argument("--clear", type=int, metavar="ID", help="clear one: its cause pages "
                                                               "again")
     ack.set_defaults(func=cmd_ack)
@@ -188,10 +189,14 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
     with connect(args) as conn:
         if args.list:
-            for level_id, subject, from_run, who, at, reason, by, when in vd.accepted(conn):
+            levels = vd.accepted(conn)
+            for level_id, subject, from_run, who, at, reason, by, when in levels:
                 cleared = f"; cleared by {by} on {when:%Y-%m-%d}" if when else ""
                 print(f"#{level_id} {subject} from run {from_run}: by {who} on "
                       f"{at:%Y-%m-%d}: {reason}{cleared}")
+            if not levels:
+                print("none (`perfguard accept LINES --from-run N --reason WHY` accepts a "
+                      "new level)")
             return 0
         if args.clear is not None:
             print(f"cleared #{args.clear} ({vd.clear_accepted(conn, args.clear)}): from the "

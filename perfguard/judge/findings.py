@@ -26,8 +26,8 @@ when it is confirmed: its lines moved on ``needed`` of the last nights (a level,
 night; the line rule's regression), or it was at the bar on the run before too, or a
 fingerprint change on its nodes that night explains it. A one-night shift of most of a
 partition is named, never paged.
-``benchmarks/run_quality.py`` measures false pages a month and faults paged within 1
-and 2 nights at 300 and 4,000 lines (docs/verdicts.md).
+``benchmarks/run_quality.py`` measures false pages a month and faults paged within 1, 2
+and 3 nights at a 2-node pair, 16 nodes, 300 and 4,000 lines (docs/verdicts.md).
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ def test_an_accept_covers_the_lines_its_run_measured_and_a_cleared_one_none(
     for late in reports[10:]:
         _with_a_new_check(late)
     runs = ingest(migrated_dsn, reports[:10], "--trigger", "nightly")
+    assert perfguard("accept", "--list", "--dsn", migrated_dsn).stdout.startswith(
+        "none (`perfguard accept LINES --from-run N"), "an empty list says so"
     perfguard("accept", "node1", "--from-run", str(runs[8]), "--reason", "new cable",
               "--dsn", migrated_dsn, check=True)
     runs += ingest(migrated_dsn, reports[10:11], "--trigger", "nightly")
