@@ -67,6 +67,9 @@ def test_verdict_quality_runs() -> None:
     assert "| synthetic IB-like, CV 1 %" in out and "| perfguard |" in out
     out = run_benchmark("verdict_quality.py", "--seeds", "1-2")
     assert "| worst |" in out and "| mean |" in out
+    out = run_benchmark("verdict_quality.py", "--min-change")  # docs/verdicts.md's row
+    rows = re.findall(r"^\| (0\.[35]%) \| (0\.01|0) \| ", out, re.M)
+    assert rows == [("0.3%", "0.01"), ("0.3%", "0"), ("0.5%", "0.01"), ("0.5%", "0")], out
 
 
 def test_run_quality_runs() -> None:
