@@ -298,8 +298,8 @@ def explain_finding(finding: Any, judged: int, alpha: float) -> str:
     line it was judged on with its evidence, how they combine (every test with its
     number; the evidence is the largest of a worse finding's, the smallest of a better
     one's), the bar and why it pages or not: each number checkable by hand."""
-    word = "PAGE" if finding.paged else "ack" if finding.acknowledged else "watch"
-    out = [f"finding {finding.subject} ({finding.kind}): {word}",
+    out = [f"finding {finding.subject} ({finding.kind}): "
+           f"{finding_label(finding.paged, finding.acknowledged)}",
            f"  {finding.summary()}",
            f"  lines it is judged on ({len(finding.judged_on)}: every line of its cause, "
            f"moved or not; z: the line's recent nights that agree, each night's distance "
@@ -355,10 +355,10 @@ def explain_finding(finding: Any, judged: int, alpha: float) -> str:
 def finding_as_stored(row: dict | None, now: Any) -> str:
     """What the run's stored verdict said of a finding explained as judged now, where
     that differs (a later ack, accept, threshold or rule): the record stays what paged."""
-    word = "PAGE" if now.paged else "ack" if now.acknowledged else "watch"
-    if row is None:
-        return "\n  as stored: not a finding of the run's verdict then (judged now only)"
-    stored = finding_word(row).upper() if row["paged"] else finding_word(row)
+    word = finding_label(now.paged, now.acknowledged)
+    if row is None:  # a finding not worth storing then (run_findings.rows) unless it pages now
+        return "\n  as stored: no page of it then (judged now only)" if now.paged else ""
+    stored = finding_label(row["paged"], row["acknowledged"])
     if stored == word and abs(row["evidence"] - now.evidence) < 0.005:
         return ""
     return (f"\n  as stored: {stored}, evidence z {row['evidence']:.2f} against its bar "
@@ -368,7 +368,7 @@ def finding_as_stored(row: dict | None, now: Any) -> str:
 def finding_only_stored(row: dict, run_id: int) -> str:
     """A finding of the stored verdict that judging now does not find (an ack, accept or
     threshold since; rules changed): as stored."""
-    stored = finding_word(row).upper() if row["paged"] else finding_word(row)
+    stored = finding_label(row["paged"], row["acknowledged"])
     return (f"finding {row['subject']} ({row['kind']}), as stored: {stored}\n"
             f"  {row['summary']}\n  not a finding as judged now (an ack, accept or threshold "
             f"since, or other rules): `perfguard verdict {run_id}` shows the verdict as "
@@ -386,7 +386,7 @@ def findings(found: list[dict], judged: int, overlay: dict[str, list[str]] | Non
             f"{bar:.2f} and confirmed over nights or by a fingerprint change):")
     out = [head]
     for f in found:
-        out.append(f"  {finding_word(f).upper() if f['paged'] else finding_word(f):5} "
+        out.append(f"  {finding_label(f['paged'], f['acknowledged']):5} "
                    f"{f['summary']}")
         out += [f"        {note}" for note in (overlay or {}).get(f["subject"], [])]
     return "\n".join(out)
@@ -395,6 +395,12 @@ def finding_word(finding: dict) -> str:
     """One word for a finding wherever it is shown (CLI, report): page, ack (acknowledged:
     known, being fixed) or watch (shown, not paging)."""
     return "page" if finding["paged"] else "ack" if finding["acknowledged"] else "watch"
+
+
+def finding_label(paged: bool, acknowledged: str | None) -> str:
+    """``finding_word`` as the CLI heads a finding: PAGE in capitals."""
+    word = finding_word({"paged": paged, "acknowledged": acknowledged})
+    return word.upper() if paged else word
 
 def slow_links(links: list[SlowLink]) -> str:
     """The verdict's paragraph on links below their maximum ('' when there are none)."""
