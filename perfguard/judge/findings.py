@@ -991,9 +991,9 @@ class TakenOff:
 
     def render(self) -> str:
         """``tonight worse by +52.0 % = partition gpu +0.4 + node1 +25.3 + node2 +24.9 +
-        left +1.4 (0.48 of its noise 2.9 %); left on its recent nights, in its noise:
-        0.31, 0.48; z of those that agree with its latest 0.33, 0.51, combined 0.60``:
-        every number checkable by hand."""
+        left +1.4 (0.48 of its noise 2.9 %); its recent nights in that noise: 0.31, 0.48;
+        z of those that agree with its latest (t, far nights, capped): 0.33, 0.51,
+        combined 0.60``: every number checkable by hand."""
         when = ("tonight" if self.night[0] == self.night[1]
                 else f"its latest night (the run's recent night {self.night[0]} of "
                      f"{self.night[1]})")
