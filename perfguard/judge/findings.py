@@ -1473,7 +1473,8 @@ class NightEffects:
         if not len(seen):
             return None
         night = int(seen[-1])
-        position = (int(np.searchsorted(self.recent_at, night)) + 1, len(self.recent_at))
+        mine = np.searchsorted(self.recent_at, seen)  # its nights among the run's recent
+        position = (int(mine[-1]) + 1, len(self.recent_at))
         own_nights = row in self._in_own_nights and kind == LINE
         if own_nights:
             parts = []
@@ -1483,8 +1484,6 @@ class NightEffects:
             left[None, :], np.array([row]), self._far_rate)
         read = alone if kind == LINE else residual
         zs = self._pooled_rows(read, levels, shares, past, each=True)[0]
-        mine = [k for k, column in enumerate(self.recent_at) if self._own[row, column]
-                and not np.isnan(self._moves[row, column])]
         noise = float(_noise_of(np.where(self._own[[row]], np.nan, left[None, :]))[0])
         load = float(max(self._load[row, night], 1.0)) if kind == LINE else 1.0
         return TakenOff(float(self._moves[row, night]),

@@ -6,9 +6,8 @@ ReportError naming the file and the place; nothing downstream ever sees half a r
 NaN or infinity among one test case's key figures fails that test case with the place as
 its reason, that figure not stored (its other figures and curves are); one in a curve
 drops that point only (named in the test case's ``dropped``); the rest of the report is
-stored. perfguard's own
-variables (``perfguard_samples``, fingerprints, directions), which the schema leaves open,
-are checked here.
+stored. perfguard's own variables (``perfguard_samples``, fingerprints, directions),
+which the schema leaves open, are checked here.
 """
 
 from __future__ import annotations
@@ -47,9 +46,9 @@ class ReportError(PerfguardError):
 
 
 class NonFiniteValue(ReportError):
-    """A NaN or infinity among a test case's values: that value is not stored, and a key
-    figure's fails its test case with this reason; the rest of the report is stored (one
-    bad row must not lose a night)."""
+    """A NaN or infinity among a test case's values: that value is not stored, and one
+    among its key figures fails the test case with this reason; the rest of the report is
+    stored (one bad row must not lose a night)."""
 
 
 class Sample(NamedTuple):
