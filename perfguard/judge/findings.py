@@ -442,21 +442,50 @@ def history_matrix(histories: list[tuple[float, ...]]) -> np.ndarray:
 def without_held_levels(history: np.ndarray, policy: Policy) -> np.ndarray:
     """A history matrix (a row each, nights in their noise, worse > 0, NaN: none) with
     the nights of each level it held (``LEVEL_NIGHTS`` or more in a row beyond ``far`` on
-    one side) taken out (NaN). A tail is nights scattered far out; a history whose host
-    load moved every line 3x for its first 3 nights has one change of level, and read as
-    a third of far nights it made a -50 % node pair a night like any other (issue 67:
-    paged within 2 nights in 0-5 % of run_quality's trials, with the level taken out
-    95-100 %)."""
+    one side, where its other nights make such a run unlikely: ``_is_level``) taken out
+    (NaN). A tail is nights scattered far out; a history whose host load moved every line
+    3x for its first 3 nights has one change of level, and read as a third of far nights
+    it made a -50 % node pair a night like any other (issue 67: paged within 2 nights in
+    0-5 % of run_quality's trials, with the level taken out 95-100 %)."""
     if not policy.far or history.shape[1] < LEVEL_NIGHTS:
         return history
     side = np.where(np.isnan(history), 0, np.where(history > policy.far, 1,
                                                    np.where(history < -policy.far, -1, 0)))
     held = np.zeros(history.shape, dtype=bool)
-    for start in range(history.shape[1] - LEVEL_NIGHTS + 1):
-        window = side[:, start:start + LEVEL_NIGHTS]
-        run = (window[:, :1] != 0) & (window == window[:, :1]).all(axis=1, keepdims=True)
-        held[:, start:start + LEVEL_NIGHTS] |= run
+    for row in np.flatnonzero((side != 0).sum(axis=1) >= LEVEL_NIGHTS):
+        for start, end in _runs(side[row]):
+            held[row, start:end] = _is_level(side[row], ~np.isnan(history[row]), start,
+                                             end, policy)
     return np.where(held, np.nan, history)
+
+
+def _runs(sides: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) of each run of ``LEVEL_NIGHTS`` or more nights in a row far out on one
+    side (``sides``: 1 worse, -1 better, 0 neither or not run)."""
+    runs, start = [], 0
+    for index in range(1, len(sides) + 1):
+        if index == len(sides) or sides[index] != sides[start]:
+            if sides[start] and index - start >= LEVEL_NIGHTS:
+                runs.append((start, index))
+            start = index
+    return runs
+
+
+def _is_level(sides: np.ndarray, seen: np.ndarray, start: int, end: int, policy: Policy
+              ) -> bool:
+    """Whether a run of far nights on one side (``sides[start:end]``) is a level the line
+    held, not its tail: a run that long is unlikely (below ``own_tail``, the chance of
+    one anywhere in its nights) at the far rate its other nights have on that side. The
+    busy real set's inter-node osu_latency lay far worse on 8 of its first 17 nights,
+    3 of them in a row (nights 6-8: 150-198 us against 5-10 us); taken out as a level,
+    the line read as if it had 5 far nights, and its 238 us on night 18 paged (issue
+    67's busy set: 3 false pages in 50 nights, 0 before the held levels came)."""
+    others = np.concatenate([sides[:start], sides[end:]])
+    measured = np.concatenate([seen[:start], seen[end:]]).sum()
+    rate = float((others == sides[start]).sum() / max(measured, 1))
+    length, nights = end - start, int(seen.sum())
+    chance = rate ** length * (1 + (nights - length) * (1 - rate))  # runs' expected count
+    return chance < policy.own_tail or not policy.own_tail
 
 
 def far_rate(standard: np.ndarray, policy: Policy) -> float:

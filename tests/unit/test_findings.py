@@ -1036,6 +1036,30 @@ def test_a_line_that_was_far_before_reads_its_far_nights_as_its_own() -> None:
     assert fd.far_shares_of([far[-7:]], policy)[0] == 0.0
 
 
+def test_three_far_nights_in_a_row_are_a_level_only_where_its_other_nights_are_quiet(
+        ) -> None:
+    """A history that held a level 3 nights (a host's load, then gone) changed level
+    once: its far nights are not its tail. A line far worse on 5 other nights of 17 has
+    such a run by chance: the busy real set's inter-node osu_latency (nights 6-8 at
+    150-198 us among 5-10 us and 5 other far nights) read as a line of 5 far nights
+    paged its night 18 at 238 us; read with all 8 it is its own kind of night."""
+    policy = fd.DEFAULT_POLICY
+    quiet = [((-1) ** night) * (night % 5) / 4 for night in range(17)]
+    level = [30.0 if night in (5, 6, 7) else v for night, v in enumerate(quiet)]
+    busy = [12.0 if night in (2, 10, 12, 14, 16) else v for night, v in enumerate(level)]
+    matrix = fd.history_matrix([tuple(level), tuple(busy)])
+    kept = fd.without_held_levels(matrix, policy)
+    assert np.isnan(kept[0, 5:8]).all() and not np.isnan(kept[0]).sum() > 3
+    assert not np.isnan(kept[1]).any()  # 3 in a row among 5 others: its tail
+    grown = dataclasses.replace(policy, young_nights=0)  # no nights borrowed
+    shares = fd.far_shares_of([tuple(level), tuple(busy)], grown)
+    assert shares[0] == 0.0 and 0.46 < shares[1] < 0.47  # 8 of 17, less the t's
+    # a night not run breaks no run and is no night of the rate
+    gap = [*level[:10], float("nan"), *level[11:]]
+    assert np.isnan(fd.without_held_levels(fd.history_matrix([tuple(gap)]), policy)[0, 5:8]
+                    ).all()
+
+
 def test_a_line_read_with_its_far_nights_does_not_page_and_says_so() -> None:
     """A line confirmed two nights 12-14 of its noise worse: where its history (its
     residual, after the fabric's nights) was far 3 times in 30 nights it is read with
