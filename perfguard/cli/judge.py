@@ -22,7 +22,8 @@ def _add_verdict(sub: argparse._SubParsersAction) -> None:
     ver.add_argument("--baseline", help="compare with this run (id, uuid or label)")
     ver.add_argument("--explain", metavar="SUBJECT",
                      help="each finding naming SUBJECT (a node, HCA, GPU, leaf or the "
-                          "finding's subject): its lines' evidence, how they combine, the "
+                          "finding's subject; a line alone: part of its name): its lines' "
+                          "evidence, how they combine, the "
                           "bar and why it paged or not; each line whose name contains it: "
                           "its history, noise estimate, rule and decision")
     ver.add_argument("--rejudge", action="store_true",
@@ -79,8 +80,9 @@ def cmd_verdict(args: argparse.Namespace) -> int:
 
 def _explained(conn, run_id: int, stored: list, text: str | None, rejudged: bool
                ) -> list[str]:
-    """--explain: each finding that names ``text`` (its subject, or a node, device, leaf or
-    line of it: as `perfguard ack` takes it) and each line named like it, as judged now
+    """--explain: each finding that names ``text`` (``Finding.explained_by``: its subject,
+    a node, device, leaf or line of it as `perfguard ack` takes it, a line alone by part
+    of its name) and each line named like it, as judged now
     (a line: its history, noise, rule), each with what was stored where that differs (a
     finding stored that is none now: said, as stored)."""
     from perfguard.judge import findings as fd
@@ -93,7 +95,7 @@ def _explained(conn, run_id: int, stored: list, text: str | None, rejudged: bool
     now = stored if rejudged else vd.verdict(conn, run_id)
     policy = run_findings.policy()
     found, _ = run_findings.find(conn, run_id, now, policy)
-    named = [f for f in found if fd.contains(text, f.subject, f.members())]
+    named = [f for f in found if f.explained_by(text)]
     chosen = [line for line in now if text in tx.name_of(line)]
     vd.with_key_points(conn, run_id, chosen)  # which curve point each key figure is
     kept = {line.key: line for line in stored}

@@ -282,6 +282,15 @@ class Finding:
         """Each of its lines as an acknowledgement may name it: its name, nodes, devices."""
         return [[line.name, *line.nodes, *line.devices] for line in self.lines]
 
+    def explained_by(self, text: str) -> bool:
+        """Whether `verdict --explain TEXT` shows it: ``text`` names it or a node, device,
+        leaf or line of it (``contains``: as `perfguard ack` takes it), or, a line alone,
+        is part of its name, as --explain chooses the lines it shows (`--explain
+        osu_bibw` showed the osu_bibw curve's decision, not the finding of it that paged
+        the run, nor its evidence and bar)."""
+        return contains(text, self.subject, self.members()) or (
+            self.kind == LINE and text in self.subject)
+
     def summary(self) -> str:
         """``node37:mlx5_1: 14 of 16 line(s) worse by a median 48.2%, …``"""
         what = "worse" if self.worse else "better"

@@ -1348,3 +1348,20 @@ def test_a_findings_only_level_is_judged_alone() -> None:
     rows = [row.split() for row in out.splitlines() if len(row.split()) == 5]
     assert [row[:3] for row in rows if row[2] == "True"] == [
         ["line", "himeno_node5", "True"]], out
+
+
+def test_explain_shows_a_line_alone_by_part_of_its_name_and_a_node_by_its_name() -> None:
+    """`verdict --explain osu_bibw` chose the osu_bibw curve's line (a part of its name)
+    and not the finding of that line alone that paged the run (the busy real set, night
+    60): a line's finding is shown as its line is; a node's finding only by a name it
+    holds (`node` is no node of `node1:lo, node2:lo`, and would be every node's)."""
+    name = "OsuPt2PtCheck %benchmark=osu_bibw %hca=lo %placement=intra bandwidth curve"
+    curve = fd.Evidence(name, "compute", "OsuPt2PtCheck bandwidth curve", ("node1",),
+                        ("node1:lo",), -1, True, 4.73, 3)
+    alone = fd.Finding(fd.LINE, name, [curve], 1)
+    assert alone.explained_by("osu_bibw") and alone.explained_by(name)
+    assert not alone.explained_by("osu_bw")
+    pair = fd.Finding(fd.DEVICE, "node1:lo, node2:lo", [curve], 1)
+    assert pair.explained_by("node1") and pair.explained_by("node2:lo")
+    assert pair.explained_by(name) and not pair.explained_by("node")
+    assert not pair.explained_by("osu_bibw")  # a line of a node's finding: by its name
