@@ -272,21 +272,20 @@ def test_findings_are_acknowledged_by_a_node_the_finding_names() -> None:
 
 
 def correlated_site(tonight: dict[str, float], nodes: int = 12, seed: int = 3,
-                    through: tuple[set[str], float | tuple[float, float]] = (set(), 0.0)
-                    ) -> list[fd.Evidence]:
+                    through: tuple[set[str], float | tuple[float, float]] = (set(), 0.0),
+                    more_pairs: tuple[tuple[int, int], ...] = ()) -> list[fd.Evidence]:
     """Pair lines node i → i+1, per HCA and size, whose nights move with both nodes' night
     factor (sd 2 %) on top of their own noise (1 %): 30 nights of history, then 2 recent
     nights on which each node (or ``node:hca``) named in ``tonight`` moved by that
     relative change (worse > 0), and each line through a node of ``through``'s set (a
     leaf) by its change, once (or by each of a pair of changes, night by night). Each
     line's distance, side and confirmation as the line rule gives them (its noise the
-    spread of its history)."""
+    spread of its history). ``more_pairs``: node pairs (0-based) measured besides."""
     rng = np.random.default_rng(seed)
     nights = 32
     factor = rng.normal(0, 0.02, (nodes, nights))
     lines = []
-    for i in range(nodes):
-        pair = (i, (i + 1) % nodes)
+    for pair in [(i, (i + 1) % nodes) for i in range(nodes)] + list(more_pairs):
         names = tuple(f"node{n + 1}" for n in pair)
         for h in range(2):
             devices = tuple(f"{name}:mlx5_{h}" for name in names)
@@ -431,6 +430,23 @@ def test_a_congested_leaf_that_is_half_the_fabric_is_named_and_pages() -> None:
     paged = [(f.kind, f.subject) for f in fd.findings(lines, groups=groups) if f.paged]
     assert paged == [(fd.LEAF, "leaf1")], [(f.subject, f.evidence, f.tests)
                                             for f in fd.findings(lines, groups=groups)]
+
+
+def test_a_congested_leaf_pages_where_most_lines_of_the_other_leaf_cross_into_it() -> None:
+    """The same leaf, with 10 more pairs between the two leaves (Slurm gave half the pair
+    lines another partner: run_quality's ``--pair-change 0.5``): most lines through the
+    second leaf went through the first too, its median moved with them, the partition's
+    effect (the two leaves' median) took the whole 30 % and the leaf read as noise (16
+    nodes, seed 2: paged within 2 nights in 65 % of 20 trials). A partition's effect is
+    the median of its leaves' lines within each (a fabric night moves those too), and
+    the leaf pages (90 %)."""
+    leaf1 = {f"node{n + 1}" for n in range(6)}
+    across = tuple((n, 6 + (n + k) % 6) for n in range(6) for k in (1, 3))[:10]
+    lines = correlated_site({}, through=(leaf1, 0.3), more_pairs=across)
+    groups = {"leaf1": leaf1, "leaf2": {f"node{n + 1}" for n in range(6, 12)}}
+    found = fd.findings(lines, groups=groups)
+    assert [(f.kind, f.subject) for f in found if f.paged] == [(fd.LEAF, "leaf1")], [
+        (f.subject, f.evidence, f.tests) for f in found]
 
 
 def test_a_congested_leaf_whose_two_nights_differ_combines_them_as_a_line_does() -> None:
