@@ -488,7 +488,7 @@ def _is_level(sides: np.ndarray, seen: np.ndarray, start: int, end: int, policy:
     busy real set's inter-node osu_latency lay far worse on 8 of its first 17 nights,
     3 of them in a row (nights 6-8: 150-198 us against 5-10 us); taken out as a level,
     the line read as if it had 5 far nights, and its 238 us on night 18 paged (issue
-    67's busy set: 3 false pages in 50 nights, 0 before the held levels came)."""
+    67's busy set: 3 false pages in 50 nights, 0 before the held levels came; 1 so)."""
     others = np.concatenate([sides[:start], sides[end:]])
     measured = np.concatenate([seen[:start], seen[end:]]).sum()
     rate = float((others == sides[start]).sum() / max(measured, 1))
