@@ -102,7 +102,8 @@ def _explained(conn, run_id: int, stored: list, text: str | None, rejudged: bool
     recorded = {row["subject"]: row for row in run_findings.stored(conn, run_id)}
     explained = {f.subject for f in named}
     only_stored = [row for subject, row in recorded.items()
-                   if subject not in explained and fd.contains(text, subject, None)]
+                   if subject not in explained and fd.explains(text, row["kind"], subject,
+                                                               None)]
     return ([tx.explain_finding(f, len(now), policy.alpha)
              + tx.finding_as_stored(recorded.get(f.subject), f) for f in named]
             + [tx.finding_only_stored(row, run_id) for row in only_stored]

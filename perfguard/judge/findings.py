@@ -283,13 +283,8 @@ class Finding:
         return [[line.name, *line.nodes, *line.devices] for line in self.lines]
 
     def explained_by(self, text: str) -> bool:
-        """Whether `verdict --explain TEXT` shows it: ``text`` names it or a node, device,
-        leaf or line of it (``contains``: as `perfguard ack` takes it), or, a line alone,
-        is part of its name, as --explain chooses the lines it shows (`--explain
-        osu_bibw` showed the osu_bibw curve's decision, not the finding of it that paged
-        the run, nor its evidence and bar)."""
-        return contains(text, self.subject, self.members()) or (
-            self.kind == LINE and text in self.subject)
+        """Whether `verdict --explain TEXT` shows it (``explains``)."""
+        return explains(text, self.kind, self.subject, self.members())
 
     def summary(self) -> str:
         """``node37:mlx5_1: 14 of 16 line(s) worse by a median 48.2%, …``"""
@@ -462,9 +457,13 @@ def without_held_levels(history: np.ndarray, policy: Policy) -> np.ndarray:
                                                    np.where(history < -policy.far, -1, 0)))
     held = np.zeros(history.shape, dtype=bool)
     for row in np.flatnonzero((side != 0).sum(axis=1) >= LEVEL_NIGHTS):
-        for start, end in _runs(side[row]):
-            held[row, start:end] = _is_level(side[row], ~np.isnan(history[row]), start,
-                                             end, policy)
+        runs = _runs(side[row])
+        in_runs = np.zeros(len(side[row]), dtype=bool)
+        for start, end in runs:
+            in_runs[start:end] = True
+        for start, end in runs:
+            held[row, start:end] = _is_level(side[row], ~np.isnan(history[row]), in_runs,
+                                             start, end, policy)
     return np.where(held, np.nan, history)
 
 
@@ -480,21 +479,23 @@ def _runs(sides: np.ndarray) -> list[tuple[int, int]]:
     return runs
 
 
-def _is_level(sides: np.ndarray, seen: np.ndarray, start: int, end: int, policy: Policy
-              ) -> bool:
-    """Whether a run of far nights on one side (``sides[start:end]``) is a level the line
-    held, not its tail: a run that long is unlikely (below ``own_tail``, the chance of
-    one anywhere in its nights) at the far rate its other nights have on that side. The
-    busy real set's inter-node osu_latency lay far worse on 8 of its first 17 nights,
-    3 of them in a row (nights 6-8: 150-198 us against 5-10 us); taken out as a level,
-    the line read as if it had 5 far nights, and its 238 us on night 18 paged (issue
-    67's busy set: 3 false pages in 50 nights, 0 before the held levels came; 1 so)."""
-    others = np.concatenate([sides[:start], sides[end:]])
-    measured = np.concatenate([seen[:start], seen[end:]]).sum()
-    rate = float((others == sides[start]).sum() / max(measured, 1))
+def _is_level(sides: np.ndarray, seen: np.ndarray, in_runs: np.ndarray, start: int,
+              end: int, policy: Policy) -> bool:
+    """Whether a run of far nights on one side (``sides[start:end]``; ``seen``: the nights
+    measured) is a level the line held, not its tail: at the far rate on that side of its
+    nights outside every such run (``in_runs``: a host loaded twice held two levels), a
+    run that long is expected fewer than ``own_tail`` times in its nights (the expected
+    count of runs, a bound on the chance of one); ``own_tail`` 0: every run is a level.
+    The busy real set's inter-node osu_latency lay far worse on 8 of its first 17
+    nights, 3 of them in a row (nights 6-8: 150-198 us against 5-10 us); taken out as a
+    level, the line read as if it had 5 far nights, and its 238 us on night 18 paged
+    (issue 67's busy set: 3 false pages in 50 nights, 0 before the held levels came; 1
+    so)."""
+    outside = seen & ~in_runs
+    rate = float((sides[outside] == sides[start]).sum() / max(outside.sum(), 1))
     length, nights = end - start, int(seen.sum())
-    chance = rate ** length * (1 + (nights - length) * (1 - rate))  # runs' expected count
-    return chance < policy.own_tail or not policy.own_tail
+    expected = rate ** length * (1 + (nights - length) * (1 - rate))
+    return expected < policy.own_tail or not policy.own_tail
 
 
 def far_rate(standard: np.ndarray, policy: Policy) -> float:
@@ -781,6 +782,15 @@ def acknowledges(cause: str, subject: str, members: list[list[str]] | None) -> b
     if cause in subject_names(subject):
         return True
     return bool(members) and all(cause in line for line in members)
+
+
+def explains(text: str, kind: str, subject: str, members: list[list[str]] | None) -> bool:
+    """Whether `verdict --explain TEXT` shows a finding: ``text`` names it or a node,
+    device, leaf or line of it (``contains``: as `perfguard ack` takes it), or, a line
+    alone, is part of its name, as --explain chooses the lines it shows (`--explain
+    osu_bibw` showed the osu_bibw curve's decision, not the finding of it that paged the
+    run, nor its evidence and bar)."""
+    return contains(text, subject, members) or (kind == LINE and text in subject)
 
 
 def contains(cause: str, subject: str, members: list[list[str]] | None) -> bool:
@@ -1150,8 +1160,10 @@ class NightEffects:
                   for _, members in sorted(groups.items())]  # those between its nodes
         for partition in sorted({line.partition for line in lines}):
             rows = inter & np.array([line.partition == partition for line in lines])
-            effect = self._remove((PARTITION, f"partition {partition}"), rows, left,
-                                  _leaves_median([rows & leaf for leaf in within], left))
+            leaves = _leaves_median([rows & leaf for leaf in within], left)
+            if leaves is None:  # fewer than two leaves with lines of their own
+                leaves = _leaves_median([rows & leaf for leaf in through.values()], left)
+            effect = self._remove((PARTITION, f"partition {partition}"), rows, left, leaves)
             load[rows] = np.abs(effect / self._noise(effect[None, :])[0]) / self.policy.agree
         for leaf, rows in through.items():
             self._remove((LEAF, leaf), rows, left)
@@ -1615,7 +1627,8 @@ def _leaves_median(leaves: list[np.ndarray], left: np.ndarray) -> np.ndarray | N
     two leaves of 8) gave the partition most of its own -30 %, and its own effect read
     2.2-3.8 against 4.60 (run_quality, 16 nodes: within 2 nights 85 / 55 / 85 % at seeds
     1-3; 85 / 95 / 100 % so). A fabric night moves every leaf, and the median of them
-    all. Taken over every line through each leaf, a leaf whose lines crossed into the
+    all. Taken over every line through each leaf (where fewer than two leaves have two
+    lines of their own, still so: ``_take_apart``), a leaf whose lines crossed into the
     other on half the nights (``--pair-change 0.5``) moved both leaves' medians, the
     partition took its -30 % whole, and it paged within 2 nights in 90 / 65 / 75 % of
     20 trials at seeds 1-3 (95 / 90 / 90 % so; at the defaults every row as before but

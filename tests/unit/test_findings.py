@@ -1065,15 +1065,21 @@ def test_three_far_nights_in_a_row_are_a_level_only_where_its_other_nights_are_q
     busy = [12.0 if night in (2, 10, 12, 14, 16) else v for night, v in enumerate(level)]
     matrix = fd.history_matrix([tuple(level), tuple(busy)])
     kept = fd.without_held_levels(matrix, policy)
-    assert np.isnan(kept[0, 5:8]).all() and not np.isnan(kept[0]).sum() > 3
+    assert np.isnan(kept[0, 5:8]).all() and np.isnan(kept[0]).sum() == 3
     assert not np.isnan(kept[1]).any()  # 3 in a row among 5 others: its tail
     grown = dataclasses.replace(policy, young_nights=0)  # no nights borrowed
     shares = fd.far_shares_of([tuple(level), tuple(busy)], grown)
     assert shares[0] == 0.0 and 0.46 < shares[1] < 0.47  # 8 of 17, less the t's
-    # a night not run breaks no run and is no night of the rate
-    gap = [*level[:10], float("nan"), *level[11:]]
-    assert np.isnan(fd.without_held_levels(fd.history_matrix([tuple(gap)]), policy)[0, 5:8]
-                    ).all()
+    # nights not run are no nights of the rate: 1 far of the 4 measured outside the run
+    # is a tail (read as 1 of 14 nights, the run would be a level)
+    gaps = [{2: 12.0}.get(night, v) if night < 4 or 5 <= night <= 7 else float("nan")
+            for night, v in enumerate(level)]
+    assert np.isnan(fd.without_held_levels(fd.history_matrix([tuple(gaps)]), policy)
+                    ).sum() == 10  # the nights not run only
+    # a host loaded twice held two levels: neither run is the other's tail
+    twice = [30.0 if night in (11, 12, 13) else v for night, v in enumerate(level)]
+    kept = fd.without_held_levels(fd.history_matrix([tuple(twice)]), policy)
+    assert np.isnan(kept[0, [5, 6, 7, 11, 12, 13]]).all() and np.isnan(kept).sum() == 6
 
 
 def test_a_line_read_with_its_far_nights_does_not_page_and_says_so() -> None:
@@ -1381,3 +1387,6 @@ def test_explain_shows_a_line_alone_by_part_of_its_name_and_a_node_by_its_name()
     assert pair.explained_by("node1") and pair.explained_by("node2:lo")
     assert pair.explained_by(name) and not pair.explained_by("node")
     assert not pair.explained_by("osu_bibw")  # a line of a node's finding: by its name
+    # a finding stored only (none now) is chosen alike, from its stored kind and subject
+    assert fd.explains("osu_bibw", "line", name, None)
+    assert not fd.explains("node", "device", "node1:lo, node2:lo", None)
