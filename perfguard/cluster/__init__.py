@@ -74,12 +74,28 @@ def up(state: Path, nodes: int, port_base: int, leaves: int = 0,
     layout.save()
     if not any(s.running(layout) for s in SERVICES if s.name.startswith("slurm")):
         choose_tracking(layout)
-    for service in SERVICES:
-        if not service.running(layout):
-            service.start(layout)
-        elif service.reconcile is not None:
-            service.reconcile(layout)
+    started = []
+    try:
+        for service in SERVICES:
+            if not service.running(layout):
+                started.append(service)
+                service.start(layout)
+            elif service.reconcile is not None:
+                service.reconcile(layout)
+    except (PerfguardError, KeyboardInterrupt):
+        _stop(layout, started)
+        raise
     return layout
+
+
+def _stop(layout: ClusterLayout, services: list) -> None:
+    """Stop ``services``, newest first: what a failed or interrupted `up` started is not
+    left running (a test session whose slurmdbd did not start left its MariaDB running
+    after the session had ended)."""
+    for service in reversed(services):
+        pids = service.pids(layout)
+        if pids:
+            terminate(pids, timeout=30 if service.name == "postgresql" else 15)
 
 
 def slurm_prefix_to_run(given: Path | str | None, recorded: ClusterLayout | None) -> str:
@@ -142,12 +158,9 @@ def down(state: Path) -> list[str]:
     layout = ClusterLayout.load(state)
     if layout is None:
         return []
-    stopped = []
-    for service in reversed(SERVICES):
-        pids = service.pids(layout)
-        if pids:
-            terminate(pids, timeout=30 if service.name == "postgresql" else 15)
-            stopped.append(service.name)
+    stopped = [service.name for service in SERVICES if service.pids(layout)]
+    _stop(layout, list(SERVICES))
+    stopped.reverse()
     tracking = node_tracking(layout)
     if tracking.cgroup:  # the nodes' cgroups, empty once their tasks are gone
         cgroups.remove_node_dirs(tracking, layout.port_base)

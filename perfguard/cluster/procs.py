@@ -168,18 +168,31 @@ def spawn(argv: Sequence[str], log_file: Path, pid_file: Path,
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str,
-               log_file: Path | None = None, interval: float = 0.2) -> None:
+               log_file: Path | None = None, interval: float = 0.2,
+               daemon: int | None = None) -> None:
+    """Wait for ``condition``, at most ``timeout`` seconds; ``daemon``: the pid of the
+    daemon that should bring it about: once it has exited, waiting on is pointless (a
+    slurmdbd that cannot start its storage plugin exits at once, and was waited for a
+    whole minute)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
             return
+        if daemon is not None and not pid_alive(daemon):
+            raise PerfguardError(f"gave up waiting for {what}: the daemon (pid {daemon}) "
+                                 f"exited{_log_hint(log_file)}")
         time.sleep(interval)
+    raise PerfguardError(f"timed out after {timeout:.0f}s waiting for {what}"
+                         f"{_log_hint(log_file)}")
+
+
+def _log_hint(log_file: Path | None) -> str:
+    """``; see LOG`` and its last lines, where there is a log."""
     hint = f"; see {log_file}" if log_file else ""
-    tail = ""
     if log_file and log_file.exists():
         lines = log_file.read_text(errors="replace").splitlines()[-5:]
-        tail = "\n  " + "\n  ".join(lines) if lines else ""
-    raise PerfguardError(f"timed out after {timeout:.0f}s waiting for {what}{hint}{tail}")
+        hint += "\n  " + "\n  ".join(lines) if lines else ""
+    return hint
 
 
 def terminate(pids: Sequence[int], timeout: float = 15.0) -> None:

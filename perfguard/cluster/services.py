@@ -95,19 +95,28 @@ def _mariadb_password_file(layout: ClusterLayout) -> Path:
 
 
 def start_mariadb(layout: ClusterLayout) -> None:
-    data = layout.mariadb_dir / "data"
+    """MariaDB with its temporary files under the state directory, not the host's /tmp:
+    two clusters starting in the same second (two test workers) shared it, and one's
+    bootstrap failed "Could not remove temporary table '/tmp/#sql-temptable-1618-1-8',
+    error: 2" (gone); in the next run, again with two starting together, one slurmdbd
+    could not initialise its storage ("We should have gotten a result"). Each now has
+    its own."""
+    data, tmp = layout.mariadb_dir / "data", layout.mariadb_dir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
     if not (data / "mysql").exists():
         data.mkdir(parents=True, exist_ok=True)
         run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
-             "--auth-root-authentication-method=socket", "--skip-test-db"], timeout=180)
-    spawn(["mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={layout.mariadb_socket}",
-           f"--port={layout.mariadb_port}", "--bind-address=127.0.0.1", "--user=root",
-           "--skip-name-resolve", f"--pid-file={layout.mariadb_dir / 'mariadbd.pid'}",
-           "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M",
-           f"--log-error={layout.log_file('mariadb')}"],
-          layout.log_file("mariadb.out"), layout.pid_file("mariadb"))
+             "--auth-root-authentication-method=socket", "--skip-test-db", f"--tmpdir={tmp}"],
+            timeout=180)
+    daemon = spawn(["mariadbd", "--no-defaults", f"--datadir={data}", f"--tmpdir={tmp}",
+                    f"--socket={layout.mariadb_socket}", f"--port={layout.mariadb_port}",
+                    "--bind-address=127.0.0.1", "--user=root", "--skip-name-resolve",
+                    f"--pid-file={layout.mariadb_dir / 'mariadbd.pid'}",
+                    "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M",
+                    f"--log-error={layout.log_file('mariadb')}"],
+                   layout.log_file("mariadb.out"), layout.pid_file("mariadb"))
     wait_until(lambda: _mariadb_sql(layout, "SELECT 1", check=False).returncode == 0, 60,
-               "MariaDB to accept connections", layout.log_file("mariadb"))
+               "MariaDB to accept connections", layout.log_file("mariadb"), daemon=daemon)
     _ensure_slurm_db_user(layout)
 
 
@@ -173,10 +182,10 @@ def node_tracking(layout: ClusterLayout) -> cgroups.Tracking:
 
 def start_slurmdbd(layout: ClusterLayout) -> None:
     write_slurm_configs(layout)
-    spawn(["slurmdbd", "-D"], layout.log_file("slurmdbd.out"), layout.pid_file("slurmdbd"),
-          env=layout.client_env())
+    daemon = spawn(["slurmdbd", "-D"], layout.log_file("slurmdbd.out"),
+                   layout.pid_file("slurmdbd"), env=layout.client_env())
     wait_until(lambda: _sacctmgr(layout, "show", "cluster", check=False).returncode == 0, 60,
-               "slurmdbd to answer", layout.log_file("slurmdbd"))
+               "slurmdbd to answer", layout.log_file("slurmdbd"), daemon=daemon)
     clusters = _sacctmgr(layout, "-n", "-P", "show", "cluster", "format=cluster").stdout.split()
     if CLUSTER_NAME not in clusters:
         _sacctmgr(layout, "-i", "add", "cluster", CLUSTER_NAME)
@@ -188,11 +197,12 @@ def _sacctmgr(layout: ClusterLayout, *args: str, check: bool = True):
 
 def start_slurmctld(layout: ClusterLayout) -> None:
     write_slurm_configs(layout)
-    spawn(["slurmctld", "-D", "-i"], layout.log_file("slurmctld.out"),
-          layout.pid_file("slurmctld"), env=layout.client_env())
+    daemon = spawn(["slurmctld", "-D", "-i"], layout.log_file("slurmctld.out"),
+                   layout.pid_file("slurmctld"), env=layout.client_env())
     wait_until(lambda: run(["scontrol", "ping"], env=layout.client_env(),
                            check=False).stdout.count("UP") > 0,
-               60, "slurmctld to answer `scontrol ping`", layout.log_file("slurmctld"))
+               60, "slurmctld to answer `scontrol ping`", layout.log_file("slurmctld"),
+               daemon=daemon)
     _require_multiple_slurmd(layout)
 
 

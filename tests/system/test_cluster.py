@@ -83,6 +83,36 @@ def test_up_status_sacct_down_leaves_nothing() -> None:
     assert perfguard("cluster", "status", state=state).returncode == 3
 
 
+def test_an_up_that_fails_leaves_nothing_it_started_running() -> None:
+    """A Slurm whose slurmdbd cannot start (here a prefix whose slurmdbd exits at once,
+    the rest Debian's): `up` fails naming slurmdbd, and the munged and MariaDB it had
+    started are stopped, not left running for the admin to find (a test session whose
+    slurmdbd did not start left its MariaDB running after the session). MariaDB keeps
+    its temporary files under the state directory, not the host's /tmp."""
+    state, prefix = TEST_ROOT / "failed-up", TEST_ROOT / "slurm-no-dbd"
+    shutil.rmtree(state, ignore_errors=True)
+    shutil.rmtree(prefix, ignore_errors=True)
+    for folder in ("bin", "sbin"):
+        (prefix / folder).mkdir(parents=True)
+        for program in Path("/usr", folder).iterdir():
+            if program.name.startswith(("s", "slurm")) and program.name != "slurmdbd":
+                (prefix / folder / program.name).symlink_to(program)
+    dbd = prefix / "sbin" / "slurmdbd"
+    dbd.write_text("#!/bin/sh\necho 'fatal: this slurmdbd cannot start' >&2\nexit 1\n")
+    dbd.chmod(0o755)
+    try:
+        result = perfguard("cluster", "up", "--nodes", "2", "--port-base", str(PORT_BASE),
+                           "--slurm-prefix", str(prefix), state=state)
+        assert result.returncode != 0 and "waiting for slurmdbd to answer: the daemon" \
+            in result.stderr and "exited" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+        assert processes_mentioning(str(state)) == []
+        assert (state / "mariadb" / "tmp").is_dir()
+    finally:
+        perfguard("cluster", "down", "--purge", state=state)
+        shutil.rmtree(prefix, ignore_errors=True)
+
+
 def test_postgres_accepts_connection_at_printed_dsn(layout: ClusterLayout) -> None:
     import psycopg
 
