@@ -8,7 +8,7 @@ import pytest
 
 from tests.system.replayed_sets import NO_UPDATE_PAGES, assert_set_replays_as_results, fault_rows
 
-SEVENTH_FAULTS = fault_rows("0% | 0% | 33% | 33%", "0% | 0% | 0% | 0%",
+SEVENTH_FAULTS = fault_rows("0% | 17% | 33% | 33%", "0% | 8% | 17% | 17%",
                            "0% | 67% | 100% | 100%")
 EIGHTH_FAULTS = fault_rows("0% | 33% | 33% | 33%", "0% | 17% | 42% | 33%",
                           "0% | 33% | 100% | 100%")
