@@ -1379,9 +1379,13 @@ class NightEffects:
             return np.zeros(left.shape[1])
         if effect is None:
             effect = _biweights(left[rows].T)  # a night none of its lines ran: NaN
-        effect = np.where(np.isnan(effect), 0.0, effect)
+        # a night one of its lines ran is that line's night, not the cause's: none taken
+        # (a 2-node site's one judged line read 0 less the fabric's effect: its own), and
+        # its spread is of the nights it was read on
+        read = ~np.isnan(effect) & ((~np.isnan(left[rows])).sum(axis=0) >= 2)
+        effect = np.where(read, effect, 0.0)
         left[rows] -= effect
-        shared = effect / self._noise(effect[None, :])[0]
+        shared = effect / self._noise(np.where(read, effect, np.nan)[None, :])[0]
         self.shared[cause] = self._pooled_rows(shared[None, self.recent_at],
                                                _levels(effect[None, self.recent_at]),
                                                deeper=cause[0] == LEAF)[0]
@@ -1428,7 +1432,9 @@ class NightEffects:
                 padded[rows] += np.repeat(effects[members], counts, axis=0)
                 gathered = padded[take].transpose(0, 2, 1).reshape(-1, width)
                 found = _biweights(gathered).reshape(len(members), left.shape[1])
-                found = np.where(np.isnan(found), 0.0, found)
+                # a night of one line is that line's night, not its node's: none taken
+                ran = (~np.isnan(gathered)).sum(axis=1).reshape(found.shape)
+                found = np.where(np.isnan(found) | (ran < 2), 0.0, found)
                 effects[members] = found
                 padded[rows] -= np.repeat(found, counts, axis=0)
         left[:] = padded[:-1]

@@ -10,7 +10,7 @@ from tests.system.replayed_sets import NO_UPDATE_PAGES, assert_set_replays_as_re
 
 SEVENTH_FAULTS = fault_rows("0% | 17% | 33% | 33%", "0% | 8% | 17% | 17%",
                            "0% | 67% | 100% | 100%")
-EIGHTH_FAULTS = fault_rows("0% | 33% | 33% | 33%", "0% | 17% | 42% | 33%",
+EIGHTH_FAULTS = fault_rows("0% | 33% | 33% | 33%", "0% | 17% | 33% | 33%",
                           "0% | 33% | 100% | 100%")
 NINTH_FAULTS = fault_rows("0% | 0% | 25% | 25%", "0% | 0% | 0% | 0%",
                          "50% | 50% | 50% | 50%", starts=2)

@@ -18,10 +18,10 @@ from tests.system.replayed_sets import (
 
 QUIET_FAULTS = fault_rows("0% | 83% | 100% | 83%", "0% | 42% | 83% | 67%",
                          "0% | 67% | 67% | 67%")
-SPACED_FAULTS = fault_rows("0% | 100% | 100% | 67%", "0% | 50% | 100% | 83%",
+SPACED_FAULTS = fault_rows("0% | 100% | 100% | 67%", "0% | 58% | 100% | 83%",
                           "0% | 67% | 67% | 67%")
-FIFTH_FAULTS = fault_rows("0% | 33% | 33% | 17%", "0% | 17% | 33% | 25%",
-                         "0% | 0% | 67% | 67%")
+FIFTH_FAULTS = fault_rows("0% | 17% | 33% | 33%", "0% | 8% | 25% | 25%",
+                         "0% | 33% | 67% | 67%")
 SIXTH_FAULTS = fault_rows("0% | 0% | 0% | 0%", "0% | 0% | 0% | 0%",
                          "0% | 0% | 100% | 100%")
 
