@@ -888,20 +888,20 @@ def one_trial(site_name, seed, what, trial):
 
 
 def test_run_quality_names_the_cause_of_each_recorded_miss() -> None:
-    """Misses among run_quality's own trials (the N-th trial of a fault at a seed, drawn
-    as the fault table draws it), each by the cause the results name: the pair's driver
-    (+17 % on a latency of CV 10.6 %) within its noise on the second night (seed 1,
-    trial 0); the 2-node pair's PCIe link at x8, whose finding reached the bar with one of
-    its three lines a level, under the bar the night before (seed 2, trial 15: 3.68 then
-    5.19 against 3.99; not confirmed; the 2-node pair 3x worse first of seed 2, trial 35,
-    was so too until a night of one line was no cause's: paged now); an HCA at half bandwidth at 16 nodes whose second
-    night one of its two 4 MiB lines read alone (seed 1, trial 25: 4.22 against 4.59;
-    under the bar); and the slow Himeno line's two nights -31.0 % and -16.4 % at 300
-    lines (seed 1, trial 17: nights differ, 14.6 % apart, past a quarter of the second's
-    depth). The slow Himeno line at 16 nodes of seed 1, trial 39, was under the bar in
-    its node's finding beside a bandwidth line of the node 16.2 % worse (3.05 against
-    4.60); with that line's node and its neighbour one finding (``_with_slow_partner``)
-    the Himeno line is a level of its own, and pages."""
+    """Misses among run_quality's own trials (the N-th trial of a fault at a seed, drawn as the
+    fault table draws it), each by the cause the results name: the pair's driver (+17 % on a
+    latency of CV 10.6 %) within its noise on the second night (seed 1, trial 0); the 2-node
+    pair's PCIe link at x8, whose finding reached the bar with one of its three lines a
+    level, under the bar the night before (seed 2, trial 15: 3.68 then 5.19 against 3.99;
+    not confirmed; the 2-node pair 3x worse first of seed 2, trial 35, was so too until a
+    night of one line was no cause's: paged now); an HCA at half bandwidth at 16 nodes whose
+    second night one of its two 4 MiB lines read alone (seed 1, trial 25: 4.22 against 4.59;
+    under the bar); and the slow Himeno line's two nights -31.0 % and -16.4 % at 300 lines
+    (seed 1, trial 17: nights differ, 14.6 % apart, past a quarter of the second's depth).
+    The slow Himeno line at 16 nodes of seed 1, trial 39, was under the bar in its node's
+    finding beside a bandwidth line of the node 16.2 % worse (3.05 against 4.60); with that
+    line's node and its neighbour one finding (``_with_slow_partner``) the Himeno line is a
+    level of its own, and pages."""
     script = TRIAL + """
 def cause(*trial):
     *_, misses = one_trial(*trial)
