@@ -1613,10 +1613,9 @@ class NightEffects:
         residuals are what is left once it is taken off. A slow pair on a 16-node site
         whose Himeno lines missed the night: node6's lines that ran were the three of
         node6:mlx5_0, its effect read 6.31, the device's residuals -0.41 against the bar
-        4.57, and no finding paged
-        (run_quality, 16 nodes, 10 % of line-nights missing, a 10-night history: paged
-        within 2 nights in 65 % of trials, seed 1). Their effects combined, as twins'
-        are."""
+        4.57, and no finding paged (run_quality, 16 nodes, 10 % of line-nights missing, a
+        10-night history: paged within 2 nights in 65 % of trials, seed 1). Twins' nodes'
+        effects combined."""
         devices = set(subject.split(", "))
         mine = {row for row, line in enumerate(self.lines) if devices & set(line.devices)}
         nodes = []
