@@ -88,14 +88,17 @@ def up(state: Path, nodes: int, port_base: int, leaves: int = 0,
     return layout
 
 
-def _stop(layout: ClusterLayout, services: list) -> None:
-    """Stop ``services``, newest first: what a failed or interrupted `up` started is not
-    left running (a test session whose slurmdbd did not start left its MariaDB running
-    after the session had ended)."""
+def _stop(layout: ClusterLayout, services: list) -> list[str]:
+    """Stop ``services``, newest first, and return the names of those that were running:
+    what a failed or interrupted `up` started is not left running (a test session whose
+    slurmdbd did not start left its MariaDB running after the session had ended)."""
+    stopped = []
     for service in reversed(services):
         pids = service.pids(layout)
         if pids:
             terminate(pids, timeout=30 if service.name == "postgresql" else 15)
+            stopped.append(service.name)
+    return stopped
 
 
 def slurm_prefix_to_run(given: Path | str | None, recorded: ClusterLayout | None) -> str:
@@ -158,9 +161,7 @@ def down(state: Path) -> list[str]:
     layout = ClusterLayout.load(state)
     if layout is None:
         return []
-    stopped = [service.name for service in SERVICES if service.pids(layout)]
-    _stop(layout, list(SERVICES))
-    stopped.reverse()
+    stopped = _stop(layout, list(SERVICES))
     tracking = node_tracking(layout)
     if tracking.cgroup:  # the nodes' cgroups, empty once their tasks are gone
         cgroups.remove_node_dirs(tracking, layout.port_base)

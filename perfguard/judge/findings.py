@@ -1617,14 +1617,14 @@ class NightEffects:
         10-night history: paged within 2 nights in 65 % of trials, seed 1). Twins' nodes'
         effects combined."""
         devices = set(subject.split(", "))
-        mine = {row for row, line in enumerate(self.lines) if devices & set(line.devices)}
         nodes = []
         for node in sorted({device.split(":")[0] for device in devices}):
             index = self._node_number.get(node)
             if (NODE, node) not in self.shared or index is None:
                 continue
             judged = [row for row in self._rows_of[index] if self.lines[row].moves]
-            if judged and len(mine.intersection(judged)) >= NARROWER_SHARE * len(judged):
+            mine = [row for row in judged if devices & set(self.lines[row].devices)]
+            if judged and len(mine) >= NARROWER_SHARE * len(judged):
                 nodes.append(node)
         if not nodes:
             return {}
